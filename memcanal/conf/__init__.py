@@ -1,0 +1,23 @@
+"""All of memcanal's configuration options, registered on the global CONF.
+
+oslo.messaging only works with the global ``cfg.CONF``, so every part of
+memcanal registers its options here rather than on private ConfigOpts.
+"""
+
+from oslo_config import cfg
+
+from memcanal.conf import agent
+from memcanal.conf import api
+from memcanal.conf import base
+from memcanal.conf import database
+from memcanal.conf import service
+from memcanal.conf import simulated
+
+CONF = cfg.CONF
+
+base.register_opts(CONF)
+agent.register_opts(CONF)
+api.register_opts(CONF)
+database.register_opts(CONF)
+service.register_opts(CONF)
+simulated.register_opts(CONF)

@@ -1,0 +1,35 @@
+"""Options of the REST API."""
+
+from oslo_config import cfg
+
+api_group = cfg.OptGroup('api', title='REST API options')
+
+api_opts = [
+    cfg.StrOpt('auth_strategy',
+               default='keystone',
+               choices=[('keystone', 'Validate tokens with keystonemiddleware'),
+                        ('noauth2', 'Trust the X-Auth-Token, X-Project-Id '
+                                    'and X-Roles headers; for all-in-one '
+                                    'and tests only')],
+               help='How API requests are authenticated.'),
+    cfg.HostAddressOpt('bind_host',
+                       default='127.0.0.1',
+                       help='Address memcanal-aio serves the API on.'),
+    cfg.PortOpt('bind_port',
+                default=8793,
+                help='Port memcanal-aio serves the API on.'),
+    cfg.IntOpt('max_limit',
+               default=1000,
+               min=1,
+               help='Largest page a collection request may ask for with '
+                    '"limit", and the page size when it gives none.'),
+]
+
+
+def register_opts(conf):
+    conf.register_group(api_group)
+    conf.register_opts(api_opts, group=api_group)
+
+
+def list_opts():
+    return {api_group: api_opts}

@@ -1,0 +1,17 @@
+"""Entry point for oslo-config-generator."""
+
+from memcanal.conf import agent
+from memcanal.conf import api
+from memcanal.conf import base
+from memcanal.conf import database
+from memcanal.conf import service
+from memcanal.conf import simulated
+
+_MODULES = (base, agent, api, database, service, simulated)
+
+
+def list_opts():
+    """Return [(group, opts)] for every memcanal option group."""
+    return [(group, opts)
+            for module in _MODULES
+            for group, opts in module.list_opts().items()]

@@ -1,0 +1,33 @@
+"""Options of the simulated hypervisor driver."""
+
+from oslo_config import cfg
+
+simulated_group = cfg.OptGroup(
+    'simulated', title='Simulated hypervisor driver options',
+    help='A host whose VMs are workload generators. Used by memcanal-aio, '
+         'by tests and by benchmarks; the same agent code runs on it as on '
+         'a real hypervisor.')
+
+simulated_opts = [
+    cfg.IntOpt('instances', default=4, min=0,
+               help='Number of VMs on the simulated host.'),
+    cfg.IntOpt('host_memory_mb', default=65536, min=1,
+               help='Memory of the simulated host in MiB.'),
+    cfg.IntOpt('reserved_host_memory_mb', default=2048, min=0,
+               help='Memory kept for the simulated host itself, in MiB.'),
+    cfg.IntOpt('instance_memory_mb', default=1024, min=1,
+               help='Memory allocated to each simulated VM, in MiB.'),
+    cfg.IntOpt('references_per_interval', default=50000, min=1,
+               help='Page references each VM makes per report interval.'),
+    cfg.IntOpt('seed', default=0,
+               help='Seed for the workloads, so runs can be repeated.'),
+]
+
+
+def register_opts(conf):
+    conf.register_group(simulated_group)
+    conf.register_opts(simulated_opts, group=simulated_group)
+
+
+def list_opts():
+    return {simulated_group: simulated_opts}

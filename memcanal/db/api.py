@@ -1,0 +1,296 @@
+"""Database API: every read and write memcanal makes, one transaction each.
+
+Functions take a ``memcanal.context.RequestContext`` first and return plain
+dicts, so callers never hold ORM objects past their transaction.
+"""
+
+from oslo_db import exception as db_exc
+from oslo_db.sqlalchemy import enginefacade
+from oslo_utils import timeutils
+from oslo_utils import uuidutils
+import sqlalchemy as sa
+
+from memcanal import exception
+from memcanal.db import models
+
+context_manager = enginefacade.transaction_context()
+
+
+def _host_dict(host, instance_count, rejected_count):
+    return {
+        'id': host.id,
+        'uuid': host.uuid,
+        'name': host.name,
+        'memory_total_bytes': host.memory_total_bytes,
+        'memory_reserved_bytes': host.memory_reserved_bytes,
+        'state': host.state,
+        'last_heartbeat_at': host.last_heartbeat_at,
+        'last_sequence': host.last_sequence,
+        'instance_count': instance_count,
+        'reports_rejected': rejected_count,
+        'created_at': host.created_at,
+        'updated_at': host.updated_at,
+    }
+
+
+def _instance_dict(instance, host_uuid):
+    return {
+        'id': instance.id,
+        'uuid': instance.uuid,
+        'host_uuid': host_uuid,
+        'project_id': instance.project_id,
+        'allocated_bytes': instance.allocated_bytes,
+        'target_bytes': instance.target_bytes,
+        'floor_bytes': instance.floor_bytes,
+        'ceiling_bytes': instance.ceiling_bytes,
+        'opt_out': instance.opt_out,
+        'created_at': instance.created_at,
+        'updated_at': instance.updated_at,
+    }
+
+
+def _report_dict(report):
+    return {
+        'id': report.id,
+        'sequence': report.sequence,
+        'collected_at': report.collected_at,
+        'allocated_bytes': report.allocated_bytes,
+        'wss': {w.estimator: w.wss_bytes for w in report.wss_estimates},
+        'mrc': {m.method: m.points for m in report.mrc_curves},
+        'guest_stats': report.guest_stats,
+    }
+
+
+@context_manager.writer
+def register_host(context, name, memory_total_bytes, memory_reserved_bytes):
+    """Create or refresh the host called ``name``; mark it up.
+
+    Returns the host's uuid and the highest report sequence stored for it,
+    so a restarted agent continues numbering after what was stored.
+    """
+    now = timeutils.utcnow()
+    host = context.session.execute(
+        sa.select(models.Host).where(models.Host.name == name)
+    ).scalar_one_or_none()
+    if host is None:
+        host = models.Host(uuid=uuidutils.generate_uuid(), name=name,
+                           last_sequence=0)
+        context.session.add(host)
+    host.memory_total_bytes = memory_total_bytes
+    host.memory_reserved_bytes = memory_reserved_bytes
+    host.state = 'up'
+    host.last_heartbeat_at = now
+    context.session.flush()
+    return {'uuid': host.uuid, 'last_sequence': host.last_sequence}
+
+
+def _upsert_instance(session, host, sample):
+    instance = session.execute(
+        sa.select(models.Instance).where(
+            models.Instance.uuid == sample['uuid'])
+    ).scalar_one_or_none()
+    if instance is None:
+        instance = models.Instance(uuid=sample['uuid'], opt_out=False)
+        session.add(instance)
+    instance.host_id = host.id
+    instance.project_id = sample['project_id']
+    instance.allocated_bytes = sample['allocated_bytes']
+    instance.target_bytes = sample.get('target_bytes')
+    session.flush()
+    return instance
+
+
+def _store_report(context, report):
+    session = context.session
+    host = session.execute(
+        sa.select(models.Host).where(models.Host.uuid == report['host_uuid'])
+    ).scalar_one_or_none()
+    if host is None:
+        raise exception.HostNotFound(host=report['host_uuid'])
+    already = session.execute(
+        sa.select(models.HostReport.id).where(
+            models.HostReport.host_id == host.id,
+            models.HostReport.sequence == report['sequence'])
+    ).first()
+    if already is not None:
+        return False
+    collected_at = report['collected_at']
+    host_report = models.HostReport(host_id=host.id,
+                                    sequence=report['sequence'],
+                                    collected_at=collected_at)
+    session.add(host_report)
+    session.flush()
+    for sample in report['instances']:
+        instance = _upsert_instance(session, host, sample)
+        instance_report = models.InstanceReport(
+            host_report_id=host_report.id, instance_id=instance.id,
+            sequence=report['sequence'], collected_at=collected_at,
+            allocated_bytes=sample['allocated_bytes'],
+            guest_stats=sample.get('guest_stats', {}))
+        session.add(instance_report)
+        session.flush()
+        for estimator, wss_bytes in sample.get('wss', {}).items():
+            session.add(models.WssEstimate(
+                instance_report_id=instance_report.id, estimator=estimator,
+                wss_bytes=wss_bytes))
+        for method, points in sample.get('mrc', {}).items():
+            session.add(models.MrcCurve(
+                instance_report_id=instance_report.id, method=method,
+                points=points))
+    host.last_sequence = max(host.last_sequence, report['sequence'])
+    host.last_heartbeat_at = timeutils.utcnow()
+    host.state = 'up'
+    return True
+
+
+def store_report(context, report):
+    """Store a validated report whole, or not at all.
+
+    Returns False when (host, sequence) is already stored, which is how a
+    redelivered message is told apart from a new one; raises HostNotFound
+    for a host that never registered.
+    """
+    try:
+        with context_manager.writer.using(context):
+            return _store_report(context, report)
+    except db_exc.DBDuplicateEntry:
+        # Another worker stored the same redelivered report first.
+        return False
+
+
+@context_manager.writer
+def record_rejection(context, host_uuid, sequence, code, detail):
+    context.session.add(models.ReportRejection(
+        host_uuid=host_uuid, sequence=sequence, code=code, detail=detail))
+
+
+@context_manager.reader
+def count_rejections(context, host_uuid=None):
+    query = sa.select(sa.func.count(models.ReportRejection.id))
+    if host_uuid is not None:
+        query = query.where(models.ReportRejection.host_uuid == host_uuid)
+    return context.session.execute(query).scalar_one()
+
+
+@context_manager.writer
+def mark_hosts_down(context, cutoff):
+    """Mark down every up host not heard from since ``cutoff``.
+
+    Returns the names of the hosts that went down.
+    """
+    stale = context.session.execute(
+        sa.select(models.Host).where(
+            models.Host.state == 'up',
+            models.Host.last_heartbeat_at < cutoff)
+    ).scalars().all()
+    for host in stale:
+        host.state = 'down'
+    return [host.name for host in stale]
+
+
+def _host_counts(session):
+    instances = dict(session.execute(
+        sa.select(models.Instance.host_id, sa.func.count(models.Instance.id))
+        .group_by(models.Instance.host_id)).all())
+    rejected = dict(session.execute(
+        sa.select(models.ReportRejection.host_uuid,
+                  sa.func.count(models.ReportRejection.id))
+        .group_by(models.ReportRejection.host_uuid)).all())
+    return instances, rejected
+
+
+@context_manager.reader
+def list_hosts(context):
+    hosts = context.session.execute(
+        sa.select(models.Host).order_by(models.Host.name)).scalars().all()
+    instances, rejected = _host_counts(context.session)
+    return [_host_dict(h, instances.get(h.id, 0), rejected.get(h.uuid, 0))
+            for h in hosts]
+
+
+@context_manager.reader
+def get_host(context, host_uuid):
+    host = context.session.execute(
+        sa.select(models.Host).where(models.Host.uuid == host_uuid)
+    ).scalar_one_or_none()
+    if host is None:
+        raise exception.HostNotFound(host=host_uuid)
+    instances, rejected = _host_counts(context.session)
+    return _host_dict(host, instances.get(host.id, 0),
+                      rejected.get(host.uuid, 0))
+
+
+def _instance_query():
+    return (sa.select(models.Instance, models.Host.uuid)
+            .outerjoin(models.Host, models.Instance.host_id == models.Host.id))
+
+
+@context_manager.reader
+def list_instances(context, project_id=None, host_uuid=None, limit=None,
+                   marker=None):
+    """Instances ordered by uuid; ``marker`` is the last uuid of a page."""
+    query = _instance_query().order_by(models.Instance.uuid)
+    if project_id is not None:
+        query = query.where(models.Instance.project_id == project_id)
+    if host_uuid is not None:
+        query = query.where(models.Host.uuid == host_uuid)
+    if marker is not None:
+        query = query.where(models.Instance.uuid > marker)
+    if limit is not None:
+        query = query.limit(limit)
+    return [_instance_dict(inst, h_uuid)
+            for inst, h_uuid in context.session.execute(query).all()]
+
+
+def _latest_report(session, instance_id):
+    return session.execute(
+        sa.select(models.InstanceReport)
+        .where(models.InstanceReport.instance_id == instance_id)
+        .order_by(models.InstanceReport.id.desc()).limit(1)
+    ).scalar_one_or_none()
+
+
+@context_manager.reader
+def get_instance(context, instance_uuid):
+    """One instance with its latest report (or None) under 'latest_report'."""
+    row = context.session.execute(
+        _instance_query().where(models.Instance.uuid == instance_uuid)
+    ).first()
+    if row is None:
+        raise exception.InstanceNotFound(uuid=instance_uuid)
+    instance, host_uuid = row
+    result = _instance_dict(instance, host_uuid)
+    latest = _latest_report(context.session, instance.id)
+    result['latest_report'] = _report_dict(latest) if latest else None
+    return result
+
+
+@context_manager.reader
+def list_instance_reports(context, instance_uuid, limit=None, marker=None):
+    """Reports of one instance, newest first; ``marker`` is a report id."""
+    instance_id = context.session.execute(
+        sa.select(models.Instance.id).where(
+            models.Instance.uuid == instance_uuid)).scalar_one_or_none()
+    if instance_id is None:
+        raise exception.InstanceNotFound(uuid=instance_uuid)
+    query = (sa.select(models.InstanceReport)
+             .where(models.InstanceReport.instance_id == instance_id)
+             .order_by(models.InstanceReport.id.desc()))
+    if marker is not None:
+        query = query.where(models.InstanceReport.id < marker)
+    if limit is not None:
+        query = query.limit(limit)
+    return [_report_dict(r)
+            for r in context.session.execute(query).scalars().all()]
+
+
+@context_manager.reader
+def count_reports(context):
+    """Host reports and instance reports stored, for summaries."""
+    session = context.session
+    return {
+        'host_reports': session.execute(
+            sa.select(sa.func.count(models.HostReport.id))).scalar_one(),
+        'instance_reports': session.execute(
+            sa.select(sa.func.count(models.InstanceReport.id))).scalar_one(),
+    }

@@ -1,0 +1,211 @@
+"""SQLAlchemy models: what memcanal knows about hosts, VMs and decisions.
+
+Sizes are bytes (BigInteger) everywhere, so a WSS, an allocation and a
+point of a miss-ratio curve compare without unit conversions. Times are
+naive UTC, as oslo.utils' timeutils gives them.
+"""
+
+from oslo_utils import timeutils
+import sqlalchemy as sa
+from sqlalchemy import orm
+
+ACTION_STATES = ('recommended', 'approved', 'applied', 'failed',
+                 'rolled_back')
+HOST_STATES = ('up', 'down')
+
+
+class Base(orm.DeclarativeBase):
+    pass
+
+
+class TimestampMixin:
+    created_at = sa.Column(sa.DateTime, nullable=False,
+                           default=timeutils.utcnow)
+    updated_at = sa.Column(sa.DateTime, nullable=True,
+                           onupdate=timeutils.utcnow)
+
+
+class Host(TimestampMixin, Base):
+    """A compute host running a memcanal agent."""
+
+    __tablename__ = 'hosts'
+    __table_args__ = (
+        sa.UniqueConstraint('uuid', name='uniq_hosts0uuid'),
+        sa.UniqueConstraint('name', name='uniq_hosts0name'),
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    uuid = sa.Column(sa.String(36), nullable=False)
+    name = sa.Column(sa.String(255), nullable=False)
+    memory_total_bytes = sa.Column(sa.BigInteger, nullable=False)
+    memory_reserved_bytes = sa.Column(sa.BigInteger, nullable=False,
+                                      default=0)
+    state = sa.Column(sa.String(16), nullable=False, default='up')
+    last_heartbeat_at = sa.Column(sa.DateTime, nullable=True)
+    # Highest report sequence stored; a restarted agent resumes after it.
+    last_sequence = sa.Column(sa.BigInteger, nullable=False, default=0)
+
+
+class Instance(TimestampMixin, Base):
+    """A VM, as its host's agent last described it."""
+
+    __tablename__ = 'instances'
+    __table_args__ = (
+        sa.UniqueConstraint('uuid', name='uniq_instances0uuid'),
+        sa.Index('instances_project_id_idx', 'project_id'),
+        sa.Index('instances_host_id_idx', 'host_id'),
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    uuid = sa.Column(sa.String(36), nullable=False)
+    host_id = sa.Column(sa.Integer, sa.ForeignKey('hosts.id'),
+                        nullable=True)
+    project_id = sa.Column(sa.String(255), nullable=False)
+    allocated_bytes = sa.Column(sa.BigInteger, nullable=False)
+    target_bytes = sa.Column(sa.BigInteger, nullable=True)
+    floor_bytes = sa.Column(sa.BigInteger, nullable=True)
+    ceiling_bytes = sa.Column(sa.BigInteger, nullable=True)
+    opt_out = sa.Column(sa.Boolean, nullable=False, default=False)
+
+    host = orm.relationship(Host)
+
+
+class HostReport(Base):
+    """One report of an agent; (host, sequence) is stored at most once."""
+
+    __tablename__ = 'host_reports'
+    __table_args__ = (
+        sa.UniqueConstraint('host_id', 'sequence',
+                            name='uniq_host_reports0host_id0sequence'),
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    host_id = sa.Column(sa.Integer, sa.ForeignKey('hosts.id'),
+                        nullable=False)
+    sequence = sa.Column(sa.BigInteger, nullable=False)
+    collected_at = sa.Column(sa.DateTime, nullable=False)
+    received_at = sa.Column(sa.DateTime, nullable=False,
+                            default=timeutils.utcnow)
+
+
+class InstanceReport(Base):
+    """What one host report said about one instance."""
+
+    __tablename__ = 'instance_reports'
+    __table_args__ = (
+        sa.UniqueConstraint(
+            'host_report_id', 'instance_id',
+            name='uniq_instance_reports0host_report_id0instance_id'),
+        sa.Index('instance_reports_instance_id_idx', 'instance_id', 'id'),
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    host_report_id = sa.Column(sa.Integer, sa.ForeignKey('host_reports.id'),
+                               nullable=False)
+    instance_id = sa.Column(sa.Integer, sa.ForeignKey('instances.id'),
+                            nullable=False)
+    sequence = sa.Column(sa.BigInteger, nullable=False)
+    collected_at = sa.Column(sa.DateTime, nullable=False)
+    allocated_bytes = sa.Column(sa.BigInteger, nullable=False)
+    guest_stats = sa.Column(sa.JSON, nullable=False)
+
+    wss_estimates = orm.relationship(
+        'WssEstimate', order_by='WssEstimate.estimator', lazy='selectin')
+    mrc_curves = orm.relationship(
+        'MrcCurve', order_by='MrcCurve.method', lazy='selectin')
+
+
+class WssEstimate(Base):
+    """A working-set size, by the estimator that produced it."""
+
+    __tablename__ = 'wss_estimates'
+    __table_args__ = (
+        sa.UniqueConstraint(
+            'instance_report_id', 'estimator',
+            name='uniq_wss_estimates0instance_report_id0estimator'),
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    instance_report_id = sa.Column(
+        sa.Integer, sa.ForeignKey('instance_reports.id'), nullable=False)
+    estimator = sa.Column(sa.String(32), nullable=False)
+    wss_bytes = sa.Column(sa.BigInteger, nullable=False)
+
+
+class MrcCurve(Base):
+    """A miss-ratio curve: [[memory size in bytes, miss ratio], ...]."""
+
+    __tablename__ = 'mrc_curves'
+    __table_args__ = (
+        sa.UniqueConstraint(
+            'instance_report_id', 'method',
+            name='uniq_mrc_curves0instance_report_id0method'),
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    instance_report_id = sa.Column(
+        sa.Integer, sa.ForeignKey('instance_reports.id'), nullable=False)
+    method = sa.Column(sa.String(32), nullable=False)
+    points = sa.Column(sa.JSON, nullable=False)
+
+
+class ReportRejection(Base):
+    """A report the service refused, kept so rejections can be counted.
+
+    The host is kept by the uuid the report claimed, since unknown hosts
+    are one reason for rejection.
+    """
+
+    __tablename__ = 'report_rejections'
+    __table_args__ = (
+        sa.Index('report_rejections_host_uuid_idx', 'host_uuid'),
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    host_uuid = sa.Column(sa.String(255), nullable=True)
+    sequence = sa.Column(sa.BigInteger, nullable=True)
+    code = sa.Column(sa.String(64), nullable=False)
+    detail = sa.Column(sa.Text, nullable=False)
+    created_at = sa.Column(sa.DateTime, nullable=False,
+                           default=timeutils.utcnow)
+
+
+class Decision(TimestampMixin, Base):
+    """Why the service decided something: the policy, its inputs, outputs."""
+
+    __tablename__ = 'decisions'
+    __table_args__ = (
+        sa.UniqueConstraint('uuid', name='uniq_decisions0uuid'),
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    uuid = sa.Column(sa.String(36), nullable=False)
+    host_id = sa.Column(sa.Integer, sa.ForeignKey('hosts.id'),
+                        nullable=True)
+    kind = sa.Column(sa.String(32), nullable=False)
+    policy = sa.Column(sa.String(64), nullable=False)
+    inputs = sa.Column(sa.JSON, nullable=False)
+    outputs = sa.Column(sa.JSON, nullable=False)
+
+
+class Action(TimestampMixin, Base):
+    """One step that carries out a decision, and where it stands."""
+
+    __tablename__ = 'actions'
+    __table_args__ = (
+        sa.UniqueConstraint('uuid', name='uniq_actions0uuid'),
+        sa.Index('actions_state_idx', 'state'),
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    uuid = sa.Column(sa.String(36), nullable=False)
+    decision_id = sa.Column(sa.Integer, sa.ForeignKey('decisions.id'),
+                            nullable=True)
+    host_id = sa.Column(sa.Integer, sa.ForeignKey('hosts.id'),
+                        nullable=True)
+    instance_id = sa.Column(sa.Integer, sa.ForeignKey('instances.id'),
+                            nullable=True)
+    kind = sa.Column(sa.String(32), nullable=False)
+    params = sa.Column(sa.JSON, nullable=False)
+    state = sa.Column(sa.String(16), nullable=False, default='recommended')
+    error = sa.Column(sa.Text, nullable=True)

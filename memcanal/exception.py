@@ -1,0 +1,41 @@
+"""Exceptions shared across memcanal's layers."""
+
+
+class MemcanalException(Exception):
+    """Base class; ``msg_fmt`` is formatted with the keyword arguments."""
+
+    msg_fmt = 'An unknown error occurred.'
+
+    def __init__(self, message=None, **kwargs):
+        self.kwargs = kwargs
+        super().__init__(message or self.msg_fmt % kwargs)
+
+
+class NotFound(MemcanalException):
+    msg_fmt = 'Resource could not be found.'
+
+
+class HostNotFound(NotFound):
+    msg_fmt = 'Compute host %(host)s could not be found.'
+
+
+class InstanceNotFound(NotFound):
+    msg_fmt = 'Instance %(uuid)s could not be found.'
+
+
+class MarkerNotFound(NotFound):
+    msg_fmt = 'Marker %(marker)s could not be found.'
+
+
+class InvalidReport(MemcanalException):
+    """An agent report that fails validation; ``code`` says why, stably."""
+
+    msg_fmt = 'Invalid report: %(reason)s'
+
+    def __init__(self, code, reason):
+        self.code = code
+        super().__init__(reason=reason)
+
+
+class DriverNotFound(MemcanalException):
+    msg_fmt = 'Hypervisor driver %(name)s is not installed.'

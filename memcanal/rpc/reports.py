@@ -1,0 +1,153 @@
+"""The wire format of an agent report, and its validation.
+
+A report is a dict::
+
+    {"host_uuid": "<uuid from register_host>",
+     "sequence": 42,                       # per host, from 1, increasing
+     "collected_at": "2026-11-22T09:00:00Z",
+     "instances": [
+        {"uuid": "<instance uuid>", "project_id": "<project>",
+         "allocated_bytes": 1073741824, "target_bytes": null,
+         "wss": {"<estimator>": <bytes>, ...},
+         "mrc": {"<method>": [[<size bytes>, <miss ratio>], ...], ...},
+         "guest_stats": {"<name>": <number>, ...}}]}
+
+The service validates every report before storing anything from it, so a
+malformed one is rejected whole with a stable code.
+"""
+
+import math
+
+import jsonschema
+from oslo_utils import timeutils
+
+from memcanal import exception
+
+NAME_PATTERN = '^[a-z][a-z0-9_]{0,31}$'
+UUID_PATTERN = ('^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?'
+                '[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$')
+NON_NEGATIVE_INT = {'type': 'integer', 'minimum': 0}
+
+INSTANCE_SCHEMA = {
+    'type': 'object',
+    'required': ['uuid', 'project_id', 'allocated_bytes'],
+    'additionalProperties': False,
+    'properties': {
+        'uuid': {'type': 'string', 'pattern': UUID_PATTERN},
+        'project_id': {'type': 'string', 'minLength': 1, 'maxLength': 255},
+        'allocated_bytes': NON_NEGATIVE_INT,
+        'target_bytes': {'type': ['integer', 'null'], 'minimum': 0},
+        'wss': {
+            'type': 'object',
+            'propertyNames': {'pattern': NAME_PATTERN},
+            'additionalProperties': NON_NEGATIVE_INT,
+        },
+        'mrc': {
+            'type': 'object',
+            'propertyNames': {'pattern': NAME_PATTERN},
+            'additionalProperties': {
+                'type': 'array',
+                'minItems': 1,
+                'items': {
+                    'type': 'array',
+                    'prefixItems': [{'type': 'integer', 'minimum': 1},
+                                    {'type': 'number', 'minimum': 0,
+                                     'maximum': 1}],
+                    'minItems': 2,
+                    'maxItems': 2,
+                },
+            },
+        },
+        'guest_stats': {
+            'type': 'object',
+            'propertyNames': {'maxLength': 64},
+            'additionalProperties': {'type': 'number'},
+        },
+    },
+}
+
+REPORT_SCHEMA = {
+    '$schema': 'https://json-schema.org/draft/2020-12/schema',
+    'type': 'object',
+    'required': ['host_uuid', 'sequence', 'collected_at', 'instances'],
+    'additionalProperties': False,
+    'properties': {
+        'host_uuid': {'type': 'string', 'pattern': UUID_PATTERN},
+        'sequence': {'type': 'integer', 'minimum': 1},
+        'collected_at': {'type': 'string', 'maxLength': 64},
+        'instances': {'type': 'array', 'items': INSTANCE_SCHEMA},
+    },
+}
+
+_VALIDATOR = jsonschema.Draft202012Validator(REPORT_SCHEMA)
+
+
+def _non_finite_path(value, path=()):
+    """The path to the first NaN or infinity inside ``value``, or None.
+
+    JSON schema's "number" admits NaN and infinity, and NaN passes every
+    minimum and maximum, so they are looked for separately.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return path
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        found = _non_finite_path(item, path + (key,))
+        if found is not None:
+            return found
+    return None
+
+
+def _check_instance(index, sample, max_mrc_points):
+    for method, points in sample.get('mrc', {}).items():
+        where = 'instances[%d].mrc.%s' % (index, method)
+        if len(points) > max_mrc_points:
+            raise exception.InvalidReport(
+                'report.mrc_too_large',
+                '%s has %d points, more than %d' % (
+                    where, len(points), max_mrc_points))
+        sizes = [size for size, _ratio in points]
+        if any(b <= a for a, b in zip(sizes, sizes[1:])):
+            raise exception.InvalidReport(
+                'report.mrc_unordered',
+                '%s sizes are not strictly increasing' % where)
+
+
+def validate_report(report, max_mrc_points, max_instances):
+    """Return ``report`` with collected_at parsed, or raise InvalidReport."""
+    if not isinstance(report, dict):
+        raise exception.InvalidReport('report.malformed',
+                                      'a report must be an object')
+    bad_path = _non_finite_path(report)
+    if bad_path is not None:
+        raise exception.InvalidReport(
+            'report.not_finite',
+            'non-finite number at %s' % '.'.join(map(str, bad_path)))
+    error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(report))
+    if error is not None:
+        where = '.'.join(str(p) for p in error.absolute_path) or 'report'
+        raise exception.InvalidReport('report.malformed',
+                                      '%s: %s' % (where, error.message))
+    if len(report['instances']) > max_instances:
+        raise exception.InvalidReport(
+            'report.too_many_instances',
+            '%d instances, more than %d' % (len(report['instances']),
+                                            max_instances))
+    uuids = [sample['uuid'] for sample in report['instances']]
+    if len(set(uuids)) != len(uuids):
+        raise exception.InvalidReport('report.duplicate_instance',
+                                      'an instance appears twice')
+    for index, sample in enumerate(report['instances']):
+        _check_instance(index, sample, max_mrc_points)
+    try:
+        collected_at = timeutils.normalize_time(
+            timeutils.parse_isotime(report['collected_at']))
+    except ValueError as err:
+        raise exception.InvalidReport('report.malformed',
+                                      'collected_at: %s' % err)
+    return dict(report, collected_at=collected_at)

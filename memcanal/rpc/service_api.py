@@ -1,0 +1,37 @@
+"""Client side of the agent -> service RPC API.
+
+API version history:
+
+* 1.0 - Initial version: register_host (call), report (cast).
+"""
+
+import oslo_messaging as messaging
+
+from memcanal import rpc
+
+
+class ServiceAPI:
+    """What a compute agent may ask of the central service."""
+
+    VERSION = '1.0'
+
+    def __init__(self):
+        target = messaging.Target(topic=rpc.SERVICE_TOPIC,
+                                  version=self.VERSION)
+        self.client = rpc.get_client(target, version_cap=self.VERSION)
+
+    def register_host(self, ctxt, name, memory_total_bytes,
+                      memory_reserved_bytes):
+        """Register (or refresh) a host; returns its uuid and last sequence.
+
+        A call, so the agent knows where to resume numbering its reports.
+        """
+        cctxt = self.client.prepare(version='1.0')
+        return cctxt.call(ctxt, 'register_host', name=name,
+                          memory_total_bytes=memory_total_bytes,
+                          memory_reserved_bytes=memory_reserved_bytes)
+
+    def report(self, ctxt, report):
+        """Send one host report (see memcanal.rpc.reports for its schema)."""
+        cctxt = self.client.prepare(version='1.0')
+        cctxt.cast(ctxt, 'report', report=report)
