@@ -5,6 +5,8 @@ made; the transport URL comes from ``[DEFAULT] transport_url``, so
 ``fake://`` gives in-process messaging and ``rabbit://`` RabbitMQ.
 """
 
+from memcanal import threading_backend  # noqa: F401  (before oslo.messaging)
+
 import oslo_messaging as messaging
 from oslo_messaging.rpc import dispatcher
 
@@ -14,6 +16,8 @@ SERVICE_TOPIC = 'memcanal-service'
 AGENT_TOPIC = 'memcanal-agent'
 
 TRANSPORT = None
+
+messaging.set_transport_defaults(control_exchange='memcanal')
 
 
 class RequestContextSerializer(messaging.Serializer):
@@ -32,10 +36,11 @@ class RequestContextSerializer(messaging.Serializer):
         return memcanal_context.RequestContext.from_dict(context)
 
 
-def init(conf):
+def init(conf, url=None):
+    """Open this process's transport; ``url`` overrides transport_url."""
     global TRANSPORT
     if TRANSPORT is None:
-        TRANSPORT = messaging.get_rpc_transport(conf)
+        TRANSPORT = messaging.get_rpc_transport(conf, url=url)
     return TRANSPORT
 
 
@@ -44,6 +49,8 @@ def cleanup():
     if TRANSPORT is not None:
         TRANSPORT.cleanup()
         TRANSPORT = None
+
+messaging.set_transport_defaults(control_exchange='memcanal')
 
 
 def get_client(target, version_cap=None):

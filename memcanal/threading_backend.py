@@ -1,0 +1,17 @@
+"""Select oslo.service's threading backend before anything asks for one.
+
+oslo.messaging asks oslo.service for a backend when it is imported, and
+oslo.service still defaults to eventlet. memcanal runs on native threads,
+so every module that imports oslo.messaging or oslo.service imports this
+one first.
+"""
+
+import warnings
+
+from oslo_service import backend
+
+# futurist imports eventlet only to detect it (oslo.service installs it);
+# nothing monkey-patches, so its deprecation warning is noise here.
+warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated')
+
+backend.init_backend(backend.BackendType.THREADING)
