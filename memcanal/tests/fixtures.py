@@ -2,7 +2,9 @@
 
 import fixtures
 from oslo_config import cfg
-import sqlalchemy as sa
+from oslo_db.sqlalchemy import enginefacade
+from oslo_db.sqlalchemy import engines
+from oslo_db.sqlalchemy import orm
 
 from memcanal.db import api as db_api
 from memcanal.db import models
@@ -20,16 +22,16 @@ class Database(fixtures.Fixture):
         self.url = url
 
     def _setUp(self):
-        if self.url == 'sqlite://':
-            self.engine = sa.create_engine(
-                self.url, poolclass=sa.pool.StaticPool,
-                connect_args={'check_same_thread': False})
-        else:
-            self.engine = sa.create_engine(self.url)
+        # oslo.db's engine, so its exception filters (DBDuplicateEntry...)
+        # apply as they do in production.
+        self.engine = engines.create_engine(self.url)
         models.Base.metadata.create_all(self.engine)
         self.addCleanup(self.engine.dispose)
         self.addCleanup(models.Base.metadata.drop_all, self.engine)
-        self.addCleanup(db_api.context_manager.patch_engine(self.engine))
+        factory = enginefacade._TestTransactionFactory(
+            self.engine, orm.get_maker(engine=self.engine),
+            apply_global=False)
+        self.addCleanup(db_api.context_manager.patch_factory(factory))
 
 
 class ConfFixture(fixtures.Fixture):

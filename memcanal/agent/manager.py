@@ -1,0 +1,106 @@
+"""The compute agent: collect from the hypervisor, estimate, report.
+
+Every report interval the agent collects a Sample per VM from its driver,
+summarizes it with memcanal.estimation, and casts one report for the whole
+host to the service. The report doubles as the host's heartbeat.
+"""
+
+import collections
+import os
+
+import oslo_messaging as messaging
+from oslo_log import log as logging
+from oslo_utils import timeutils
+
+from memcanal.agent import collector
+from memcanal.agent import sequence
+from memcanal import context as memcanal_context
+from memcanal.rpc import service_api
+
+LOG = logging.getLogger(__name__)
+
+# Remembered action ids; far more than one host receives between restarts.
+APPLIED_ACTIONS_KEPT = 4096
+
+
+class AgentManager:
+    """Endpoint for memcanal.rpc.agent_api.AgentAPI (version 1.x)."""
+
+    target = messaging.Target(version='1.0')
+
+    def __init__(self, conf, host, hypervisor):
+        self.conf = conf
+        self.host = host
+        self.driver = hypervisor
+        self.host_uuid = None
+        self.sequence = sequence.SequenceCounter(
+            os.path.join(conf.state_path, 'agent-%s.sequence' % host))
+        self._service_api = None
+        self._applied_actions = collections.OrderedDict()
+
+    @property
+    def service_api(self):
+        # Made on first use: the transport exists only once the RPC
+        # service has started, after oslo.service forked.
+        if self._service_api is None:
+            self._service_api = service_api.ServiceAPI()
+        return self._service_api
+
+    def register(self):
+        """Register this host; return True once the service has answered."""
+        info = self.driver.host_info()
+        try:
+            host = self.service_api.register_host(
+                memcanal_context.get_admin_context(), self.host,
+                info.memory_total_bytes, info.memory_reserved_bytes)
+        except messaging.MessagingTimeout:
+            LOG.warning('The memcanal service did not answer the '
+                        'registration of %s; retrying next interval',
+                        self.host)
+            return False
+        self.host_uuid = host['uuid']
+        self.sequence.resume_after(host['last_sequence'])
+        LOG.info('Registered %s as %s; reports continue after %d',
+                 self.host, self.host_uuid, self.sequence.last)
+        return True
+
+    def build_report(self):
+        """One report of every VM on this host, numbered."""
+        samples = []
+        for instance in self.driver.list_instances():
+            summary = collector.summarize(
+                self.driver.collect(instance.uuid),
+                self.conf.agent.max_mrc_points)
+            samples.append(dict(
+                summary, uuid=instance.uuid, project_id=instance.project_id,
+                allocated_bytes=instance.allocated_bytes,
+                target_bytes=instance.target_bytes))
+        return {
+            'host_uuid': self.host_uuid,
+            'sequence': self.sequence.next(),
+            'collected_at': timeutils.utcnow().isoformat() + 'Z',
+            'instances': samples,
+        }
+
+    def report(self):
+        """Periodic job: register if needed, then send one report."""
+        if self.host_uuid is None and not self.register():
+            return None
+        report = self.build_report()
+        self.service_api.report(memcanal_context.get_admin_context(), report)
+        LOG.debug('Sent report %d with %d instances', report['sequence'],
+                  len(report['instances']))
+        return report
+
+    def apply_memory_target(self, context, instance_uuid, target_bytes,
+                            action_id):
+        """Resize one VM; an action id already applied is not applied again."""
+        if action_id in self._applied_actions:
+            LOG.info('Action %s was already applied; ignoring', action_id)
+            return
+        self.driver.apply_memory_target(instance_uuid, target_bytes)
+        self._applied_actions[action_id] = target_bytes
+        while len(self._applied_actions) > APPLIED_ACTIONS_KEPT:
+            self._applied_actions.popitem(last=False)
+        LOG.info('Applied action %s: %s -> %d bytes', action_id,
+                 instance_uuid, target_bytes)

@@ -1,0 +1,32 @@
+"""Start-up shared by memcanal's console scripts."""
+
+import sys
+
+from oslo_log import log as logging
+
+from memcanal import conf as memcanal_conf
+
+CONF = memcanal_conf.CONF
+
+
+def parse_args(argv, default_config_files=None):
+    """Parse the command line and config files into CONF; set up logging."""
+    logging.register_options(CONF)
+    CONF(argv[1:], project='memcanal',
+         default_config_files=default_config_files)
+    logging.setup(CONF, 'memcanal')
+
+
+def run_service(create_service):
+    """Parse arguments, then run ``create_service(CONF)`` under oslo.service."""
+    from oslo_service import service
+
+    from memcanal import rpc
+
+    parse_args(sys.argv)
+    launcher = service.launch(CONF, create_service(CONF),
+                              restart_method='mutate')
+    try:
+        launcher.wait()
+    finally:
+        rpc.cleanup()

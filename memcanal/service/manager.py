@@ -1,0 +1,95 @@
+"""The central service's RPC endpoint and periodic tasks.
+
+Agents call ``register_host`` and cast ``report``; the manager validates
+every report before it stores any of it, stores each (host, sequence) once,
+and marks down the hosts that stop reporting.
+"""
+
+import datetime
+import threading
+
+import oslo_messaging as messaging
+from oslo_log import log as logging
+from oslo_utils import timeutils
+
+from memcanal import context as memcanal_context
+from memcanal.db import api as db_api
+from memcanal import exception
+from memcanal.rpc import reports
+
+LOG = logging.getLogger(__name__)
+
+
+class ServiceManager:
+    """Endpoint for memcanal.rpc.service_api.ServiceAPI (version 1.x)."""
+
+    target = messaging.Target(version='1.0')
+
+    def __init__(self, conf):
+        self.conf = conf
+        # Outcomes since start; the rejections are also stored, per host.
+        self.counters = {'stored': 0, 'duplicate': 0, 'rejected': 0}
+        self._counters_lock = threading.Lock()
+
+    def _count(self, outcome):
+        with self._counters_lock:
+            self.counters[outcome] += 1
+
+    def register_host(self, context, name, memory_total_bytes,
+                      memory_reserved_bytes):
+        host = db_api.register_host(context, name, memory_total_bytes,
+                                    memory_reserved_bytes)
+        LOG.info('Host %s registered as %s (last sequence %d)', name,
+                 host['uuid'], host['last_sequence'])
+        return host
+
+    def report(self, context, report):
+        """Store one agent report, or reject it whole; never raise.
+
+        A cast has nobody to answer, so a bad report is logged, counted and
+        recorded with its reason instead.
+        """
+        host_uuid = report.get('host_uuid') if isinstance(report,
+                                                          dict) else None
+        sequence = report.get('sequence') if isinstance(report,
+                                                        dict) else None
+        try:
+            valid = reports.validate_report(
+                report, self.conf.service.max_mrc_points,
+                self.conf.service.max_instances_per_report)
+            stored = db_api.store_report(context, valid)
+        except exception.InvalidReport as err:
+            self._reject(context, host_uuid, sequence, err.code, str(err))
+            return
+        except exception.HostNotFound as err:
+            self._reject(context, host_uuid, sequence, 'report.host_unknown',
+                         str(err))
+            return
+        self._count('stored' if stored else 'duplicate')
+        if not stored:
+            LOG.debug('Report %s of host %s was already stored', sequence,
+                      host_uuid)
+
+    def _reject(self, context, host_uuid, sequence, code, detail):
+        self._count('rejected')
+        LOG.warning('Rejected report %s of host %s: %s (%s)', sequence,
+                    host_uuid, detail, code)
+        db_api.record_rejection(
+            context, str(host_uuid)[:255] if host_uuid is not None else None,
+            sequence if isinstance(sequence, int) else None, code,
+            detail[:4000])
+
+    def mark_down_silent_hosts(self):
+        """Periodic: hosts without a heartbeat for host_down_after go down."""
+        cutoff = timeutils.utcnow() - datetime.timedelta(
+            seconds=self.conf.service.host_down_after)
+        down = db_api.mark_hosts_down(memcanal_context.get_admin_context(),
+                                      cutoff)
+        for name in down:
+            LOG.warning('Host %s missed its heartbeats; marked down', name)
+        return down
+
+    def periodic_jobs(self):
+        """(interval, callable) pairs the service runs; later decisions too."""
+        return [(self.conf.service.periodic_interval,
+                 self.mark_down_silent_hosts)]
