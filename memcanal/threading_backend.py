@@ -2,8 +2,7 @@
 
 oslo.messaging asks oslo.service for a backend when it is imported, and
 oslo.service still defaults to eventlet. memcanal runs on native threads,
-so every module that imports oslo.messaging or oslo.service imports this
-one first.
+so memcanal/__init__.py imports this module before anything else.
 """
 
 import warnings

@@ -1,3 +1,1 @@
-"""Console scripts. Importing this package selects native threads."""
-
-from memcanal import threading_backend  # noqa: F401
+"""memcanal's console scripts."""

@@ -5,8 +5,6 @@ made; the transport URL comes from ``[DEFAULT] transport_url``, so
 ``fake://`` gives in-process messaging and ``rabbit://`` RabbitMQ.
 """
 
-from memcanal import threading_backend  # noqa: F401  (before oslo.messaging)
-
 import oslo_messaging as messaging
 from oslo_messaging.rpc import dispatcher
 

@@ -1,0 +1,187 @@
+"""memcanal-aio: a whole simulated cloud on one machine.
+
+Runs the service, the REST API on 127.0.0.1 and N simulated compute hosts
+with M VMs each, in one process: SQLite in the state directory and
+in-process messaging unless --db-url and --transport-url say otherwise.
+It prints progress every report interval and a summary at the end.
+"""
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+from wsgiref import simple_server
+
+from memcanal.agent import service as agent_service
+from memcanal.api import deploy
+from memcanal.cmd import common
+from memcanal import context as memcanal_context
+from memcanal.db import api as db_api
+from memcanal.db import migration
+from memcanal import rpc
+from memcanal.service import service as central_service
+
+CONF = common.CONF
+MIB = 2 ** 20
+
+
+def _arguments(argv):
+    parser = argparse.ArgumentParser(
+        prog='memcanal-aio', description=__doc__.splitlines()[0],
+        epilog='Other arguments (--config-file, --debug, ...) go to '
+               'oslo.config.')
+    parser.add_argument('--hosts', type=int, default=2,
+                        help='simulated compute hosts (default 2)')
+    parser.add_argument('--vms', type=int, default=4,
+                        help='simulated VMs per host (default 4)')
+    parser.add_argument('--interval', type=float, default=5.0,
+                        help='seconds between agent reports (default 5)')
+    parser.add_argument('--duration', type=float, default=None,
+                        help='seconds to run; default: until interrupted')
+    parser.add_argument('--state-dir', default=os.path.join(
+        os.path.expanduser('~'), '.local', 'state', 'memcanal-aio'),
+        help='where the SQLite database and agent state live '
+             '(default ~/.local/state/memcanal-aio)')
+    parser.add_argument('--db-url', default=None,
+                        help='SQLAlchemy URL of the database '
+                             '(default: SQLite in the state directory)')
+    parser.add_argument('--transport-url', default='fake://',
+                        help='oslo.messaging URL, e.g. '
+                             'rabbit://guest:guest@127.0.0.1:5672/ '
+                             '(default fake://, in-process)')
+    parser.add_argument('--api-port', type=int, default=None,
+                        help='port of the REST API on 127.0.0.1 '
+                             '(default [api] bind_port, 8793)')
+    args, oslo_args = parser.parse_known_args(argv[1:])
+    if args.hosts < 1 or args.vms < 0 or args.interval <= 0:
+        parser.error('--hosts must be >= 1, --vms >= 0 and --interval > 0')
+    return args, oslo_args
+
+
+def _configure(args, oslo_args):
+    common.parse_args(['memcanal-aio'] + oslo_args, default_config_files=[])
+    os.makedirs(args.state_dir, exist_ok=True)
+    db_url = args.db_url or 'sqlite:///%s' % os.path.join(
+        os.path.abspath(args.state_dir), 'memcanal.sqlite')
+    CONF.set_override('connection', db_url, 'database')
+    CONF.set_override('state_path', args.state_dir)
+    CONF.set_override('auth_strategy', 'noauth2', 'api')
+    CONF.set_override('report_interval', args.interval, 'agent')
+    CONF.set_override('instances', args.vms, 'simulated')
+    CONF.set_override('host_down_after', max(1, int(3 * args.interval)),
+                      'service')
+    CONF.set_override('periodic_interval', max(1, int(args.interval)),
+                      'service')
+    if args.api_port is not None:
+        CONF.set_override('bind_port', args.api_port, 'api')
+    return db_url
+
+
+class _QuietHandler(simple_server.WSGIRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+class _ThreadingWSGIServer(simple_server.socketserver.ThreadingMixIn,
+                           simple_server.WSGIServer):
+    daemon_threads = True
+
+
+def _serve_api():
+    server = simple_server.make_server(
+        CONF.api.bind_host, CONF.api.bind_port, deploy.loadapp(CONF),
+        server_class=_ThreadingWSGIServer, handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, daemon=True,
+                     name='memcanal-api').start()
+    return server
+
+
+def _progress(started, expected_vms):
+    context = memcanal_context.get_admin_context()
+    hosts = db_api.list_hosts(context)
+    counts = db_api.count_reports(context)
+    reporting = sum(1 for instance in db_api.list_instances(context))
+    print('[%6.1fs] hosts up %d/%d | VMs reporting %d/%d | host reports %d '
+          '| VM reports %d | rejected %d' % (
+              time.monotonic() - started,
+              sum(1 for h in hosts if h['state'] == 'up'), len(hosts),
+              reporting, expected_vms, counts['host_reports'],
+              counts['instance_reports'],
+              db_api.count_rejections(context)), flush=True)
+
+
+def _summary(api_url):
+    context = memcanal_context.get_admin_context()
+    hosts = db_api.list_hosts(context)
+    counts = db_api.count_reports(context)
+    print('\nmemcanal-aio summary')
+    print('  hosts: %d (%s)' % (len(hosts), ', '.join(
+        '%s %s, %d VMs' % (h['name'], h['state'], h['instance_count'])
+        for h in hosts)))
+    print('  reports stored: %d host reports, %d VM reports, %d rejected' % (
+        counts['host_reports'], counts['instance_reports'],
+        db_api.count_rejections(context)))
+    print('  %-36s  %-10s  %-20s  %9s  %12s  %s' % (
+        'VM', 'host', 'project', 'alloc MiB', 'WSS MiB', 'miss ratio at '
+        'half WSS'))
+    names = {h['uuid']: h['name'] for h in hosts}
+    for listed in db_api.list_instances(context):
+        instance = db_api.get_instance(context, listed['uuid'])
+        report = instance['latest_report'] or {'wss': {}, 'mrc': {}}
+        wss = report['wss'].get('distinct')
+        print('  %-36s  %-10s  %-20s  %9d  %12s  %s' % (
+            instance['uuid'], names.get(instance['host_uuid'], '?'),
+            instance['project_id'], instance['allocated_bytes'] // MIB,
+            '%.1f' % (wss / MIB) if wss is not None else '-',
+            _miss_ratio_at(report['mrc'].get('exact'), (wss or 0) // 2)))
+    print('  API: %s (try: curl -H "X-Auth-Token: admin" %s/instances)' % (
+        api_url, api_url))
+
+
+def _miss_ratio_at(points, size):
+    """The curve's miss ratio at the largest reported size <= ``size``."""
+    below = [ratio for point_size, ratio in points or () if point_size <= size]
+    return '%.3f' % below[-1] if below else '-'
+
+
+def main(argv=None):
+    args, oslo_args = _arguments(argv or sys.argv)
+    db_url = _configure(args, oslo_args)
+    print('memcanal-aio: %d hosts x %d VMs, reports every %gs, state in %s'
+          % (args.hosts, args.vms, args.interval, args.state_dir))
+    migration.upgrade(db_url)
+    rpc.init(CONF, url=args.transport_url)
+    services = [central_service.create(CONF, transport_url=args.transport_url)]
+    services += [agent_service.create(CONF, host='sim-host-%d' % (i + 1),
+                                      transport_url=args.transport_url)
+                 for i in range(args.hosts)]
+    for service in services:
+        service.start()
+    server = _serve_api()
+    api_url = 'http://%s:%d' % server.server_address[:2]
+    print('API on %s (noauth2: send X-Auth-Token: admin)' % api_url,
+          flush=True)
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    started = time.monotonic()
+    deadline = started + args.duration if args.duration else None
+    try:
+        while not stop.is_set():
+            wait = args.interval
+            if deadline is not None:
+                wait = min(wait, deadline - time.monotonic())
+                if wait <= 0:
+                    break
+            stop.wait(wait)
+            _progress(started, args.hosts * args.vms)
+    except KeyboardInterrupt:
+        pass
+    for service in reversed(services):
+        service.stop()
+    server.shutdown()
+    _summary(api_url)
+    rpc.cleanup()
+    return 0

@@ -1,0 +1,73 @@
+from unittest import mock
+
+import oslo_messaging as messaging
+import pytest
+
+from memcanal.agent import driver
+from memcanal.agent import manager
+from memcanal.rpc import reports
+
+
+@pytest.fixture
+def agent(conf, tmp_path):
+    conf.set_override('state_path', str(tmp_path))
+    conf.set_override('instances', 3, 'simulated')
+    conf.set_override('references_per_interval', 2000, 'simulated')
+    hypervisor = driver.load('simulated', conf, 'compute-1')
+    agent = manager.AgentManager(conf, 'compute-1', hypervisor)
+    agent._service_api = mock.Mock()
+    agent._service_api.register_host.return_value = {
+        'uuid': '4f1c2a2e-6b1f-4f5e-9a43-2b9f0e4d1c11', 'last_sequence': 0}
+    return agent
+
+
+def test_report_registers_first_and_is_valid(agent, conf):
+    report = agent.report()
+    agent.service_api.register_host.assert_called_once()
+    assert report['sequence'] == 1
+    assert len(report['instances']) == 3
+    # Whatever the agent sends, the service's validation accepts.
+    reports.validate_report(report, conf.service.max_mrc_points,
+                            conf.service.max_instances_per_report)
+    sent = agent.service_api.report.call_args.args[1]
+    assert sent is report
+    for sample in report['instances']:
+        assert sample['wss']['distinct'] > 0
+        assert len(sample['mrc']['exact']) <= conf.agent.max_mrc_points
+
+
+def test_sequence_resumes_after_what_service_stored(agent):
+    agent.service_api.register_host.return_value['last_sequence'] = 41
+    assert agent.report()['sequence'] == 42
+    assert agent.report()['sequence'] == 43
+
+
+def test_sequence_survives_a_restart_even_if_service_knows_less(agent, conf):
+    for _ in range(3):
+        agent.report()
+    restarted = manager.AgentManager(conf, 'compute-1', agent.driver)
+    restarted._service_api = agent.service_api
+    # Reports 1-3 may still be in flight: the service knows only of 1.
+    agent.service_api.register_host.return_value['last_sequence'] = 1
+    assert restarted.report()['sequence'] == 4
+
+
+def test_no_report_until_registration_succeeds(agent):
+    agent.service_api.register_host.side_effect = messaging.MessagingTimeout
+    assert agent.report() is None
+    agent.service_api.report.assert_not_called()
+    agent.service_api.register_host.side_effect = None
+    assert agent.report()['sequence'] == 1
+
+
+def test_apply_memory_target_is_idempotent_by_action_id(agent):
+    vm = agent.driver.list_instances()[0]
+    agent.apply_memory_target(None, vm.uuid, 512 * 2 ** 20, 'action-1')
+    assert agent.driver.list_instances()[0].target_bytes == 512 * 2 ** 20
+    agent.driver.apply_memory_target(vm.uuid, 256 * 2 ** 20)
+    agent.apply_memory_target(None, vm.uuid, 512 * 2 ** 20, 'action-1')
+    assert agent.driver.list_instances()[0].target_bytes == 256 * 2 ** 20
+    agent.apply_memory_target(None, vm.uuid, 768 * 2 ** 20, 'action-2')
+    assert agent.driver.list_instances()[0].target_bytes == 768 * 2 ** 20
+    report = agent.report()
+    assert report['instances'][0]['target_bytes'] == 768 * 2 ** 20

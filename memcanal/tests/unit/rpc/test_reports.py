@@ -1,0 +1,101 @@
+import copy
+import datetime
+
+import pytest
+
+from memcanal import exception
+from memcanal.rpc import reports
+
+HOST = '4f1c2a2e-6b1f-4f5e-9a43-2b9f0e4d1c11'
+VM = '9b2f1c3d-0e4a-4b5c-8d6e-7f8091a2b3c4'
+
+
+def good_report():
+    return {
+        'host_uuid': HOST,
+        'sequence': 3,
+        'collected_at': '2026-11-22T09:00:00Z',
+        'instances': [{
+            'uuid': VM, 'project_id': 'p1', 'allocated_bytes': 2 ** 30,
+            'target_bytes': None,
+            'wss': {'distinct': 2 ** 20},
+            'mrc': {'exact': [[4096, 0.9], [8192, 0.5], [2 ** 20, 0.0]]},
+            'guest_stats': {'references': 100.0},
+        }],
+    }
+
+
+def validate(report, max_points=256, max_instances=10):
+    return reports.validate_report(report, max_points, max_instances)
+
+
+def test_good_report_is_accepted_with_time_parsed():
+    valid = validate(good_report())
+    assert valid['collected_at'] == datetime.datetime(2026, 11, 22, 9, 0)
+    assert valid['instances'] == good_report()['instances']
+
+
+def mutate(path, value):
+    report = good_report()
+    target = report
+    for key in path[:-1]:
+        target = target[key]
+    if value is KeyError:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return report
+
+
+@pytest.mark.parametrize('path, value, code', [
+    (('sequence',), 'three', 'report.malformed'),
+    (('sequence',), 0, 'report.malformed'),
+    (('sequence',), True, 'report.malformed'),
+    (('host_uuid',), 'not-a-uuid', 'report.malformed'),
+    (('collected_at',), 'yesterday', 'report.malformed'),
+    (('instances',), KeyError, 'report.malformed'),
+    (('extra',), 1, 'report.malformed'),
+    (('instances', 0, 'allocated_bytes'), -1, 'report.malformed'),
+    (('instances', 0, 'wss', 'distinct'), -4096, 'report.malformed'),
+    (('instances', 0, 'wss', 'distinct'), 1.5, 'report.malformed'),
+    (('instances', 0, 'wss', 'Bad Name'), 1, 'report.malformed'),
+    (('instances', 0, 'mrc', 'exact', 0, 1), 1.5, 'report.malformed'),
+    (('instances', 0, 'mrc', 'exact', 0, 0), -4096, 'report.malformed'),
+    (('instances', 0, 'mrc', 'exact', 1, 1), float('nan'),
+     'report.not_finite'),
+    (('instances', 0, 'guest_stats', 'x'), float('inf'),
+     'report.not_finite'),
+    (('instances', 0, 'mrc', 'exact', 1, 0), 4096, 'report.mrc_unordered'),
+    (('instances', 0, 'project_id'), '', 'report.malformed'),
+])
+def test_bad_reports_are_rejected_with_a_stable_code(path, value, code):
+    with pytest.raises(exception.InvalidReport) as err:
+        validate(mutate(path, value))
+    assert err.value.code == code
+
+
+def test_oversized_mrc_is_rejected():
+    report = good_report()
+    report['instances'][0]['mrc']['exact'] = [
+        [4096 * (i + 1), 1.0 - i / 300] for i in range(300)]
+    with pytest.raises(exception.InvalidReport) as err:
+        validate(report)
+    assert err.value.code == 'report.mrc_too_large'
+    validate(report, max_points=300)
+
+
+def test_too_many_and_repeated_instances_are_rejected():
+    report = good_report()
+    report['instances'].append(copy.deepcopy(report['instances'][0]))
+    with pytest.raises(exception.InvalidReport) as err:
+        validate(report)
+    assert err.value.code == 'report.duplicate_instance'
+    with pytest.raises(exception.InvalidReport) as err:
+        validate(report, max_instances=1)
+    assert err.value.code == 'report.too_many_instances'
+
+
+def test_non_dict_report_is_rejected():
+    with pytest.raises(exception.InvalidReport) as err:
+        validate(['not', 'a', 'report'])
+    assert err.value.code == 'report.malformed'

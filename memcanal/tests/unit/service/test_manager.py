@@ -1,0 +1,94 @@
+import datetime
+from unittest import mock
+
+from oslo_utils import timeutils
+import pytest
+
+from memcanal import context as memcanal_context
+from memcanal.db import api as db_api
+from memcanal.service import manager
+from memcanal.tests.unit.rpc import test_reports
+
+
+@pytest.fixture
+def service_manager(conf, database):
+    return manager.ServiceManager(conf)
+
+
+@pytest.fixture
+def ctx():
+    return memcanal_context.get_admin_context()
+
+
+def registered_report(service_manager, ctx, sequence=1):
+    host = service_manager.register_host(ctx, 'compute-1', 2 ** 34, 2 ** 30)
+    report = test_reports.good_report()
+    report.update(host_uuid=host['uuid'], sequence=sequence)
+    return report
+
+
+def test_report_is_stored_once_even_when_redelivered(service_manager, ctx):
+    report = registered_report(service_manager, ctx)
+    service_manager.report(ctx, report)
+    service_manager.report(ctx, report)
+    assert db_api.count_reports(ctx) == {'host_reports': 1,
+                                         'instance_reports': 1}
+    assert service_manager.counters == {'stored': 1, 'duplicate': 1,
+                                        'rejected': 0}
+    stored = db_api.get_instance(ctx, test_reports.VM)['latest_report']
+    assert stored['wss'] == {'distinct': 2 ** 20}
+    assert stored['mrc']['exact'][1] == [8192, 0.5]
+
+
+def test_bad_report_is_rejected_counted_and_nothing_lost(service_manager,
+                                                         ctx):
+    good = registered_report(service_manager, ctx)
+    service_manager.report(ctx, good)
+    bad = registered_report(service_manager, ctx, sequence=2)
+    bad['instances'][0]['wss']['distinct'] = float('nan')
+    service_manager.report(ctx, bad)
+    assert service_manager.counters['rejected'] == 1
+    assert db_api.count_rejections(ctx, host_uuid=good['host_uuid']) == 1
+    assert db_api.count_reports(ctx)['host_reports'] == 1
+    latest = db_api.get_instance(ctx, test_reports.VM)['latest_report']
+    assert latest['sequence'] == 1
+    # The same sequence, now valid, is still accepted.
+    service_manager.report(ctx, registered_report(service_manager, ctx, 2))
+    assert db_api.count_reports(ctx)['host_reports'] == 2
+
+
+def test_report_of_unknown_host_is_rejected(service_manager, ctx):
+    report = test_reports.good_report()
+    service_manager.report(ctx, report)
+    assert db_api.count_rejections(ctx, host_uuid=report['host_uuid']) == 1
+    assert db_api.count_reports(ctx)['host_reports'] == 0
+
+
+def test_garbage_report_is_rejected_without_raising(service_manager, ctx):
+    service_manager.report(ctx, 'garbage')
+    service_manager.report(ctx, {'host_uuid': 12, 'sequence': 'x'})
+    assert db_api.count_rejections(ctx) == 2
+
+
+def test_register_host_returns_last_stored_sequence(service_manager, ctx):
+    service_manager.report(ctx, registered_report(service_manager, ctx, 7))
+    again = service_manager.register_host(ctx, 'compute-1', 2 ** 34, 0)
+    assert again['last_sequence'] == 7
+
+
+def test_silent_hosts_are_marked_down(service_manager, ctx, conf):
+    service_manager.register_host(ctx, 'compute-1', 2 ** 34, 0)
+    assert service_manager.mark_down_silent_hosts() == []
+    later = timeutils.utcnow() + datetime.timedelta(
+        seconds=conf.service.host_down_after + 1)
+    with mock.patch.object(timeutils, 'utcnow', return_value=later):
+        assert service_manager.mark_down_silent_hosts() == ['compute-1']
+    assert db_api.list_hosts(ctx)[0]['state'] == 'down'
+    service_manager.register_host(ctx, 'compute-1', 2 ** 34, 0)
+    assert db_api.list_hosts(ctx)[0]['state'] == 'up'
+
+
+def test_periodic_jobs_include_marking_hosts_down(service_manager, conf):
+    jobs = service_manager.periodic_jobs()
+    assert (conf.service.periodic_interval,
+            service_manager.mark_down_silent_hosts) in jobs
