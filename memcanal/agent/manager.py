@@ -52,11 +52,12 @@ class AgentManager:
         try:
             host = self.service_api.register_host(
                 memcanal_context.get_admin_context(), self.host,
-                info.memory_total_bytes, info.memory_reserved_bytes)
+                info.memory_total_bytes, info.memory_reserved_bytes,
+                timeout=self.conf.agent.register_timeout)
         except messaging.MessagingTimeout:
             LOG.warning('The memcanal service did not answer the '
-                        'registration of %s; retrying next interval',
-                        self.host)
+                        'registration of %s within %ds; retrying',
+                        self.host, self.conf.agent.register_timeout)
             return False
         self.host_uuid = host['uuid']
         self.sequence.resume_after(host['last_sequence'])

@@ -15,6 +15,13 @@ agent_opts = [
                  help='Seconds between two reports of this host\'s '
                       'instances to the service. Each report is also the '
                       'host\'s heartbeat.'),
+    cfg.IntOpt('register_timeout',
+               default=10,
+               min=1,
+               help='Seconds the agent waits for the service to answer its '
+                    'registration before it tries again. A message sent '
+                    'before the service has started is lost, so this is '
+                    'kept well below rpc_response_timeout.'),
     cfg.IntOpt('max_mrc_points',
                default=256,
                min=2,

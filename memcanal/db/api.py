@@ -4,6 +4,7 @@ Functions take a ``memcanal.context.RequestContext`` first and return plain
 dicts, so callers never hold ORM objects past their transaction.
 """
 
+from oslo_db import api as oslo_db_api
 from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import enginefacade
 from oslo_utils import timeutils
@@ -14,6 +15,21 @@ from memcanal import exception
 from memcanal.db import models
 
 context_manager = enginefacade.transaction_context()
+
+
+def _is_sqlite_busy(error):
+    # SQLite refuses, without waiting, a transaction that read and now
+    # wants to write while another connection writes; oslo.db passes
+    # such OperationalErrors through unwrapped.
+    return (isinstance(error, sa.exc.OperationalError)
+            and 'database is locked' in str(error))
+
+
+# Writes retried on deadlocks (MariaDB, PostgreSQL) and a busy SQLite.
+retry_on_conflict = oslo_db_api.wrap_db_retry(
+    max_retries=20, retry_interval=0.02, inc_retry_interval=True,
+    max_retry_interval=0.5, retry_on_deadlock=True,
+    exception_checker=_is_sqlite_busy)
 
 
 def _host_dict(host, instance_count, rejected_count):
@@ -61,6 +77,7 @@ def _report_dict(report):
     }
 
 
+@retry_on_conflict
 @context_manager.writer
 def register_host(context, name, memory_total_bytes, memory_reserved_bytes):
     """Create or refresh the host called ``name``; mark it up.
@@ -143,6 +160,7 @@ def _store_report(context, report):
     return True
 
 
+@retry_on_conflict
 def store_report(context, report):
     """Store a validated report whole, or not at all.
 
@@ -158,6 +176,7 @@ def store_report(context, report):
         return False
 
 
+@retry_on_conflict
 @context_manager.writer
 def record_rejection(context, host_uuid, sequence, code, detail):
     context.session.add(models.ReportRejection(
@@ -172,6 +191,7 @@ def count_rejections(context, host_uuid=None):
     return context.session.execute(query).scalar_one()
 
 
+@retry_on_conflict
 @context_manager.writer
 def mark_hosts_down(context, cutoff):
     """Mark down every up host not heard from since ``cutoff``.

@@ -21,12 +21,12 @@ class ServiceAPI:
         self.client = rpc.get_client(target, version_cap=self.VERSION)
 
     def register_host(self, ctxt, name, memory_total_bytes,
-                      memory_reserved_bytes):
+                      memory_reserved_bytes, timeout=None):
         """Register (or refresh) a host; returns its uuid and last sequence.
 
         A call, so the agent knows where to resume numbering its reports.
         """
-        cctxt = self.client.prepare(version='1.0')
+        cctxt = self.client.prepare(version='1.0', timeout=timeout)
         return cctxt.call(ctxt, 'register_host', name=name,
                           memory_total_bytes=memory_total_bytes,
                           memory_reserved_bytes=memory_reserved_bytes)

@@ -28,7 +28,8 @@ class ServiceManager:
     def __init__(self, conf):
         self.conf = conf
         # Outcomes since start; the rejections are also stored, per host.
-        self.counters = {'stored': 0, 'duplicate': 0, 'rejected': 0}
+        self.counters = {'stored': 0, 'duplicate': 0, 'rejected': 0,
+                         'failed': 0}
         self._counters_lock = threading.Lock()
 
     def _count(self, outcome):
@@ -64,6 +65,14 @@ class ServiceManager:
         except exception.HostNotFound as err:
             self._reject(context, host_uuid, sequence, 'report.host_unknown',
                          str(err))
+            return
+        except Exception:
+            # A valid report the database would not take even after
+            # retries; nothing of it was stored, and a cast has nobody
+            # to raise to.
+            self._count('failed')
+            LOG.exception('Could not store report %s of host %s', sequence,
+                          host_uuid)
             return
         self._count('stored' if stored else 'duplicate')
         if not stored:

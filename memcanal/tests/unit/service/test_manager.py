@@ -1,6 +1,7 @@
 import datetime
 from unittest import mock
 
+from oslo_db import exception as db_exc
 from oslo_utils import timeutils
 import pytest
 
@@ -34,7 +35,7 @@ def test_report_is_stored_once_even_when_redelivered(service_manager, ctx):
     assert db_api.count_reports(ctx) == {'host_reports': 1,
                                          'instance_reports': 1}
     assert service_manager.counters == {'stored': 1, 'duplicate': 1,
-                                        'rejected': 0}
+                                        'rejected': 0, 'failed': 0}
     stored = db_api.get_instance(ctx, test_reports.VM)['latest_report']
     assert stored['wss'] == {'distinct': 2 ** 20}
     assert stored['mrc']['exact'][1] == [8192, 0.5]
@@ -92,3 +93,12 @@ def test_periodic_jobs_include_marking_hosts_down(service_manager, conf):
     jobs = service_manager.periodic_jobs()
     assert (conf.service.periodic_interval,
             service_manager.mark_down_silent_hosts) in jobs
+
+
+def test_database_failure_is_counted_not_raised(service_manager, ctx):
+    report = registered_report(service_manager, ctx)
+    with mock.patch.object(db_api, 'store_report',
+                           side_effect=db_exc.DBError('gone')):
+        service_manager.report(ctx, report)
+    assert service_manager.counters['failed'] == 1
+    assert db_api.count_rejections(ctx) == 0
