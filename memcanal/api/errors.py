@@ -1,0 +1,36 @@
+"""Error codes of the REST API.
+
+Every error response carries one of these in its ``code`` field. They are
+part of the API: clients branch on them, so an existing code never changes
+meaning and is never reused. Add new ones; don't rename.
+"""
+
+# An error nobody gave a more precise code; also any HTTP error raised
+# without one.
+DEFAULT = 'memcanal.undefined_code'
+# A bug or an outage (e.g. the database is unreachable); the logs say more,
+# under the response's request_id.
+INTERNAL_ERROR = 'memcanal.internal_error'
+
+# Authentication and authorization.
+AUTH_UNAUTHORIZED = 'memcanal.auth.unauthorized'
+# keystone could not be reached to validate the token; retry later.
+AUTH_UNAVAILABLE = 'memcanal.auth.unavailable'
+POLICY_DENIED = 'memcanal.policy.denied'
+
+# Content and version negotiation.
+MICROVERSION_NOT_ACCEPTABLE = 'memcanal.microversion.not_acceptable'
+MICROVERSION_INVALID = 'memcanal.microversion.invalid'
+ACCEPT_NOT_ACCEPTABLE = 'memcanal.accept.not_acceptable'
+
+# Routing.
+ROUTE_NOT_FOUND = 'memcanal.route.not_found'
+METHOD_NOT_ALLOWED = 'memcanal.method.not_allowed'
+
+# Query strings.
+QUERY_INVALID = 'memcanal.query.invalid'
+MARKER_NOT_FOUND = 'memcanal.marker.not_found'
+
+# Resources.
+HOST_NOT_FOUND = 'memcanal.host.not_found'
+INSTANCE_NOT_FOUND = 'memcanal.instance.not_found'

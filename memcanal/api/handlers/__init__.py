@@ -1,0 +1,1 @@
+"""Handlers: one module per resource, one function per route and method."""

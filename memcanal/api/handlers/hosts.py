@@ -1,0 +1,42 @@
+"""``/hosts``: the compute hosts that run a memcanal agent. Admin only."""
+
+import webob.exc
+
+from memcanal.api import errors
+from memcanal.api.handlers import views
+from memcanal.api.policies import hosts as policies
+from memcanal.api import policy
+from memcanal.api.schemas import common
+from memcanal.api.schemas import hosts as schemas
+from memcanal.api import util
+from memcanal.db import api as db_api
+from memcanal import exception
+
+
+def _not_found(detail):
+    return webob.exc.HTTPNotFound(detail, comment=errors.HOST_NOT_FOUND)
+
+
+@util.wsgify
+def list_hosts(req):
+    """All hosts, by name; not paginated, a cloud has few enough."""
+    context = req.environ[util.ENV_CONTEXT]
+    policy.authorize(context, policies.LIST, {})
+    util.validate_query_params(req, schemas.LIST)
+    return util.json_response(
+        {'hosts': [views.host(h) for h in db_api.list_hosts(context)]})
+
+
+@util.wsgify
+def get_host(req):
+    context = req.environ[util.ENV_CONTEXT]
+    policy.authorize(context, policies.SHOW, {})
+    uuid = util.path_item(req, 'uuid')
+    if not common.is_uuid(uuid):
+        raise _not_found('%s is not a host uuid.' % uuid)
+    try:
+        host = db_api.get_host(context, uuid)
+    except exception.HostNotFound as exc:
+        raise _not_found(str(exc))
+    util.validate_query_params(req, schemas.SHOW)
+    return util.json_response(views.host(host))

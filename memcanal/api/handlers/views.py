@@ -1,0 +1,56 @@
+"""How hosts, instances and reports look on the wire.
+
+Rendered from the dicts memcanal.db.api returns, in one place so that a
+list and a show (and, later, every microversion) agree. Database ids stay
+internal except a report's, which is its pagination marker. Sizes are
+bytes, under the names the database API uses; times are ISO 8601 UTC.
+"""
+
+from memcanal.api import util
+
+
+def host(value):
+    return {
+        'uuid': value['uuid'],
+        'name': value['name'],
+        'state': value['state'],
+        'memory_total_bytes': value['memory_total_bytes'],
+        'memory_reserved_bytes': value['memory_reserved_bytes'],
+        'instance_count': value['instance_count'],
+        'last_sequence': value['last_sequence'],
+        'reports_rejected': value['reports_rejected'],
+        'last_heartbeat_at': util.isotime(value['last_heartbeat_at']),
+        'created_at': util.isotime(value['created_at']),
+        'updated_at': util.isotime(value['updated_at']),
+    }
+
+
+def instance(value):
+    return {
+        'uuid': value['uuid'],
+        'host_uuid': value['host_uuid'],
+        'project_id': value['project_id'],
+        'allocated_bytes': value['allocated_bytes'],
+        'target_bytes': value['target_bytes'],
+        'floor_bytes': value['floor_bytes'],
+        'ceiling_bytes': value['ceiling_bytes'],
+        'opt_out': value['opt_out'],
+        'created_at': util.isotime(value['created_at']),
+        'updated_at': util.isotime(value['updated_at']),
+    }
+
+
+def report(value):
+    """A report: ``wss`` is {estimator: bytes}, ``mrc`` is
+    {method: [[size bytes, miss ratio], ...]}, sizes increasing.
+    """
+    return {
+        'id': value['id'],
+        'sequence': value['sequence'],
+        'collected_at': util.isotime(value['collected_at']),
+        'allocated_bytes': value['allocated_bytes'],
+        'wss': dict(value['wss']),
+        'mrc': {method: [list(point) for point in points]
+                for method, points in value['mrc'].items()},
+        'guest_stats': dict(value['guest_stats'] or {}),
+    }

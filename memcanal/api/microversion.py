@@ -1,0 +1,86 @@
+"""Microversions: ``OpenStack-API-Version: memcanal X.Y``.
+
+A request without the header gets the minimum version, ``latest`` gets the
+maximum; anything else must be listed in VERSIONS. Every response names
+the version it was served at, and says it varies with that header.
+
+To add a version: append it to VERSIONS with a comment saying what changed
+(and document it in doc/api.md), then branch in handlers with
+``is_supported(req, 'X.Y')``.
+"""
+
+import microversion_parse
+import webob.exc
+
+from memcanal.api import errors
+from memcanal.api import util
+
+SERVICE_TYPE = 'memcanal'
+HEADER = 'OpenStack-API-Version'
+# The requested microversion_parse.Version, as the library's own
+# middleware names it.
+MICROVERSION_ENVIRON = '%s.microversion' % SERVICE_TYPE
+
+# Every version this service can speak, oldest first, without gaps.
+VERSIONS = [
+    '1.0',  # Hosts, instances and their reports, read only.
+]
+
+
+def min_version_string():
+    return VERSIONS[0]
+
+
+def max_version_string():
+    return VERSIONS[-1]
+
+
+def is_supported(req, version):
+    """Whether the request was made at ``version`` ('X.Y') or later."""
+    return (req.environ[MICROVERSION_ENVIRON]
+            >= microversion_parse.parse_version_string(version))
+
+
+class MicroversionMiddleware:
+    """Pick the request's microversion; stamp it on the response.
+
+    microversion_parse.middleware.MicroversionMiddleware does the same but
+    renders its errors through webob's Accept negotiation (HTML for
+    ``Accept: */*``), so this one, built on the same
+    ``microversion_parse.extract_version``, answers them in the API's JSON
+    error format instead.
+    """
+
+    def __init__(self, application):
+        self.application = application
+
+    @staticmethod
+    def _error(req, exc, code):
+        # Like placement, say which versions would have been accepted.
+        response = util.error_response(
+            req.environ, exc, code=code, min_version=min_version_string(),
+            max_version=max_version_string())
+        response.headers.add('Vary', HEADER)
+        return response
+
+    @util.wsgify
+    def __call__(self, req):
+        try:
+            version = microversion_parse.extract_version(
+                req.headers, SERVICE_TYPE, VERSIONS)
+        except ValueError as exc:
+            # Well formed but not one of VERSIONS.
+            return self._error(
+                req, webob.exc.HTTPNotAcceptable('Invalid microversion: %s'
+                                                 % exc),
+                errors.MICROVERSION_NOT_ACCEPTABLE)
+        except TypeError as exc:
+            # Not X.Y at all.
+            return self._error(
+                req, webob.exc.HTTPBadRequest('Invalid microversion: %s' % exc),
+                errors.MICROVERSION_INVALID)
+        req.environ[MICROVERSION_ENVIRON] = version
+        response = req.get_response(self.application)
+        response.headers[HEADER] = '%s %s' % (SERVICE_TYPE, version)
+        response.headers.add('Vary', HEADER)
+        return response

@@ -1,0 +1,29 @@
+"""Policies of /hosts: compute hosts are infrastructure, admin only."""
+
+from oslo_policy import policy
+
+from memcanal.api.policies import base
+
+PREFIX = 'memcanal:hosts:%s'
+LIST = PREFIX % 'list'
+SHOW = PREFIX % 'show'
+
+rules = [
+    policy.DocumentedRuleDefault(
+        name=LIST,
+        check_str=base.ADMIN,
+        description='List the compute hosts running a memcanal agent, with '
+                    'their memory, state and report counters.',
+        operations=[{'method': 'GET', 'path': '/hosts'}],
+        scope_types=base.SCOPE_TYPES),
+    policy.DocumentedRuleDefault(
+        name=SHOW,
+        check_str=base.ADMIN,
+        description='Show one compute host.',
+        operations=[{'method': 'GET', 'path': '/hosts/{uuid}'}],
+        scope_types=base.SCOPE_TYPES),
+]
+
+
+def list_rules():
+    return rules

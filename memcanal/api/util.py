@@ -1,0 +1,171 @@
+"""What every handler and middleware of the API shares.
+
+Errors are rendered here, always as API-SIG JSON
+(https://specs.openstack.org/openstack/api-sig/guidelines/errors.html):
+webob would otherwise pick HTML or plain text from the Accept header and a
+client could no longer read the error's ``code``.
+"""
+
+import re
+import urllib.parse
+
+import jsonschema
+from oslo_middleware import request_id
+from oslo_serialization import jsonutils
+from oslo_utils import timeutils
+import webob
+import webob.dec
+import webob.exc
+
+from memcanal.api import errors
+
+# Where the request's memcanal.context.RequestContext and the service's
+# oslo.config ConfigOpts are kept in the WSGI environ.
+ENV_CONTEXT = 'memcanal.context'
+ENV_CONF = 'memcanal.conf'
+
+JSON = 'application/json'
+_INTEGER = re.compile(r'^-?[0-9]+$')
+# Headers of a webob exception that describe webob's own body, not ours.
+_BODY_HEADERS = ('content-type', 'content-length')
+
+
+def error_response(environ, exc, code=None, **extra):
+    """Render the webob HTTP error ``exc`` as an API-SIG JSON response.
+
+    The error code is ``code``, else the exception's ``comment`` (where
+    handlers put it, as placement's do), else ``errors.DEFAULT``. Headers
+    the exception carries, such as Allow or WWW-Authenticate, are kept.
+    ``extra`` adds fields to the error, e.g. a 406's supported versions.
+    """
+    error = {
+        'status': exc.code,
+        'code': code or exc.comment or errors.DEFAULT,
+        'title': exc.title,
+        'detail': str(exc.detail) if exc.detail else exc.explanation,
+    }
+    req_id = environ.get(request_id.ENV_REQUEST_ID)
+    if req_id:
+        error['request_id'] = req_id
+    error.update(extra)
+    response = json_response({'errors': [error]}, status=exc.status)
+    for name, value in exc.headers.items():
+        if name.lower() not in _BODY_HEADERS:
+            response.headers.add(name, value)
+    return response
+
+
+class MemcanalWsgify(webob.dec.wsgify):
+    """webob's wsgify, answering HTTP errors raised inside in JSON.
+
+    Handlers raise ``webob.exc.HTTPNotFound(detail, comment=errors.X)``;
+    this turns it into the API-SIG error response. Anything else raised
+    propagates to the fault wrapper, which answers 500.
+    """
+
+    def call_func(self, req, *args, **kwargs):
+        try:
+            return super().call_func(req, *args, **kwargs)
+        except webob.exc.HTTPError as exc:
+            return error_response(req.environ, exc)
+
+
+wsgify = MemcanalWsgify
+
+
+def json_response(data, status=200):
+    """A JSON response; not cached, as reports arrive continuously."""
+    response = webob.Response(status=status, content_type=JSON,
+                              charset=None)
+    response.body = jsonutils.dump_as_bytes(data)
+    response.cache_control = 'no-cache'
+    return response
+
+
+def check_accept(req):
+    """Raise 406 unless the client accepts JSON, all this API speaks.
+
+    No Accept header, or ``*/*``, accepts JSON.
+    """
+    if not req.accept.acceptable_offers([JSON]):
+        raise webob.exc.HTTPNotAcceptable(
+            'Only %s is provided; the Accept header excludes it.' % JSON,
+            comment=errors.ACCEPT_NOT_ACCEPTABLE)
+
+
+def _bad_query(detail):
+    return webob.exc.HTTPBadRequest(detail, comment=errors.QUERY_INVALID)
+
+
+def validate_query_params(req, schema):
+    """The query string as a dict checked against the JSON ``schema``.
+
+    ``schema`` describes an object whose properties are the accepted
+    parameters. Each parameter may appear once. Properties of type
+    "integer" are converted from their string before validation, so the
+    schema states ranges naturally. Raises 400 ``memcanal.query.invalid``
+    with a detail naming the parameter at fault.
+    """
+    properties = schema.get('properties', {})
+    unknown = sorted(set(req.GET) - set(properties))
+    if unknown:
+        raise _bad_query('Unknown query parameter(s): %s. Accepted: %s.' % (
+            ', '.join(unknown), ', '.join(sorted(properties)) or 'none'))
+    params = {}
+    for name in req.GET:
+        values = req.GET.getall(name)
+        if len(values) > 1:
+            raise _bad_query('Query parameter %s is given %d times; give it '
+                             'once.' % (name, len(values)))
+        value = values[0]
+        if properties[name].get('type') == 'integer':
+            try:
+                if not _INTEGER.match(value):
+                    raise ValueError(value)
+                value = int(value)
+            except ValueError:
+                raise _bad_query('Query parameter %s must be an integer, '
+                                 'not %r.' % (name, values[0]))
+        params[name] = value
+    validator = jsonschema.Draft202012Validator(schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(params))
+    if error is not None:
+        name = error.absolute_path[0] if error.absolute_path else None
+        if name is None:
+            raise _bad_query('Invalid query string: %s' % error.message)
+        raise _bad_query('Invalid query parameter %s: %s' % (
+            name, error.message))
+    return params
+
+
+def path_item(req, name):
+    """A variable of the matched route, e.g. the ``uuid`` of /hosts/{uuid}."""
+    return req.environ['wsgiorg.routing_args'][1][name]
+
+
+def page_links(req, page, limit, next_marker):
+    """A page's ``links``: ``next`` when ``page`` is full, else none.
+
+    A full page may be the last one, in which case the next page is empty;
+    knowing that for sure would cost another query. The href is an
+    absolute path (no scheme or host), so it holds behind proxies; the
+    request's other parameters are kept.
+    """
+    if len(page) < limit:
+        return []
+    params = [(key, value) for key, value in req.GET.items()
+              if key not in ('limit', 'marker')]
+    params += [('limit', str(limit)), ('marker', str(next_marker))]
+    return [{'rel': 'next',
+             'href': '%s?%s' % (req.path, urllib.parse.urlencode(params))}]
+
+
+def isotime(value):
+    """A naive UTC datetime as ISO 8601 with 'Z', to the second, or None.
+
+    Seconds, because MariaDB's DATETIME stores no fraction: the same row
+    then reads the same on every database.
+    """
+    if value is None:
+        return None
+    return timeutils.normalize_time(value).strftime('%Y-%m-%dT%H:%M:%SZ')

@@ -1,0 +1,47 @@
+"""Talking to the API app in unit tests."""
+
+import webob
+
+from memcanal.tests.unit.api import data
+
+
+class Client:
+    """GETs against the app as a persona, the way noauth2 reads them."""
+
+    def __init__(self, app):
+        self.app = app
+
+    def request(self, path, method='GET', token='admin', project=None,
+                roles=None, headers=None):
+        all_headers = dict(headers or {})
+        if token is not None:
+            all_headers['X-Auth-Token'] = token
+        if project is not None:
+            all_headers['X-Project-Id'] = project
+        if roles is not None:
+            all_headers['X-Roles'] = roles
+        return webob.Request.blank(path, method=method,
+                                   headers=all_headers).get_response(self.app)
+
+    def admin(self, path, **kwargs):
+        return self.request(path, **kwargs)
+
+    def reader(self, path, project=data.PROJECT_A, **kwargs):
+        """A project reader: role reader on ``project``, not admin."""
+        return self.request(path, token='reader-of-%s' % project,
+                            project=project, roles='member,reader',
+                            **kwargs)
+
+
+def assert_error(response, status, code):
+    """``response`` is an API-SIG error with ``status`` and ``code``."""
+    assert response.status_int == status, response.body
+    assert response.content_type == 'application/json'
+    [error] = response.json['errors']
+    assert error['status'] == status
+    assert error['code'] == code
+    assert error['title']
+    assert error['detail']
+    assert error['request_id'].startswith('req-')
+    assert error['request_id'] == response.headers['x-openstack-request-id']
+    return error

@@ -1,0 +1,76 @@
+"""/hosts and /hosts/{uuid}."""
+
+import re
+
+import pytest
+
+from memcanal.api import errors
+from memcanal.tests.unit.api import base
+from memcanal.tests.unit.api import data
+
+ISO_Z = re.compile(r'^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$')
+
+
+def test_list_hosts(client, hosts):
+    response = client.admin('/hosts')
+    assert response.status_int == 200
+    listed = response.json['hosts']
+    assert [h['name'] for h in listed] == ['host-a', 'host-b']
+    host_a = listed[0]
+    assert host_a['uuid'] == hosts['host-a']
+    assert host_a['memory_total_bytes'] == 64 * data.GIB
+    assert host_a['memory_reserved_bytes'] == 2 * data.GIB
+    assert host_a['state'] == 'up'
+    assert host_a['instance_count'] == len(data.HOST_A_INSTANCES)
+    assert host_a['last_sequence'] == data.HOST_A_REPORTS
+    assert host_a['reports_rejected'] == 0
+    assert ISO_Z.match(host_a['last_heartbeat_at'])
+    assert ISO_Z.match(host_a['created_at'])
+    assert 'id' not in host_a
+    assert listed[1]['instance_count'] == len(data.HOST_B_INSTANCES)
+
+
+def test_list_hosts_empty(client, database):
+    assert client.admin('/hosts').json == {'hosts': []}
+
+
+def test_show_host(client, hosts):
+    response = client.admin('/hosts/%s' % hosts['host-b'])
+    assert response.status_int == 200
+    assert response.json['uuid'] == hosts['host-b']
+    assert response.json['name'] == 'host-b'
+    assert response.json['memory_total_bytes'] == 32 * data.GIB
+    assert response.json == [
+        h for h in client.admin('/hosts').json['hosts']
+        if h['uuid'] == hosts['host-b']][0]
+
+
+def test_show_unknown_host_is_404(client, hosts):
+    error = base.assert_error(client.admin('/hosts/%s' % data.UNKNOWN),
+                              404, errors.HOST_NOT_FOUND)
+    assert data.UNKNOWN in error['detail']
+
+
+@pytest.mark.parametrize('bad', ['not-a-uuid', '1234', 'x' * 36])
+def test_show_invalid_uuid_is_404(client, hosts, bad):
+    error = base.assert_error(client.admin('/hosts/%s' % bad), 404,
+                              errors.HOST_NOT_FOUND)
+    assert bad in error['detail']
+
+
+@pytest.mark.parametrize('path', ['/hosts', '/hosts/{uuid}'])
+def test_project_reader_cannot_see_hosts(client, hosts, path):
+    response = client.reader(path.format(uuid=hosts['host-a']))
+    error = base.assert_error(response, 403, errors.POLICY_DENIED)
+    assert 'memcanal:hosts:' in error['detail']
+
+
+def test_project_member_cannot_see_hosts(client, hosts):
+    response = client.request('/hosts', token='bob', roles='member')
+    base.assert_error(response, 403, errors.POLICY_DENIED)
+
+
+def test_hosts_take_no_query_parameters(client, hosts):
+    error = base.assert_error(client.admin('/hosts?limit=1'), 400,
+                              errors.QUERY_INVALID)
+    assert 'limit' in error['detail']
