@@ -58,7 +58,7 @@ def conf():
 def api(any_db_url, conf):
     """(base URL, seeded hosts) of the API on each real database."""
     conf.set_override('connection', any_db_url, 'database')
-    with data.using(memcanal_fixtures.Database(any_db_url)):
+    with data.using(memcanal_fixtures.Database(any_db_url, migrate=True)):
         hosts = data.seed()
         with serving(deploy.loadapp(conf)) as url:
             yield url, hosts
@@ -220,7 +220,7 @@ def test_wsgi_entry_point_in_its_own_process(any_db_url, tmp_path):
         'server = simple_server.make_server("127.0.0.1", 0, application)\n'
         'print(server.server_port, flush=True)\n'
         'server.serve_forever()\n')
-    with data.using(memcanal_fixtures.Database(any_db_url)):
+    with data.using(memcanal_fixtures.Database(any_db_url, migrate=True)):
         data.seed()
         log = open(tmp_path / 'api.log', 'wb')
         process = subprocess.Popen(

@@ -27,7 +27,8 @@ VMS = 3
 def cloud(rabbit_url, tmp_path):
     """Config for one service and one agent on a private exchange."""
     db_path = tmp_path / 'memcanal.sqlite'
-    database = memcanal_fixtures.Database('sqlite:///%s' % db_path)
+    database = memcanal_fixtures.Database('sqlite:///%s' % db_path,
+                                          migrate=True)
     database.setUp()
     exchange = 'memcanal-test-%s' % uuid.uuid4().hex[:8]
     config = tmp_path / 'memcanal.conf'

@@ -1,0 +1,83 @@
+"""memcanal-aio as a user runs it: a subprocess, its output, its API."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import requests
+
+BIN = os.path.dirname(sys.executable)
+ADMIN = {'X-Auth-Token': 'admin'}
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+def run_aio(state_dir, port, *extra, duration=8):
+    return subprocess.Popen(
+        [os.path.join(BIN, 'memcanal-aio'), '--hosts', '2', '--vms', '2',
+         '--interval', '1', '--duration', str(duration), '--state-dir',
+         str(state_dir), '--api-port', str(port), *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def instances_while_running(process, port, expected):
+    """Poll GET /instances until ``expected`` VMs have a latest report."""
+    url = 'http://127.0.0.1:%d/instances' % port
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            listed = requests.get(url, headers=ADMIN, timeout=5).json()
+        except requests.ConnectionError:
+            listed = {'instances': []}
+        if len(listed['instances']) == expected:
+            return listed['instances']
+        time.sleep(0.3)
+    pytest.fail('the API did not list %d instances in time' % expected)
+
+
+def check_summary(output):
+    assert 'memcanal-aio summary' in output, output
+    assert 'hosts: 2 (sim-host-1 up, 2 VMs, sim-host-2 up, 2 VMs)' in output
+    rows = [line for line in output.splitlines()
+            if line.strip().startswith(('simulated-project', ))
+            or 'simulated-project-' in line]
+    assert len(rows) == 4, output
+    for row in rows:
+        assert ' - ' not in row.split('simulated-project-')[1][:40], row
+
+
+def test_aio_on_embedded_defaults(tmp_path):
+    port = free_port()
+    process = run_aio(tmp_path / 'state', port)
+    listed = instances_while_running(process, port, 4)
+    one = requests.get('http://127.0.0.1:%d/instances/%s' % (
+        port, listed[0]['uuid']), headers=ADMIN, timeout=5).json()
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 0, output
+    check_summary(output)
+    assert '[' in output and 'VMs reporting 4/4' in output
+    latest = one['latest_report']
+    assert latest['wss']['distinct'] > 0
+    assert latest['mrc']['exact'][0][1] >= latest['mrc']['exact'][-1][1]
+    # A second run continues on the same state: more reports, same VMs.
+    again = run_aio(tmp_path / 'state', free_port(), duration=3)
+    output, _ = again.communicate(timeout=60)
+    assert again.returncode == 0, output
+    check_summary(output)
+
+
+def test_aio_on_rabbitmq_and_mariadb(tmp_path, rabbit_url, mysql_url):
+    port = free_port()
+    process = run_aio(tmp_path / 'state', port, '--transport-url',
+                      rabbit_url, '--db-url', mysql_url)
+    instances_while_running(process, port, 4)
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 0, output
+    check_summary(output)

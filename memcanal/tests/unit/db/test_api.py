@@ -1,0 +1,155 @@
+"""memcanal.db.api on in-memory SQLite: what it stores and reads back."""
+
+import datetime
+
+from oslo_db import exception as db_exc
+import pytest
+
+from memcanal import context as memcanal_context
+from memcanal.db import api as db_api
+from memcanal import exception
+from memcanal.rpc import reports
+
+GIB = 2 ** 30
+VM_1 = '10000000-0000-4000-8000-000000000001'
+VM_2 = '20000000-0000-4000-8000-000000000002'
+
+
+@pytest.fixture
+def ctx(database):
+    return memcanal_context.get_admin_context()
+
+
+def sample(uuid, sequence, project='p1'):
+    return {'uuid': uuid, 'project_id': project,
+            # Above 2**32: sizes must not be truncated to 32 bits.
+            'allocated_bytes': 8 * GIB, 'target_bytes': None,
+            'wss': {'distinct': sequence * 2 ** 20, 'prl': 2 ** 21},
+            'mrc': {'exact': [[4096, 1.0], [2 ** 20, 0.125],
+                              [8 * GIB, 0.0]]},
+            'guest_stats': {'major_faults': 2.5}}
+
+
+def report(host_uuid, sequence, *samples):
+    return reports.validate_report({
+        'host_uuid': host_uuid, 'sequence': sequence,
+        'collected_at': '2026-11-22T09:00:%02dZ' % sequence,
+        'instances': list(samples) or [sample(VM_1, sequence)],
+    }, max_mrc_points=256, max_instances=10)
+
+
+def register(ctx, name='compute-1'):
+    return db_api.register_host(ctx, name, 64 * GIB, GIB)['uuid']
+
+
+def test_register_creates_then_refreshes(ctx):
+    first = db_api.register_host(ctx, 'compute-1', 64 * GIB, GIB)
+    assert first['last_sequence'] == 0
+    db_api.store_report(ctx, report(first['uuid'], 7))
+    again = db_api.register_host(ctx, 'compute-1', 32 * GIB, 0)
+    assert again == {'uuid': first['uuid'], 'last_sequence': 7}
+    host = db_api.get_host(ctx, first['uuid'])
+    assert (host['memory_total_bytes'], host['memory_reserved_bytes'],
+            host['state']) == (32 * GIB, 0, 'up')
+
+
+def test_report_round_trips_whole(ctx):
+    host = register(ctx)
+    assert db_api.store_report(ctx, report(host, 1)) is True
+    instance = db_api.get_instance(ctx, VM_1)
+    assert instance['host_uuid'] == host
+    assert instance['allocated_bytes'] == 8 * GIB
+    latest = instance['latest_report']
+    assert latest['sequence'] == 1
+    assert latest['collected_at'] == datetime.datetime(2026, 11, 22, 9, 0, 1)
+    assert latest['wss'] == {'distinct': 2 ** 20, 'prl': 2 ** 21}
+    assert latest['mrc'] == sample(VM_1, 1)['mrc']
+    assert latest['guest_stats'] == {'major_faults': 2.5}
+
+
+def test_same_sequence_is_stored_once(ctx):
+    host = register(ctx)
+    assert db_api.store_report(ctx, report(host, 1))
+    assert db_api.store_report(ctx, report(host, 1)) is False
+    assert db_api.count_reports(ctx) == {'host_reports': 1,
+                                         'instance_reports': 1}
+
+
+def test_unknown_host_is_refused(ctx):
+    with pytest.raises(exception.HostNotFound):
+        db_api.store_report(ctx, report(VM_2, 1))
+    assert db_api.count_reports(ctx)['host_reports'] == 0
+
+
+def test_failing_report_stores_nothing(ctx):
+    host = register(ctx)
+    db_api.store_report(ctx, report(host, 1))
+    second = report(host, 2, sample(VM_1, 2), sample(VM_2, 2))
+    # Validation forbids this, so only a bug could send it; the database
+    # refuses the NULL after the first instance's rows were written.
+    second['instances'][1]['wss'] = {'distinct': None}
+    with pytest.raises(db_exc.DBError):
+        db_api.store_report(ctx, second)
+    assert db_api.count_reports(ctx) == {'host_reports': 1,
+                                         'instance_reports': 1}
+    assert db_api.get_host(ctx, host)['last_sequence'] == 1
+    with pytest.raises(exception.InstanceNotFound):
+        db_api.get_instance(ctx, VM_2)
+
+
+def test_instance_moves_with_its_reports(ctx):
+    host_1, host_2 = register(ctx, 'compute-1'), register(ctx, 'compute-2')
+    db_api.store_report(ctx, report(host_1, 1))
+    db_api.store_report(ctx, report(host_2, 1))
+    assert db_api.get_instance(ctx, VM_1)['host_uuid'] == host_2
+    assert [h['instance_count'] for h in db_api.list_hosts(ctx)] == [0, 1]
+
+
+def test_list_instances_filters_and_pages(ctx):
+    host = register(ctx)
+    db_api.store_report(ctx, report(host, 1, sample(VM_2, 1, 'p2'),
+                                    sample(VM_1, 1, 'p1')))
+    listed = db_api.list_instances(ctx)
+    assert [i['uuid'] for i in listed] == [VM_1, VM_2]
+    assert [i['uuid'] for i in db_api.list_instances(
+        ctx, project_id='p2')] == [VM_2]
+    assert [i['uuid'] for i in db_api.list_instances(
+        ctx, limit=1, marker=VM_1)] == [VM_2]
+    assert db_api.list_instances(ctx, host_uuid=VM_2) == []
+
+
+def test_reports_newest_first_after_marker(ctx):
+    host = register(ctx)
+    for sequence in (1, 2, 3):
+        db_api.store_report(ctx, report(host, sequence))
+    history = db_api.list_instance_reports(ctx, VM_1)
+    assert [r['sequence'] for r in history] == [3, 2, 1]
+    older = db_api.list_instance_reports(ctx, VM_1, limit=1,
+                                         marker=history[0]['id'])
+    assert [r['sequence'] for r in older] == [2]
+    with pytest.raises(exception.InstanceNotFound):
+        db_api.list_instance_reports(ctx, VM_2)
+
+
+def test_silent_hosts_go_down_and_come_back(ctx):
+    host = register(ctx)
+    future = datetime.datetime.utcnow() + datetime.timedelta(seconds=1)
+    assert db_api.mark_hosts_down(ctx, future) == ['compute-1']
+    assert db_api.mark_hosts_down(ctx, future) == []
+    assert db_api.get_host(ctx, host)['state'] == 'down'
+    db_api.store_report(ctx, report(host, 1))
+    assert db_api.get_host(ctx, host)['state'] == 'up'
+
+
+def test_rejections_are_counted_per_host(ctx):
+    host = register(ctx)
+    db_api.record_rejection(ctx, host, 4, 'report.not_finite', 'NaN')
+    db_api.record_rejection(ctx, None, None, 'report.malformed', 'junk')
+    assert db_api.count_rejections(ctx) == 2
+    assert db_api.count_rejections(ctx, host) == 1
+    assert db_api.get_host(ctx, host)['reports_rejected'] == 1
+
+
+def test_unknown_host_lookup(ctx):
+    with pytest.raises(exception.HostNotFound):
+        db_api.get_host(ctx, VM_1)
