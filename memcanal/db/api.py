@@ -17,6 +17,26 @@ from memcanal.db import models
 context_manager = enginefacade.transaction_context()
 
 
+@sa.event.listens_for(sa.engine.Engine, 'begin', insert=True)
+def _sqlite_begin_immediate(connection):
+    """Take SQLite's write lock when a transaction begins, not later.
+
+    oslo.db begins SQLite transactions DEFERRED: a transaction that has
+    read and then writes while another connection holds the write lock
+    fails at once ("database is locked"), where waiting would do; with
+    the service's many RPC threads storing reports, retries alone lose
+    that race again and again. BEGIN IMMEDIATE makes them queue on
+    SQLite's busy timeout instead. SQLite allows one writer at a time in
+    any case; the embedded default is for one machine's worth of load.
+    Runs before oslo.db's own listener, which then sees the transaction
+    begun (its ``in_transaction`` marker) and emits no second BEGIN.
+    """
+    if (connection.dialect.name == 'sqlite'
+            and 'in_transaction' not in connection.info):
+        connection.exec_driver_sql('BEGIN IMMEDIATE')
+        connection.info['in_transaction'] = True
+
+
 def _is_sqlite_busy(error):
     # SQLite refuses, without waiting, a transaction that read and now
     # wants to write while another connection writes; oslo.db passes
@@ -101,26 +121,34 @@ def register_host(context, name, memory_total_bytes, memory_reserved_bytes):
     return {'uuid': host.uuid, 'last_sequence': host.last_sequence}
 
 
-def _upsert_instance(session, host, sample):
-    instance = session.execute(
+def _upsert_instances(session, host, samples):
+    """The report's instances, created or updated, by uuid; one query."""
+    by_uuid = {instance.uuid: instance for instance in session.execute(
         sa.select(models.Instance).where(
-            models.Instance.uuid == sample['uuid'])
-    ).scalar_one_or_none()
-    if instance is None:
-        instance = models.Instance(uuid=sample['uuid'], opt_out=False)
-        session.add(instance)
-    instance.host_id = host.id
-    instance.project_id = sample['project_id']
-    instance.allocated_bytes = sample['allocated_bytes']
-    instance.target_bytes = sample.get('target_bytes')
-    session.flush()
-    return instance
+            models.Instance.uuid.in_([s['uuid'] for s in samples]))
+    ).scalars()}
+    for sample in samples:
+        instance = by_uuid.get(sample['uuid'])
+        if instance is None:
+            instance = models.Instance(uuid=sample['uuid'], opt_out=False)
+            session.add(instance)
+            by_uuid[sample['uuid']] = instance
+        instance.host_id = host.id
+        instance.project_id = sample['project_id']
+        instance.allocated_bytes = sample['allocated_bytes']
+        instance.target_bytes = sample.get('target_bytes')
+    return by_uuid
 
 
 def _store_report(context, report):
     session = context.session
+    # Lock the host row first: reports of one host then store one after
+    # the other. Otherwise MariaDB deadlocks two of them, each holding the
+    # shared lock its host_reports foreign key took and waiting for the
+    # other's to update the host's last_sequence.
     host = session.execute(
         sa.select(models.Host).where(models.Host.uuid == report['host_uuid'])
+        .with_for_update()
     ).scalar_one_or_none()
     if host is None:
         raise exception.HostNotFound(host=report['host_uuid'])
@@ -136,24 +164,23 @@ def _store_report(context, report):
                                     sequence=report['sequence'],
                                     collected_at=collected_at)
     session.add(host_report)
+    instances = _upsert_instances(session, host, report['instances'])
+    # One flush gives the new rows their ids; the per-instance rows then
+    # go in with the commit, in a few multi-row INSERTs.
     session.flush()
     for sample in report['instances']:
-        instance = _upsert_instance(session, host, sample)
-        instance_report = models.InstanceReport(
-            host_report_id=host_report.id, instance_id=instance.id,
+        session.add(models.InstanceReport(
+            host_report_id=host_report.id,
+            instance_id=instances[sample['uuid']].id,
             sequence=report['sequence'], collected_at=collected_at,
             allocated_bytes=sample['allocated_bytes'],
-            guest_stats=sample.get('guest_stats', {}))
-        session.add(instance_report)
-        session.flush()
-        for estimator, wss_bytes in sample.get('wss', {}).items():
-            session.add(models.WssEstimate(
-                instance_report_id=instance_report.id, estimator=estimator,
-                wss_bytes=wss_bytes))
-        for method, points in sample.get('mrc', {}).items():
-            session.add(models.MrcCurve(
-                instance_report_id=instance_report.id, method=method,
-                points=points))
+            guest_stats=sample.get('guest_stats', {}),
+            wss_estimates=[
+                models.WssEstimate(estimator=estimator, wss_bytes=wss_bytes)
+                for estimator, wss_bytes in sample.get('wss', {}).items()],
+            mrc_curves=[
+                models.MrcCurve(method=method, points=points)
+                for method, points in sample.get('mrc', {}).items()]))
     host.last_sequence = max(host.last_sequence, report['sequence'])
     host.last_heartbeat_at = timeutils.utcnow()
     host.state = 'up'

@@ -42,21 +42,13 @@ INSTANCE_SCHEMA = {
             'propertyNames': {'pattern': NAME_PATTERN},
             'additionalProperties': NON_NEGATIVE_INT,
         },
+        # The points are checked by _check_curve: their count first, and
+        # then in one plain loop, several times faster than the schema
+        # walking each of up to 256 x 2 numbers of every curve.
         'mrc': {
             'type': 'object',
             'propertyNames': {'pattern': NAME_PATTERN},
-            'additionalProperties': {
-                'type': 'array',
-                'minItems': 1,
-                'items': {
-                    'type': 'array',
-                    'prefixItems': [{'type': 'integer', 'minimum': 1},
-                                    {'type': 'number', 'minimum': 0,
-                                     'maximum': 1}],
-                    'minItems': 2,
-                    'maxItems': 2,
-                },
-            },
+            'additionalProperties': {'type': 'array', 'minItems': 1},
         },
         'guest_stats': {
             'type': 'object',
@@ -82,40 +74,69 @@ REPORT_SCHEMA = {
 _VALIDATOR = jsonschema.Draft202012Validator(REPORT_SCHEMA)
 
 
-def _non_finite_path(value, path=()):
-    """The path to the first NaN or infinity inside ``value``, or None.
+def _non_finite_key(stats):
+    """The first key of ``stats`` whose value is NaN or infinite, or None.
 
     JSON schema's "number" admits NaN and infinity, and NaN passes every
-    minimum and maximum, so they are looked for separately.
+    minimum and maximum, so they are looked for separately. Guest
+    statistics and miss ratios are the only numbers a report may give
+    as floats; "integer" already excludes both.
     """
-    if isinstance(value, float) and not math.isfinite(value):
-        return path
-    if isinstance(value, dict):
-        items = value.items()
-    elif isinstance(value, (list, tuple)):
-        items = enumerate(value)
-    else:
-        return None
-    for key, item in items:
-        found = _non_finite_path(item, path + (key,))
-        if found is not None:
-            return found
+    for key, value in stats.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            return key
     return None
+
+
+def _is_size(value):
+    return type(value) is int and value >= 1
+
+
+def _is_ratio(value):
+    return type(value) in (int, float) and 0 <= value <= 1
+
+
+def _check_curve(where, points, max_mrc_points):
+    """Points are [size bytes >= 1, miss ratio in 0..1], sizes increasing.
+
+    The count is checked before anything else, so an oversized curve
+    costs nothing to refuse.
+    """
+    if len(points) > max_mrc_points:
+        raise exception.InvalidReport(
+            'report.mrc_too_large', '%s has %d points, more than %d' % (
+                where, len(points), max_mrc_points))
+    previous = 0
+    for index, point in enumerate(points):
+        if type(point) is not list or len(point) != 2:
+            raise exception.InvalidReport(
+                'report.malformed', '%s.%d: a point is [size, miss ratio]'
+                % (where, index))
+        size, ratio = point
+        if isinstance(ratio, float) and not math.isfinite(ratio):
+            raise exception.InvalidReport(
+                'report.not_finite', 'non-finite number at %s.%d.1' % (
+                    where, index))
+        if not (_is_size(size) and _is_ratio(ratio)):
+            raise exception.InvalidReport(
+                'report.malformed', '%s.%d: %r is not [size >= 1 bytes, '
+                'miss ratio in 0..1]' % (where, index, point))
+        if size <= previous:
+            raise exception.InvalidReport(
+                'report.mrc_unordered',
+                '%s sizes are not strictly increasing' % where)
+        previous = size
 
 
 def _check_instance(index, sample, max_mrc_points):
     for method, points in sample.get('mrc', {}).items():
-        where = 'instances[%d].mrc.%s' % (index, method)
-        if len(points) > max_mrc_points:
-            raise exception.InvalidReport(
-                'report.mrc_too_large',
-                '%s has %d points, more than %d' % (
-                    where, len(points), max_mrc_points))
-        sizes = [size for size, _ratio in points]
-        if any(b <= a for a, b in zip(sizes, sizes[1:])):
-            raise exception.InvalidReport(
-                'report.mrc_unordered',
-                '%s sizes are not strictly increasing' % where)
+        _check_curve('instances.%d.mrc.%s' % (index, method), points,
+                     max_mrc_points)
+    bad_key = _non_finite_key(sample.get('guest_stats', {}))
+    if bad_key is not None:
+        raise exception.InvalidReport(
+            'report.not_finite', 'non-finite number at '
+            'instances.%d.guest_stats.%s' % (index, bad_key))
 
 
 def validate_report(report, max_mrc_points, max_instances):
@@ -123,11 +144,6 @@ def validate_report(report, max_mrc_points, max_instances):
     if not isinstance(report, dict):
         raise exception.InvalidReport('report.malformed',
                                       'a report must be an object')
-    bad_path = _non_finite_path(report)
-    if bad_path is not None:
-        raise exception.InvalidReport(
-            'report.not_finite',
-            'non-finite number at %s' % '.'.join(map(str, bad_path)))
     error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(report))
     if error is not None:
         where = '.'.join(str(p) for p in error.absolute_path) or 'report'

@@ -13,6 +13,7 @@ import sys
 import threading
 from wsgiref import simple_server
 
+from keystoneauth1 import loading as ks_loading
 import pytest
 import requests
 
@@ -171,7 +172,23 @@ def test_http_errors_are_json(api):
         errors.MICROVERSION_NOT_ACCEPTABLE)
 
 
-def test_keystone_without_token_is_401(conf, tmp_path):
+@pytest.fixture
+def password_plugin_options(conf):
+    """Unregister what loading the password auth plugin registers.
+
+    keystonemiddleware registers the plugin's options, auth_url among
+    them, required, on the global CONF; left there, every later test that
+    parses CONF without them would fail.
+    """
+    yield
+    conf.reset()
+    conf.unregister_opts(
+        ks_loading.get_auth_plugin_conf_options('password'),
+        group='keystone_authtoken')
+
+
+def test_keystone_without_token_is_401(conf, password_plugin_options,
+                                       tmp_path):
     """auth_token refuses a tokenless request without asking keystone.
 
     Keystone "is" on port 1, where nothing listens.

@@ -61,6 +61,13 @@ def mutate(path, value):
     (('instances', 0, 'wss', 'Bad Name'), 1, 'report.malformed'),
     (('instances', 0, 'mrc', 'exact', 0, 1), 1.5, 'report.malformed'),
     (('instances', 0, 'mrc', 'exact', 0, 0), -4096, 'report.malformed'),
+    (('instances', 0, 'mrc', 'exact', 0, 0), True, 'report.malformed'),
+    (('instances', 0, 'mrc', 'exact', 0, 0), 4096.0, 'report.malformed'),
+    (('instances', 0, 'mrc', 'exact', 0, 1), '0.5', 'report.malformed'),
+    (('instances', 0, 'mrc', 'exact', 0), [4096], 'report.malformed'),
+    (('instances', 0, 'mrc', 'exact', 0), {'size': 4096},
+     'report.malformed'),
+    (('instances', 0, 'mrc', 'exact'), [], 'report.malformed'),
     (('instances', 0, 'mrc', 'exact', 1, 1), float('nan'),
      'report.not_finite'),
     (('instances', 0, 'guest_stats', 'x'), float('inf'),
@@ -82,6 +89,11 @@ def test_oversized_mrc_is_rejected():
         validate(report)
     assert err.value.code == 'report.mrc_too_large'
     validate(report, max_points=300)
+    # The count is refused before the points are looked at.
+    report['instances'][0]['mrc']['exact'] = ['junk'] * 257
+    with pytest.raises(exception.InvalidReport) as err:
+        validate(report)
+    assert err.value.code == 'report.mrc_too_large'
 
 
 def test_too_many_and_repeated_instances_are_rejected():
