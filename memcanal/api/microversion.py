@@ -77,7 +77,8 @@ class MicroversionMiddleware:
         except TypeError as exc:
             # Not X.Y at all.
             return self._error(
-                req, webob.exc.HTTPBadRequest('Invalid microversion: %s' % exc),
+                req,
+                webob.exc.HTTPBadRequest('Invalid microversion: %s' % exc),
                 errors.MICROVERSION_INVALID)
         req.environ[MICROVERSION_ENVIRON] = version
         response = req.get_response(self.application)

@@ -23,7 +23,7 @@ def parse_args(argv, default_config_files=None):
 
 
 def run_service(create_service):
-    """Parse arguments, then run ``create_service(CONF)`` under oslo.service."""
+    """Parse arguments; run ``create_service(CONF)`` under oslo.service."""
     from oslo_service import service
 
     from memcanal import rpc

@@ -7,7 +7,8 @@ api_group = cfg.OptGroup('api', title='REST API options')
 api_opts = [
     cfg.StrOpt('auth_strategy',
                default='keystone',
-               choices=[('keystone', 'Validate tokens with keystonemiddleware'),
+               choices=[('keystone',
+                         'Validate tokens with keystonemiddleware'),
                         ('noauth2', 'Trust the X-Auth-Token, X-Project-Id '
                                     'and X-Roles headers; for all-in-one '
                                     'and tests only')],

@@ -48,8 +48,6 @@ def cleanup():
         TRANSPORT.cleanup()
         TRANSPORT = None
 
-messaging.set_transport_defaults(control_exchange='memcanal')
-
 
 def get_client(target, version_cap=None):
     return messaging.get_rpc_client(

@@ -7,6 +7,7 @@ from oslo_db.sqlalchemy import engines
 from oslo_db.sqlalchemy import orm
 import sqlalchemy as sa
 
+from memcanal.api import policy
 from memcanal.db import api as db_api
 from memcanal.db import migration
 from memcanal.db import models
@@ -50,10 +51,22 @@ class Database(fixtures.Fixture):
 
 
 class ConfFixture(fixtures.Fixture):
-    """Parses no files into the global CONF and resets it afterwards."""
+    """Parses no files into the global CONF and resets it afterwards.
+
+    ``auth_strategy`` overrides ``[api] auth_strategy``; the API's policy
+    enforcer, built on this CONF, is forgotten afterwards too.
+    """
+
+    def __init__(self, auth_strategy=None):
+        super().__init__()
+        self.auth_strategy = auth_strategy
 
     def _setUp(self):
         import memcanal.conf  # noqa: F401  (registers every option)
         self.conf = cfg.CONF
         self.conf([], project='memcanal', default_config_files=[])
         self.addCleanup(self.conf.reset)
+        self.addCleanup(policy.reset)
+        if self.auth_strategy is not None:
+            self.conf.set_override('auth_strategy', self.auth_strategy,
+                                   'api')

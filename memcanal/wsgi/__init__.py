@@ -48,4 +48,3 @@ def init_application(conf=None, environ=None):
     logging.setup(conf, 'memcanal')
     conf.log_opt_values(LOG, logging.DEBUG)
     return deploy.loadapp(conf)
-

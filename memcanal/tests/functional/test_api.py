@@ -19,8 +19,8 @@ import requests
 
 from memcanal.api import deploy
 from memcanal.api import errors
-from memcanal.api import policy
 from memcanal.tests import fixtures as memcanal_fixtures
+from memcanal.tests.unit.api import base
 from memcanal.tests.unit.api import data
 
 TIMEOUT = 10
@@ -49,10 +49,8 @@ def serving(app):
 
 @pytest.fixture
 def conf():
-    with data.using(memcanal_fixtures.ConfFixture()) as fixture:
-        fixture.conf.set_override('auth_strategy', 'noauth2', 'api')
+    with data.using(memcanal_fixtures.ConfFixture('noauth2')) as fixture:
         yield fixture.conf
-    policy.reset()
 
 
 @pytest.fixture
@@ -65,16 +63,10 @@ def api(any_db_url, conf):
             yield url, hosts
 
 
-def get(url, path, token='admin', project=None, roles=None, **kwargs):
-    headers = kwargs.pop('headers', {})
-    if token is not None:
-        headers['X-Auth-Token'] = token
-    if project is not None:
-        headers['X-Project-Id'] = project
-    if roles is not None:
-        headers['X-Roles'] = roles
-    return requests.get(url + path, headers=headers, timeout=TIMEOUT,
-                        **kwargs)
+def get(url, path, token='admin', project=None, roles=None, headers=None):
+    return requests.get(
+        url + path, timeout=TIMEOUT,
+        headers=base.auth_headers(token, project, roles, headers))
 
 
 def reader(url, path, project):

@@ -7,7 +7,6 @@ and curves surviving each database's types.
 
 import threading
 
-from oslo_db import exception as db_exc
 import pytest
 
 from memcanal import context as memcanal_context
@@ -52,17 +51,7 @@ def test_racing_writers_store_a_report_once(ctx):
 
 
 def test_failing_report_is_rolled_back_whole(ctx):
-    host = cases.register(ctx)
-    db_api.store_report(ctx, cases.report(host, 1))
-    second = cases.report(host, 2, cases.sample(cases.VM_1, 2),
-                          cases.sample(cases.VM_2, 2))
-    second['instances'][1]['wss'] = {'distinct': None}
-    with pytest.raises(db_exc.DBError):
-        db_api.store_report(ctx, second)
-    assert db_api.count_reports(ctx) == {'host_reports': 1,
-                                         'instance_reports': 1}
-    assert db_api.get_host(ctx, host)['last_sequence'] == 1
-    assert [i['uuid'] for i in db_api.list_instances(ctx)] == [cases.VM_1]
+    cases.check_failing_report_stores_nothing(ctx)
 
 
 def test_sizes_and_curves_survive_the_database(ctx):

@@ -5,6 +5,16 @@ import webob
 from memcanal.tests.unit.api import data
 
 
+def auth_headers(token, project=None, roles=None, headers=None):
+    """The headers noauth2 reads a persona from, added to ``headers``."""
+    all_headers = dict(headers or {})
+    for name, value in (('X-Auth-Token', token), ('X-Project-Id', project),
+                        ('X-Roles', roles)):
+        if value is not None:
+            all_headers[name] = value
+    return all_headers
+
+
 class Client:
     """GETs against the app as a persona, the way noauth2 reads them."""
 
@@ -13,15 +23,10 @@ class Client:
 
     def request(self, path, method='GET', token='admin', project=None,
                 roles=None, headers=None):
-        all_headers = dict(headers or {})
-        if token is not None:
-            all_headers['X-Auth-Token'] = token
-        if project is not None:
-            all_headers['X-Project-Id'] = project
-        if roles is not None:
-            all_headers['X-Roles'] = roles
-        return webob.Request.blank(path, method=method,
-                                   headers=all_headers).get_response(self.app)
+        return webob.Request.blank(
+            path, method=method,
+            headers=auth_headers(token, project, roles, headers)
+        ).get_response(self.app)
 
     def admin(self, path, **kwargs):
         return self.request(path, **kwargs)

@@ -1,7 +1,6 @@
 import pytest
 
 from memcanal.api import deploy
-from memcanal.api import policy
 from memcanal.tests import fixtures as memcanal_fixtures
 from memcanal.tests.unit.api import base
 from memcanal.tests.unit.api import data
@@ -10,10 +9,8 @@ from memcanal.tests.unit.api import data
 @pytest.fixture
 def conf():
     """The global CONF, parsed from no files, with noauth2."""
-    with data.using(memcanal_fixtures.ConfFixture()) as fixture:
-        fixture.conf.set_override('auth_strategy', 'noauth2', 'api')
+    with data.using(memcanal_fixtures.ConfFixture('noauth2')) as fixture:
         yield fixture.conf
-    policy.reset()
 
 
 @pytest.fixture
