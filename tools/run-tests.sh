@@ -9,6 +9,8 @@ venv=${MEMCANAL_VENV:-.venv}
 "$venv/bin/pip" install -q --disable-pip-version-check \
     -r requirements.txt -r test-requirements.txt -e .
 bash tools/start-services.sh
+# A real keystone for the API's authentication tests, in its own venv.
+bash tools/keystone.sh install
 # Functional tests fail, rather than skip, when a service is missing.
 export MEMCANAL_REQUIRE_SERVICES=1
 exec "$venv/bin/pytest" -q -p no:cacheprovider memcanal/tests "$@"

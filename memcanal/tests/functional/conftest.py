@@ -1,3 +1,4 @@
+from keystoneauth1 import loading as ks_loading
 import pytest
 
 from memcanal.tests.functional import services
@@ -27,3 +28,42 @@ def any_db_url(request, tmp_path):
 @pytest.fixture
 def rabbit_url():
     return services.require_rabbit()
+
+
+@pytest.fixture(scope='module')
+def keystone_url(tmp_path_factory):
+    """A real keystone, fresh for the module; its v3 URL."""
+    yield from services.keystone(tmp_path_factory.mktemp('keystone'))
+
+
+@pytest.fixture
+def keystone_conf(conf, tmp_path):
+    """``configure(url)`` points CONF's API at keystone ``url``.
+
+    memcanal authenticates to keystone as the bootstrap admin with the
+    password plugin. Loading that plugin registers its options, auth_url
+    among them, required, on the global CONF; they are unregistered
+    afterwards, or every later test parsing CONF without them would fail.
+    """
+    def configure(url, admin_password):
+        config = tmp_path / 'memcanal-keystone.conf'
+        config.write_text(
+            '[api]\nauth_strategy = keystone\n'
+            '[keystone_authtoken]\n'
+            'www_authenticate_uri = %(url)s\n'
+            'auth_url = %(url)s\n'
+            'auth_type = password\n'
+            'username = admin\npassword = %(password)s\n'
+            'project_name = admin\n'
+            'user_domain_name = Default\nproject_domain_name = Default\n'
+            'delay_auth_decision = False\n' % {
+                'url': url, 'password': admin_password})
+        conf.clear_override('auth_strategy', 'api')
+        conf(['--config-file', str(config)], project='memcanal',
+             default_config_files=[])
+        return conf
+    yield configure
+    conf.reset()
+    conf.unregister_opts(
+        ks_loading.get_auth_plugin_conf_options('password'),
+        group='keystone_authtoken')

@@ -7,7 +7,10 @@ the reason, so unit work stays possible on a laptop.
 """
 
 import os
+import signal
 import socket
+import subprocess
+import time
 import uuid
 
 import pytest
@@ -63,3 +66,55 @@ def mysql_database():
 def postgres_database():
     yield from _scratch_database(POSTGRES_ADMIN_URL, 5432, 'PostgreSQL',
                                  lambda name: '"%s"' % name)
+
+
+KEYSTONE_SCRIPT = os.path.join(os.path.dirname(__file__), '..', '..', '..',
+                               'tools', 'keystone.sh')
+KEYSTONE_VENV = os.environ.get('MEMCANAL_KEYSTONE_VENV', os.path.join(
+    os.path.dirname(KEYSTONE_SCRIPT), '..', '.keystone-venv'))
+KEYSTONE_ADMIN_PASSWORD = 'memcanal-test'
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+def keystone(state_dir):
+    """Serve a fresh keystone (tools/keystone.sh); yield its URL; stop it.
+
+    Needs the virtualenv ``tools/keystone.sh install`` makes; without it
+    the test skips (fails under MEMCANAL_REQUIRE_SERVICES).
+    """
+    if not os.path.exists(os.path.join(KEYSTONE_VENV, 'bin',
+                                       'keystone-manage')):
+        message = ('keystone is not installed in %s; run tools/keystone.sh '
+                   'install' % KEYSTONE_VENV)
+        if os.environ.get('MEMCANAL_REQUIRE_SERVICES'):
+            pytest.fail(message)
+        pytest.skip(message)
+    port = _free_port()
+    log = open(os.path.join(state_dir, 'keystone.out'), 'wb')
+    process = subprocess.Popen(
+        ['bash', KEYSTONE_SCRIPT, 'serve', str(state_dir), str(port)],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env=dict(os.environ, KEYSTONE_VENV=KEYSTONE_VENV,
+                 KEYSTONE_ADMIN_PASSWORD=KEYSTONE_ADMIN_PASSWORD))
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None:
+            try:
+                socket.create_connection(('127.0.0.1', port), 1).close()
+                break
+            except OSError:
+                time.sleep(0.3)
+        else:
+            log.flush()
+            with open(log.name) as output:
+                pytest.fail('keystone did not start:\n%s' % output.read())
+        yield 'http://127.0.0.1:%d/v3' % port
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(30)
+        log.close()

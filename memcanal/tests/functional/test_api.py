@@ -13,7 +13,6 @@ import sys
 import threading
 from wsgiref import simple_server
 
-from keystoneauth1 import loading as ks_loading
 import pytest
 import requests
 
@@ -164,40 +163,12 @@ def test_http_errors_are_json(api):
         errors.MICROVERSION_NOT_ACCEPTABLE)
 
 
-@pytest.fixture
-def password_plugin_options(conf):
-    """Unregister what loading the password auth plugin registers.
-
-    keystonemiddleware registers the plugin's options, auth_url among
-    them, required, on the global CONF; left there, every later test that
-    parses CONF without them would fail.
-    """
-    yield
-    conf.reset()
-    conf.unregister_opts(
-        ks_loading.get_auth_plugin_conf_options('password'),
-        group='keystone_authtoken')
-
-
-def test_keystone_without_token_is_401(conf, password_plugin_options,
-                                       tmp_path):
+def test_keystone_without_token_is_401(conf, keystone_conf):
     """auth_token refuses a tokenless request without asking keystone.
 
     Keystone "is" on port 1, where nothing listens.
     """
-    config = tmp_path / 'memcanal.conf'
-    config.write_text(
-        '[api]\nauth_strategy = keystone\n'
-        '[keystone_authtoken]\n'
-        'www_authenticate_uri = http://127.0.0.1:1/identity\n'
-        'auth_url = http://127.0.0.1:1/identity\n'
-        'auth_type = password\n'
-        'username = memcanal\npassword = secret\nproject_name = service\n'
-        'user_domain_name = Default\nproject_domain_name = Default\n'
-        'delay_auth_decision = False\n')
-    conf.clear_override('auth_strategy', 'api')
-    conf(['--config-file', str(config)], project='memcanal',
-         default_config_files=[])
+    keystone_conf('http://127.0.0.1:1/identity', 'secret')
     assert conf.api.auth_strategy == 'keystone'
     with data.using(memcanal_fixtures.Database()):
         with serving(deploy.loadapp(conf)) as url:
