@@ -9,11 +9,6 @@ def mysql_url():
     yield from services.mysql_database()
 
 
-@pytest.fixture
-def postgres_url():
-    yield from services.postgres_database()
-
-
 @pytest.fixture(params=['sqlite', 'mysql', 'postgresql'])
 def any_db_url(request, tmp_path):
     """Each real database in turn: SQLite file, MariaDB, PostgreSQL."""
