@@ -1,22 +1,72 @@
-"""Turn a driver's Sample into the estimates an agent reports."""
+"""Per-VM estimation in the agent: a driver's Sample in, report fields out.
+
+Each VM gets one InstanceCollector for as long as it runs, because the
+estimators are stateful: PRL's cumulative buffer and hot-page history, the
+PML dirty bits, ESX's sample, the window of the miss-ratio curves. It runs
+memcanal.estimation's VmObserver, the same pipeline memcanal-trace and the
+benchmarks use, once per report interval (the estimators' mu).
+"""
+
+import zlib
 
 from memcanal.estimation import mrc
-from memcanal.estimation import wss
+from memcanal.estimation import observer
 
 
-def summarize(sample, max_mrc_points):
-    """WSS by estimator and MRC by method for one VM's Sample.
+def settings(conf, page_size):
+    """The observer's settings from [estimation] and [agent]."""
+    options = conf.estimation
+    return observer.Settings(
+        tau=options.prl_tau, omega_s=options.prl_stability_window,
+        mu_s=conf.agent.report_interval,
+        epsilon_bytes=options.guest_kernel_footprint_mb * 2 ** 20,
+        log_entries=options.log_entries, tlb_entries=options.tlb_entries,
+        esx_sample_pages=options.esx_sample_pages,
+        esx_period_s=options.esx_period, page_size=page_size)
 
-    A sample without references (a driver that cannot see them) yields
-    only its guest statistics.
-    """
-    if sample.references is None or sample.references.size == 0:
-        return {'wss': {}, 'mrc': {}, 'guest_stats': sample.guest_stats}
-    distinct = wss.distinct_pages(sample.references)
-    sizes, ratios = mrc.miss_ratio_curve(sample.references)
-    return {
-        'wss': {'distinct': distinct * sample.page_size},
-        'mrc': {'exact': mrc.compact(sizes, ratios, max_mrc_points,
-                                     sample.page_size)},
-        'guest_stats': sample.guest_stats,
-    }
+
+class InstanceCollector:
+    """The estimators of one VM of ``memory_bytes``."""
+
+    def __init__(self, conf, instance_uuid, memory_bytes, page_size):
+        options = conf.estimation
+        self.page_size = page_size
+        self.max_mrc_points = conf.agent.max_mrc_points
+        self.observer = observer.VmObserver(
+            max(1, memory_bytes // page_size), settings(conf, page_size),
+            seed=zlib.crc32(instance_uuid.encode()))
+        self.curves = [mrc.WindowedCurve(method, options.mrc_window,
+                                         options.shards_rate,
+                                         options.shards_max_pages)
+                       for method in options.mrc_methods]
+        self._now_ns = 0
+
+    def collect(self, sample):
+        """WSS by estimator and MRC by method after one more interval.
+
+        A sample without a trace (a driver that cannot see references)
+        yields only its guest statistics. Estimators that have not
+        converged yet are left out of ``wss``.
+        """
+        if sample.trace is None:
+            return {'wss': {}, 'mrc': {}, 'guest_stats': sample.guest_stats}
+        prl, pml = self.observer.emulate(sample.trace)
+        self.observer.esx.feed(sample.trace)
+        if len(sample.trace):
+            self._now_ns = int(sample.trace.times_ns()[-1]) + 1
+        return dict(self.handle_logs(prl.gpas, pml.gpas, self._now_ns),
+                    guest_stats=sample.guest_stats)
+
+    def handle_logs(self, prl_gpas, pml_gpas, now_ns):
+        """The agent's own work for one interval of delivered logs: the
+        log-full handlers, one estimator iteration, the curves."""
+        self.observer.handle(prl_gpas, pml_gpas)
+        self.observer.iterate(now_ns)
+        curves = {}
+        for window in self.curves:
+            window.add(prl_gpas)
+            curve = window.curve()
+            if curve is not None:
+                curves[window.method] = curve.compact(self.max_mrc_points,
+                                                      self.page_size)
+        return {'wss': self.observer.estimates(), 'mrc': curves}

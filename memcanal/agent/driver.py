@@ -9,9 +9,9 @@ memcanal.estimation, the same code whatever the driver.
 import abc
 import dataclasses
 
-import numpy as np
 from stevedore import driver as stevedore_driver
 
+from memcanal.estimation import traces
 from memcanal import exception
 
 DRIVER_NAMESPACE = 'memcanal.agent.drivers'
@@ -35,13 +35,13 @@ class InstanceInfo:
 class Sample:
     """What one VM's memory did during one collection interval.
 
-    ``references`` is the guest-page reference stream the hypervisor saw
-    (None where the driver cannot observe references); ``guest_stats``
-    are the guest's own counters, by name.
+    ``trace`` is the guest-page references the hypervisor saw, a
+    memcanal.estimation.traces.Trace (None where the driver cannot observe
+    references); ``guest_stats`` are the guest's own counters, by name.
     """
 
     page_size: int
-    references: np.ndarray | None
+    trace: traces.Trace | None
     guest_stats: dict
 
 

@@ -1,8 +1,8 @@
 """The compute agent: collect from the hypervisor, estimate, report.
 
 Every report interval the agent collects a Sample per VM from its driver,
-summarizes it with memcanal.estimation, and casts one report for the whole
-host to the service. The report doubles as the host's heartbeat.
+runs it through that VM's estimators (memcanal.agent.collector), and casts
+one report for the whole host to the service. The report doubles as the host's heartbeat.
 """
 
 import collections
@@ -37,6 +37,7 @@ class AgentManager:
             os.path.join(conf.state_path, 'agent-%s.sequence' % host))
         self._service_api = None
         self._applied_actions = collections.OrderedDict()
+        self._collectors = {}
 
     @property
     def service_api(self):
@@ -68,10 +69,17 @@ class AgentManager:
     def build_report(self):
         """One report of every VM on this host, numbered."""
         samples = []
-        for instance in self.driver.list_instances():
-            summary = collector.summarize(
-                self.driver.collect(instance.uuid),
-                self.conf.agent.max_mrc_points)
+        instances = self.driver.list_instances()
+        # Estimator state goes with the VM; a VM that left starts afresh.
+        self._collectors = {instance.uuid: self._collectors.get(
+            instance.uuid) for instance in instances}
+        for instance in instances:
+            sample = self.driver.collect(instance.uuid)
+            if self._collectors[instance.uuid] is None:
+                self._collectors[instance.uuid] = collector.InstanceCollector(
+                    self.conf, instance.uuid, instance.allocated_bytes,
+                    sample.page_size)
+            summary = self._collectors[instance.uuid].collect(sample)
             samples.append(dict(
                 summary, uuid=instance.uuid, project_id=instance.project_id,
                 allocated_bytes=instance.allocated_bytes,

@@ -70,6 +70,9 @@ def _configure(args, oslo_args):
     CONF.set_override('state_path', args.state_dir)
     CONF.set_override('auth_strategy', 'noauth2', 'api')
     CONF.set_override('report_interval', args.interval, 'agent')
+    # PRL's estimate after two quiet intervals rather than 120 s, so a
+    # short run shows it; a configuration file can still say otherwise.
+    CONF.set_default('prl_stability_window', 2 * args.interval, 'estimation')
     CONF.set_override('instances', args.vms, 'simulated')
     CONF.set_override('host_down_after', max(1, int(3 * args.interval)),
                       'service')
@@ -124,21 +127,26 @@ def _summary(api_url):
     print('  reports stored: %d host reports, %d VM reports, %d rejected' % (
         counts['host_reports'], counts['instance_reports'],
         db_api.count_rejections(context)))
-    print('  %-36s  %-10s  %-20s  %9s  %12s  %s' % (
-        'VM', 'host', 'project', 'alloc MiB', 'WSS MiB', 'miss ratio at '
-        'half WSS'))
+    print('  %-36s  %-10s  %-19s  %9s  %8s  %8s  %8s  %s' % (
+        'VM', 'host', 'project', 'alloc MiB', 'PRL MiB', 'PML MiB',
+        'ESX MiB', 'miss ratio at half PRL WSS'))
     names = {h['uuid']: h['name'] for h in hosts}
     for listed in db_api.list_instances(context):
         instance = db_api.get_instance(context, listed['uuid'])
         report = instance['latest_report'] or {'wss': {}, 'mrc': {}}
-        wss = report['wss'].get('distinct')
-        print('  %-36s  %-10s  %-20s  %9d  %12s  %s' % (
+        wss = report['wss']
+        curve = next(iter(report['mrc'].values()), None)
+        print('  %-36s  %-10s  %-19s  %9d  %8s  %8s  %8s  %s' % (
             instance['uuid'], names.get(instance['host_uuid'], '?'),
             instance['project_id'], instance['allocated_bytes'] // MIB,
-            '%.1f' % (wss / MIB) if wss is not None else '-',
-            _miss_ratio_at(report['mrc'].get('exact'), (wss or 0) // 2)))
+            *(_mib(wss.get(name)) for name in ('prl', 'pml', 'esx')),
+            _miss_ratio_at(curve, wss.get('prl', 0) // 2)))
     print('  API: %s (try: curl -H "X-Auth-Token: admin" %s/instances)' % (
         api_url, api_url))
+
+
+def _mib(size):
+    return '%.1f' % (size / MIB) if size is not None else '-'
 
 
 def _miss_ratio_at(points, size):

@@ -10,6 +10,7 @@ from memcanal.conf import agent
 from memcanal.conf import api
 from memcanal.conf import base
 from memcanal.conf import database
+from memcanal.conf import estimation
 from memcanal.conf import service
 from memcanal.conf import simulated
 
@@ -19,5 +20,6 @@ base.register_opts(CONF)
 agent.register_opts(CONF)
 api.register_opts(CONF)
 database.register_opts(CONF)
+estimation.register_opts(CONF)
 service.register_opts(CONF)
 simulated.register_opts(CONF)

@@ -4,10 +4,11 @@ from memcanal.conf import agent
 from memcanal.conf import api
 from memcanal.conf import base
 from memcanal.conf import database
+from memcanal.conf import estimation
 from memcanal.conf import service
 from memcanal.conf import simulated
 
-_MODULES = (base, agent, api, database, service, simulated)
+_MODULES = (base, agent, api, database, estimation, service, simulated)
 
 
 def list_opts():

@@ -17,8 +17,12 @@ simulated_opts = [
                help='Memory kept for the simulated host itself, in MiB.'),
     cfg.IntOpt('instance_memory_mb', default=1024, min=1,
                help='Memory allocated to each simulated VM, in MiB.'),
-    cfg.IntOpt('references_per_interval', default=50000, min=1,
-               help='Page references each VM makes per report interval.'),
+    cfg.IntOpt('references_per_interval', default=200000, min=1,
+               help='Page references each VM makes per report interval. '
+                    'The VMs run the papers\' workloads (PRL\'s synthetic '
+                    'application in RWRW and RRWW order, Hcache\'s Zipf '
+                    'file server, write-all-then-work-on-a-quarter) over '
+                    'working sets of 1/64 to 1/8 of their memory.'),
     cfg.IntOpt('seed', default=0,
                help='Seed for the workloads, so runs can be repeated.'),
 ]

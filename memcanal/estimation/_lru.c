@@ -251,8 +251,9 @@ PyDoc_STRVAR(stack_distances_doc,
 "stack_distances(pages, universe, distances, histogram)\n\n"
 "LRU stack distance of every reference to pages in [0, universe).\n"
 "``distances`` (int64[n] or None) receives each distance, 0 for a first\n"
-"touch; ``histogram`` (int64[universe + 1] or None) is incremented at\n"
-"each distance (index 0 counts first touches).");
+"touch; ``histogram`` (int64[min(universe, n) + 1] or None: no distance\n"
+"exceeds the pages referenced) is incremented at each distance (index 0\n"
+"counts first touches).");
 
 static PyObject *
 stack_distances(PyObject *Py_UNUSED(self), PyObject *args)
@@ -269,7 +270,9 @@ stack_distances(PyObject *Py_UNUSED(self), PyObject *args)
     int have_dist = dist_obj != Py_None, have_hist = hist_obj != Py_None;
     if ((have_dist && open_output(dist_obj, &dist, in.length,
                                   "distances") < 0) ||
-        (have_hist && open_output(hist_obj, &hist, universe + 1,
+        (have_hist && open_output(hist_obj, &hist,
+                                  (universe < in.length ? universe
+                                   : in.length) + 1,
                                   "histogram") < 0)) {
         if (dist.obj)
             PyBuffer_Release(&dist);
@@ -367,6 +370,47 @@ reuse_times(PyObject *Py_UNUSED(self), PyObject *args)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(accumulate_doc,
+"accumulate(pages, counts)\n\n"
+"Add one to int64 ``counts[page]`` for every page: a log-full handler\n"
+"filling the cumulative buffer, without numpy's temporary arrays.");
+
+static PyObject *
+accumulate(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    PyObject *pages_obj, *counts_obj;
+    if (!PyArg_ParseTuple(args, "OO", &pages_obj, &counts_obj))
+        return NULL;
+    page_input in;
+    if (open_pages(pages_obj, &in) < 0)
+        return NULL;
+    Py_buffer counts;
+    if (open_output(counts_obj, &counts, 0, "counts") < 0) {
+        PyBuffer_Release(&in.view);
+        return NULL;
+    }
+    int64_t universe = counts.len / 8;
+    int64_t *count = counts.buf;
+    Py_ssize_t bad = -1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < in.length; i++) {
+        uint64_t page = page_at(&in, i);
+        if (page >= (uint64_t)universe) {
+            bad = i;
+            break;
+        }
+        count[page]++;
+    }
+    Py_END_ALLOW_THREADS
+    if (bad >= 0)
+        check_page(page_at(&in, bad), universe, bad);
+    PyBuffer_Release(&counts);
+    PyBuffer_Release(&in.view);
+    if (bad >= 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 /* ---- Hashing for spatial sampling ------------------------------------ */
 
 /* splitmix64's finaliser: a fast, well-mixed 64-bit hash, so a page's
@@ -417,36 +461,49 @@ page_hashes(PyObject *Py_UNUSED(self), PyObject *args)
 }
 
 PyDoc_STRVAR(sample_doc,
-"sample(pages, threshold, salt, out) -> count\n\n"
+"sample(pages, threshold, salt, out, mask) -> count\n\n"
 "Copy into int64 ``out`` the references whose page hash is below\n"
-"``threshold`` (out of 2**24): SHARDS' fixed-rate spatial sample.");
+"``threshold`` (out of 2**24): SHARDS' fixed-rate spatial sample.\n"
+"``mask`` (bytes-like or None) caches that test per page for pages below\n"
+"its length (see sample_mask), a byte load instead of a hash.");
 
 static PyObject *
 sample(PyObject *Py_UNUSED(self), PyObject *args)
 {
-    PyObject *pages_obj, *out_obj;
+    PyObject *pages_obj, *out_obj, *mask_obj;
     unsigned long threshold;
     unsigned long long salt;
-    if (!PyArg_ParseTuple(args, "OkKO", &pages_obj, &threshold, &salt,
-                          &out_obj))
+    if (!PyArg_ParseTuple(args, "OkKOO", &pages_obj, &threshold, &salt,
+                          &out_obj, &mask_obj))
         return NULL;
     page_input in;
     if (open_pages(pages_obj, &in) < 0)
         return NULL;
-    Py_buffer out;
+    Py_buffer out, mask = {0};
     if (open_output(out_obj, &out, in.length, "out") < 0) {
         PyBuffer_Release(&in.view);
         return NULL;
     }
+    if (mask_obj != Py_None &&
+        PyObject_GetBuffer(mask_obj, &mask, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&out);
+        PyBuffer_Release(&in.view);
+        return NULL;
+    }
+    const uint8_t *kept_page = mask.buf;
+    uint64_t masked = mask.obj ? (uint64_t)mask.len : 0;
     int64_t *kept = out.buf;
     Py_ssize_t count = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < in.length; i++) {
         uint64_t page = page_at(&in, i);
         kept[count] = (int64_t)page;
-        count += page_hash(page, salt) < threshold;
+        count += page < masked ? kept_page[page]
+                               : page_hash(page, salt) < threshold;
     }
     Py_END_ALLOW_THREADS
+    if (mask.obj)
+        PyBuffer_Release(&mask);
     PyBuffer_Release(&out);
     PyBuffer_Release(&in.view);
     return PyLong_FromSsize_t(count);
@@ -594,6 +651,7 @@ shards_fixed_size(PyObject *Py_UNUSED(self), PyObject *args)
 
 static PyMethodDef methods[] = {
     {"stack_distances", stack_distances, METH_VARARGS, stack_distances_doc},
+    {"accumulate", accumulate, METH_VARARGS, accumulate_doc},
     {"reuse_times", reuse_times, METH_VARARGS, reuse_times_doc},
     {"page_hashes", page_hashes, METH_VARARGS, page_hashes_doc},
     {"sample", sample, METH_VARARGS, sample_doc},

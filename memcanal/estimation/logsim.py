@@ -25,6 +25,7 @@ import dataclasses
 
 import numpy as np
 
+from memcanal.estimation import _lru
 from memcanal.estimation import mrc
 
 LOG_ENTRIES = 512
@@ -137,6 +138,19 @@ class _Log:
         gpas = np.concatenate(full) if full else np.zeros(0, np.int64)
         return Delivery(gpas, stats)
 
+    def flush(self):
+        """Take the entries of the logs not yet full (no log-full event).
+
+        KVM reads partial PML logs at every exit and dirty-log request; a
+        PML-based estimator does so before each iteration.
+        """
+        pending = [gpas for log in self._vcpus.values()
+                   for gpas in log.pending]
+        for log in self._vcpus.values():
+            log.pending, log.filled = [], 0
+        return (np.concatenate(pending) if pending
+                else np.zeros(0, np.int64))
+
     def _fill(self, log, gpas, times, stats):
         """Fill one vCPU's log with ``gpas``; return the logs that filled."""
         full, start, count = [], 0, len(gpas)
@@ -223,7 +237,7 @@ class PmlLog(_Log):
     def _handler_end(self, full_at, stats):
         # The vCPU stops for the handler: nothing is missed, the VM pays.
         stats.vm_cpu_ns += self.handler_ns
-        return full_at
+        return np.iinfo(np.int64).min
 
 
 class CumulativeBuffer:
@@ -233,14 +247,16 @@ class CumulativeBuffer:
         self.counts = np.zeros(0, np.int64)
 
     def add(self, gpas):
+        gpas = mrc.as_pages(gpas)
         if not len(gpas):
             return
-        added = np.bincount(gpas, minlength=len(self.counts))
-        if len(added) > len(self.counts):
-            added[:len(self.counts)] += self.counts
-            self.counts = added
-        else:
-            self.counts += added
+        highest = int(gpas.max())
+        if highest >= len(self.counts):
+            grown = np.zeros(max(highest + 1, 2 * len(self.counts)),
+                             np.int64)
+            grown[:len(self.counts)] = self.counts
+            self.counts = grown
+        _lru.accumulate(gpas, self.counts)
 
     def pages_logged_at_least(self, times):
         return int(np.count_nonzero(self.counts >= times))

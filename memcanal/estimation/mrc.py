@@ -18,6 +18,7 @@ indexes arrays by page; sparse identifiers (traces of other tools) are
 renumbered first.
 """
 
+import collections
 import dataclasses
 
 import numpy as np
@@ -100,6 +101,11 @@ def dense(pages):
     return renumbered.astype(np.int64), int(distinct.size)
 
 
+def _histogram(pages, universe, dtype=np.int64):
+    """Zeros for hits by distance: no distance exceeds the references."""
+    return np.zeros(min(universe, pages.size) + 1, dtype=dtype)
+
+
 def stack_distances(pages):
     """The LRU stack distance of every reference (FIRST_TOUCH: cold)."""
     pages, universe = dense(pages)
@@ -108,11 +114,13 @@ def stack_distances(pages):
     return distances
 
 
-def _curve_from_histogram(histogram, references):
-    """A curve from hits per distance (index 0: first touches)."""
+def _curve_from_histogram(histogram, references, footprint=1):
+    """A curve from hits per distance (index 0: first touches), out to
+    the largest distance or ``footprint`` pages."""
     last = int(np.flatnonzero(histogram)[-1]) if histogram[1:].any() else 1
-    last = max(last, 1)
-    hits = np.cumsum(histogram[1:last + 1])
+    last = max(last, footprint, 1)
+    hits = np.cumsum(np.pad(histogram[1:last + 1],
+                            (0, max(0, last + 1 - len(histogram)))))
     ratios = 1.0 - hits / references if references else np.ones(last)
     return MissRatioCurve(np.arange(1, last + 1, dtype=np.int64),
                           np.clip(ratios, 0.0, 1.0), int(references))
@@ -124,10 +132,11 @@ def exact(pages):
     Cold misses count as misses at every size.
     """
     pages, universe = dense(pages)
-    histogram = np.zeros(universe + 1, dtype=np.int64)
+    histogram = _histogram(pages, universe)
     if pages.size:
         _lru.stack_distances(pages, universe, None, histogram)
-    return _curve_from_histogram(histogram, pages.size)
+    # Out to the footprint, where only cold misses remain.
+    return _curve_from_histogram(histogram, pages.size, int(histogram[0]))
 
 
 def _threshold(rate):
@@ -136,34 +145,61 @@ def _threshold(rate):
     return max(1, int(round(rate * HASH_MODULUS)))
 
 
-def shards_fixed_rate(pages, rate, salt=DEFAULT_SALT, adjust=True):
-    """SHARDS at a fixed sampling rate.
+def sample_mask(universe, rate, salt=DEFAULT_SALT):
+    """Per page below ``universe``, 1 if SHARDS at ``rate`` samples it.
 
-    Only references to pages whose hash is under ``rate`` are simulated,
-    each standing for 1/rate references at 1/rate times its distance.
-    ``adjust`` applies SHARDS_adj: the difference between the expected
-    and the actual number of sampled references is added to the first
-    bucket, which removes most of the error a few very hot pages falling
-    in or out of the sample would cause.
+    Guest pages are dense, so a long-lived sampler (the agent's) tests a
+    byte per reference instead of hashing it.
+    """
+    hashes = np.empty(universe, dtype=np.int64)
+    _lru.page_hashes(np.arange(universe, dtype=np.int64), salt, hashes)
+    return (hashes < _threshold(rate)).astype(np.uint8)
+
+
+def shards_sample(pages, rate, salt=DEFAULT_SALT, mask=None):
+    """The references to pages whose hash falls under ``rate``, in order.
+
+    The sampling is spatial: a page is in or out for the whole trace, so
+    its reuses stay visible among the sampled references. ``mask``, from
+    sample_mask with the same rate and salt, makes it faster.
     """
     pages = as_pages(pages)
-    threshold = _threshold(rate)
-    rate = threshold / HASH_MODULUS
     kept = np.empty(pages.size, dtype=np.int64)
-    count = _lru.sample(pages, threshold, salt, kept)
-    sampled, universe = dense(kept[:count])
-    histogram = np.zeros(universe + 1, dtype=np.int64)
-    if count:
+    count = _lru.sample(pages, _threshold(rate), salt, kept, mask)
+    return kept[:count].copy()
+
+
+def shards_curve(sampled, references, rate, adjust=True):
+    """The curve of ``references`` references from their SHARDS sample.
+
+    Each sampled reference stands for 1/rate references at 1/rate times
+    its distance. ``adjust`` applies SHARDS_adj: the difference between
+    the expected and the actual number of sampled references is added to
+    the first bucket, which removes most of the error a few very hot
+    pages falling in or out of the sample would cause.
+    """
+    rate = _threshold(rate) / HASH_MODULUS
+    sampled, universe = dense(sampled)
+    histogram = _histogram(sampled, universe)
+    if sampled.size:
         _lru.stack_distances(sampled, universe, None, histogram)
     distances = np.flatnonzero(histogram[1:]) + 1
     scaled = np.maximum(1, np.rint(distances / rate).astype(np.int64))
-    rescaled = np.zeros(int(scaled.max(initial=1)) + 1)
-    np.add.at(rescaled, scaled, histogram[distances])
-    expected = pages.size * rate
+    rescaled = np.bincount(scaled, weights=histogram[distances],
+                           minlength=2).astype(float)
+    expected = references * rate
     if adjust:
-        rescaled[1] += expected - count
-    # In sampled references: each stands for 1/rate of the trace's.
-    return _curve_from_histogram(rescaled, expected if adjust else count)
+        rescaled[1] += expected - sampled.size
+    curve = _curve_from_histogram(rescaled,
+                                  expected if adjust else sampled.size)
+    return dataclasses.replace(curve, references=int(references))
+
+
+def shards_fixed_rate(pages, rate, salt=DEFAULT_SALT, adjust=True):
+    """SHARDS at a fixed sampling rate (see shards_sample, shards_curve)."""
+    pages = as_pages(pages)
+    return shards_curve(shards_sample(pages, rate, salt), pages.size, rate,
+                        adjust)
 
 
 def shards_fixed_size(pages, max_pages, salt=DEFAULT_SALT):
@@ -222,3 +258,52 @@ METHODS = {
     'shards_fixed_size': shards_fixed_size,
     'aet': aet,
 }
+
+
+class WindowedCurve:
+    """The curve of the last ``intervals`` batches of references.
+
+    The agent adds each interval's logged references and reports the
+    curve of the window, so reuses across interval boundaries count as
+    hits, not as cold misses. SHARDS keeps only each batch's sample;
+    other methods keep the references themselves.
+    """
+
+    def __init__(self, method, intervals, rate=0.01, max_pages=8192,
+                 salt=DEFAULT_SALT):
+        if method not in METHODS:
+            raise ValueError('unknown MRC method %r' % method)
+        if intervals < 1:
+            raise ValueError('the window holds at least one interval')
+        self.method = method
+        self.intervals = intervals
+        self.rate = rate
+        self.max_pages = max_pages
+        self.salt = salt
+        self._batches = collections.deque(maxlen=intervals)
+        self._mask = np.zeros(0, np.uint8)
+
+    def add(self, pages):
+        pages = as_pages(pages)
+        if self.method != 'shards':
+            self._batches.append((pages.copy(), pages.size))
+            return
+        if pages.size and int(pages.max()) >= len(self._mask):
+            # Cover every page seen so far, with room to grow.
+            self._mask = sample_mask(max(2 * len(self._mask),
+                                         int(pages.max()) + 1),
+                                     self.rate, self.salt)
+        kept = shards_sample(pages, self.rate, self.salt, self._mask)
+        self._batches.append((kept, pages.size))
+
+    def curve(self):
+        """The window's curve, or None before any reference."""
+        references = sum(count for _, count in self._batches)
+        if not references:
+            return None
+        pages = np.concatenate([kept for kept, _ in self._batches])
+        if self.method == 'shards':
+            return shards_curve(pages, references, self.rate)
+        if self.method == 'shards_fixed_size':
+            return shards_fixed_size(pages, self.max_pages, self.salt)
+        return METHODS[self.method](pages)

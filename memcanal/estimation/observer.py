@@ -52,18 +52,32 @@ class VmObserver:
             settings.esx_sample_pages, settings.esx_period_s,
             settings.page_size)
 
+    def emulate(self, trace):
+        """What the hardware gives for ``trace``: the PRL and PML logs'
+        deliveries."""
+        return self.prl_log.feed(trace), self.pml_log.feed(trace)
+
+    def handle(self, prl_gpas, pml_gpas):
+        """The log-full handlers: accumulate the full logs' GPAs."""
+        self.prl.handle(prl_gpas)
+        self.pml.handle(pml_gpas)
+
     def observe(self, trace):
-        """Run ``trace``; return the PRL log's delivery (the GPAs the
-        handler accumulated, the input of the MRC)."""
-        delivered = self.prl_log.feed(trace)
-        self.prl.handle(delivered.gpas)
-        self.pml.handle(self.pml_log.feed(trace).gpas)
+        """Run ``trace`` through the logs, handlers and ESX sampling;
+        return the PRL delivery (the GPAs handled, input of the MRC)."""
+        prl, pml = self.emulate(trace)
+        self.handle(prl.gpas, pml.gpas)
         self.esx.feed(trace)
-        return delivered
+        return prl
 
     def iterate(self, now_ns):
-        """One observation interval has passed (at ``now_ns``)."""
+        """One observation interval has passed (at ``now_ns``).
+
+        The PML estimator reads the partial logs too, as KVM's dirty-log
+        sync does; PRL's handler only ever sees full logs.
+        """
         self.prl.iterate()
+        self.pml.handle(self.pml_log.flush())
         if self.pml.iterate() is not None:
             self.pml_log.clear_dirty()
         self.esx.advance(now_ns)

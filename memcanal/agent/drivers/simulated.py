@@ -26,17 +26,31 @@ def instance_uuid(host, index):
 
 
 def _workload(index, total_pages, rng):
-    """Alternate hot/cold VMs of different hot-set sizes with scanning VMs."""
-    if index % 3 == 2:
-        return workloads.LoopWorkload(loop_pages=max(1, total_pages // 16))
-    hot_fraction = (0.02, 0.05)[index % 2]
-    return workloads.HotColdWorkload(
-        total_pages, max(1, int(total_pages * hot_fraction)),
-        hot_probability=0.9, rng=rng)
+    """The papers' workloads in turn, sized from the VM's memory.
+
+    PRL's synthetic application in RWRW and in RRWW order (working set:
+    its array), the Hcache Zipf file server (a skewed curve), and PRL
+    section 2.4's write-all-then-work-on-a-part (where PML over-states).
+    """
+    kind = index % 4
+    if kind == 0:
+        return workloads.PrlSyntheticApp(max(1, total_pages // 64), 'RWRW',
+                                         rng=rng)
+    if kind == 1:
+        return workloads.PrlSyntheticApp(max(1, total_pages // 32), 'RRWW',
+                                         rng=rng)
+    if kind == 2:
+        # 1 MB files filling an eighth of the VM.
+        files = max(1, total_pages * estimation.PAGE_SIZE // 8 // 2 ** 20)
+        return workloads.FileServer('zipf', files=files, file_mb=1,
+                                    write_ratio=0.1, rng=rng)
+    return workloads.WriteThenWork(max(1, total_pages // 16),
+                                   max(1, total_pages // 64))
 
 
 class SimulatedVM:
-    def __init__(self, host, index, memory_bytes, seed):
+    def __init__(self, host, index, memory_bytes, seed, interval_ns,
+                 references_per_interval):
         self.uuid = instance_uuid(host, index)
         self.project_id = PROJECTS[index % len(PROJECTS)]
         self.allocated_bytes = memory_bytes
@@ -45,6 +59,9 @@ class SimulatedVM:
             [seed, zlib.crc32(self.uuid.encode()), index])
         self.workload = _workload(index, memory_bytes // estimation.PAGE_SIZE,
                                   rng)
+        # The VM's clock advances one report interval per collection.
+        self.workload.reference_ns = max(
+            1, interval_ns // references_per_interval)
 
 
 class SimulatedDriver(driver.HypervisorDriver):
@@ -57,9 +74,11 @@ class SimulatedDriver(driver.HypervisorDriver):
             memory_total_bytes=options.host_memory_mb * 2 ** 20,
             memory_reserved_bytes=options.reserved_host_memory_mb * 2 ** 20)
         self._vms = {}
+        interval_ns = int(conf.agent.report_interval * 1e9)
         for index in range(options.instances):
             vm = SimulatedVM(host, index, options.instance_memory_mb * 2 ** 20,
-                             options.seed)
+                             options.seed, interval_ns,
+                             self.references_per_interval)
             self._vms[vm.uuid] = vm
         self._lock = threading.Lock()
 
@@ -80,10 +99,11 @@ class SimulatedDriver(driver.HypervisorDriver):
 
     def collect(self, instance_uuid):
         vm = self._vm(instance_uuid)
-        references = vm.workload.references(self.references_per_interval)
+        trace = vm.workload.take(self.references_per_interval)
         return driver.Sample(
-            page_size=estimation.PAGE_SIZE, references=references,
-            guest_stats={'references': float(references.size)})
+            page_size=estimation.PAGE_SIZE, trace=trace,
+            guest_stats={'references': float(len(trace)),
+                         'writes': float(trace.writes.sum())})
 
     def apply_memory_target(self, instance_uuid, target_bytes):
         with self._lock:

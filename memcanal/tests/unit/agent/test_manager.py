@@ -11,8 +11,10 @@ from memcanal.rpc import reports
 @pytest.fixture
 def agent(conf, tmp_path):
     conf.set_override('state_path', str(tmp_path))
-    conf.set_override('instances', 3, 'simulated')
+    conf.set_override('instances', 4, 'simulated')
+    conf.set_override('instance_memory_mb', 64, 'simulated')
     conf.set_override('references_per_interval', 2000, 'simulated')
+    conf.set_override('prl_tau', 5, 'estimation')
     hypervisor = driver.load('simulated', conf, 'compute-1')
     agent = manager.AgentManager(conf, 'compute-1', hypervisor)
     agent._service_api = mock.Mock()
@@ -25,15 +27,41 @@ def test_report_registers_first_and_is_valid(agent, conf):
     report = agent.report()
     agent.service_api.register_host.assert_called_once()
     assert report['sequence'] == 1
-    assert len(report['instances']) == 3
+    assert len(report['instances']) == 4
     # Whatever the agent sends, the service's validation accepts.
     reports.validate_report(report, conf.service.max_mrc_points,
                             conf.service.max_instances_per_report)
     sent = agent.service_api.report.call_args.args[1]
     assert sent is report
-    for sample in report['instances']:
-        assert sample['wss']['distinct'] > 0
-        assert len(sample['mrc']['exact']) <= conf.agent.max_mrc_points
+    curves = [sample['mrc']['shards'] for sample in report['instances']
+              if 'shards' in sample['mrc']]
+    assert curves
+    assert all(len(curve) <= conf.agent.max_mrc_points for curve in curves)
+
+
+def test_reports_carry_each_vms_estimates_once_they_converge(agent, conf):
+    for _ in range(8):
+        report = agent.report()
+    reports.validate_report(report, conf.service.max_mrc_points,
+                            conf.service.max_instances_per_report)
+    wss = {sample['uuid']: sample['wss'] for sample in report['instances']}
+    vms = {vm.uuid: vm for vm in agent.driver._vms.values()}
+    for uuid, estimates in wss.items():
+        workload = vms[uuid].workload
+        if workload.__class__.__name__ == 'PrlSyntheticApp':
+            # The array is the working set, to the page.
+            assert estimates['prl'] == workload.working_set_pages * 4096
+        assert set(estimates) <= {'prl', 'pml', 'esx'}
+        assert 'esx' in estimates
+
+
+def test_vanished_vm_loses_its_estimators(agent):
+    agent.report()
+    gone = next(iter(agent.driver._vms))
+    del agent.driver._vms[gone]
+    agent.report()
+    assert gone not in agent._collectors
+    assert len(agent._collectors) == 3
 
 
 def test_sequence_resumes_after_what_service_stored(agent):

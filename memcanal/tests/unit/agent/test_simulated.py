@@ -1,9 +1,9 @@
-import numpy as np
 import pytest
 
 from memcanal.agent import collector
 from memcanal.agent import driver
 from memcanal.agent.drivers import simulated
+from memcanal.estimation import workloads
 from memcanal import exception
 
 
@@ -25,13 +25,31 @@ def test_same_host_gives_same_vms(conf, hypervisor):
         simulated.PROJECTS)
 
 
-def test_samples_are_references_inside_the_vm(hypervisor):
+def test_samples_are_traces_inside_the_vm(hypervisor):
     for vm in hypervisor.list_instances():
         sample = hypervisor.collect(vm.uuid)
-        assert sample.references.size == 5000
-        assert 0 <= sample.references.min()
-        assert sample.references.max() < vm.allocated_bytes // 4096
-        assert sample.guest_stats == {'references': 5000.0}
+        trace = sample.trace
+        assert len(trace) == 5000
+        assert 0 <= trace.pages.min()
+        assert trace.pages.max() < vm.allocated_bytes // 4096
+        assert sample.guest_stats['references'] == 5000.0
+        assert sample.guest_stats['writes'] == trace.writes.sum()
+
+
+def test_vm_clock_advances_one_interval_per_collection(hypervisor, conf):
+    uuid = hypervisor.list_instances()[0].uuid
+    first = hypervisor.collect(uuid).trace.times_ns()
+    second = hypervisor.collect(uuid).trace.times_ns()
+    interval_ns = conf.agent.report_interval * 1e9
+    assert first[-1] < interval_ns <= second[0]
+    assert second[-1] < 2 * interval_ns
+
+
+def test_vms_run_the_papers_workloads(hypervisor):
+    kinds = [type(vm.workload).__name__
+             for vm in hypervisor._vms.values()]
+    assert kinds == ['PrlSyntheticApp', 'PrlSyntheticApp', 'FileServer',
+                     'WriteThenWork']
 
 
 def test_host_info_from_options(hypervisor, conf):
@@ -46,21 +64,50 @@ def test_unknown_vm_and_driver_raise(hypervisor, conf):
         driver.load('no-such-driver', conf, 'compute-1')
 
 
-def test_collector_summarizes_references():
-    sample = driver.Sample(page_size=4096,
-                           references=np.array([1, 2, 1, 3, 1, 2]),
-                           guest_stats={'x': 1.0})
-    summary = collector.summarize(sample, max_mrc_points=256)
-    assert summary['wss'] == {'distinct': 3 * 4096}
-    # Stack distances: cold, cold, 2, cold, 2, 3 -> misses 6, 5, 3 of 6.
-    assert summary['mrc']['exact'] == [[4096, 1.0],
-                                       [8192, pytest.approx(4 / 6)],
-                                       [12288, 0.5]]
-    assert summary['guest_stats'] == {'x': 1.0}
+def _collector(conf, memory_mb=16):
+    return collector.InstanceCollector(
+        conf, 'b8a1ad34-5a9e-4b2f-9f53-ff4ed0b7c0de', memory_mb * 2 ** 20,
+        4096)
 
 
-def test_collector_without_references_reports_only_stats():
-    sample = driver.Sample(page_size=4096, references=None,
+def _intervals(workload, count, per_interval, interval_s=60.0):
+    workload.reference_ns = int(interval_s * 1e9) // per_interval
+    for _ in range(count):
+        yield driver.Sample(page_size=4096, trace=workload.take(per_interval),
+                            guest_stats={'x': 1.0})
+
+
+def test_collector_reports_prl_once_converged_and_pml_blind_spot(conf):
+    conf.set_override('prl_tau', 5, 'estimation')
+    conf.set_override('mrc_methods', ['shards', 'exact'], 'estimation')
+    vm = _collector(conf)
+    app = workloads.PrlSyntheticApp(300, 'RRWW', phase_seconds=10 ** 6)
+    summaries = [vm.collect(sample)
+                 for sample in _intervals(app, 6, 3000)]
+    # tau = 5 log entries after 5 passes, in the first interval; the
+    # estimate once two more intervals (omega = 120 s) changed nothing.
+    assert 'prl' not in summaries[1]['wss']
+    assert summaries[-1]['wss']['prl'] == 300 * 4096
+    # Reads only so far: PML saw no dirty page, and said so.
+    assert summaries[-1]['wss']['pml'] == 0
+    assert summaries[-1]['guest_stats'] == {'x': 1.0}
+    exact = summaries[-1]['mrc']['exact']
+    assert exact[-1][0] == 300 * 4096
+    assert set(summaries[-1]['mrc']) == {'shards', 'exact'}
+
+
+def test_collector_adds_the_guest_kernel_footprint(conf):
+    conf.set_override('prl_tau', 2, 'estimation')
+    conf.set_override('guest_kernel_footprint_mb', 8, 'estimation')
+    vm = _collector(conf)
+    app = workloads.PrlSyntheticApp(100, 'RWRW')
+    for sample in _intervals(app, 4, 1000):
+        summary = vm.collect(sample)
+    assert summary['wss']['prl'] == 100 * 4096 + 8 * 2 ** 20
+
+
+def test_collector_without_references_reports_only_stats(conf):
+    sample = driver.Sample(page_size=4096, trace=None,
                            guest_stats={'x': 1.0})
-    assert collector.summarize(sample, 256) == {
+    assert _collector(conf).collect(sample) == {
         'wss': {}, 'mrc': {}, 'guest_stats': {'x': 1.0}}
