@@ -2,7 +2,8 @@
 
 Every report interval the agent collects a Sample per VM from its driver,
 runs it through that VM's estimators (memcanal.agent.collector), and casts
-one report for the whole host to the service. The report doubles as the host's heartbeat.
+one report for the whole host to the service. The report doubles as the
+host's heartbeat.
 """
 
 import collections

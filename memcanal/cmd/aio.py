@@ -70,9 +70,11 @@ def _configure(args, oslo_args):
     CONF.set_override('state_path', args.state_dir)
     CONF.set_override('auth_strategy', 'noauth2', 'api')
     CONF.set_override('report_interval', args.interval, 'agent')
-    # PRL's estimate after two quiet intervals rather than 120 s, so a
-    # short run shows it; a configuration file can still say otherwise.
+    # PRL's estimate after two quiet intervals rather than 120 s, and ESX
+    # sampling periods as short, so a short run shows them; a
+    # configuration file can still say otherwise.
     CONF.set_default('prl_stability_window', 2 * args.interval, 'estimation')
+    CONF.set_default('esx_period', 2 * args.interval, 'estimation')
     CONF.set_override('instances', args.vms, 'simulated')
     CONF.set_override('host_down_after', max(1, int(3 * args.interval)),
                       'service')

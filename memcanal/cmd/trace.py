@@ -165,18 +165,19 @@ def _parser():
     gen.add_argument('--size-mb', type=int, default=400,
                      help='array (prl-synthetic), all x (write-then-work) '
                           'or page range (zipf, uniform), MB')
-    gen.add_argument('--order', choices=workloads.PRL_ORDERS,
-                     default='RWRW')
-    gen.add_argument('--pass-seconds', type=float, default=2.0)
-    gen.add_argument('--phase-seconds', type=float, default=60.0)
-    gen.add_argument('--write-intensity', type=float, default=0.5)
-    gen.add_argument('--work-mb', type=int, default=100)
-    gen.add_argument('--pattern', choices=workloads.FILE_PATTERNS,
-                     default='zipf')
-    gen.add_argument('--files', type=int, default=500)
-    gen.add_argument('--file-mb', type=int, default=4)
-    gen.add_argument('--write-ratio', type=float, default=0.0)
-    gen.add_argument('--alpha', type=float, default=1.0)
+    for flag, kind, default, choices in (
+            ('--order', str, 'RWRW', workloads.PRL_ORDERS),
+            ('--pass-seconds', float, 2.0, None),
+            ('--phase-seconds', float, 60.0, None),
+            ('--write-intensity', float, 0.5, None),
+            ('--work-mb', int, 100, None),
+            ('--pattern', str, 'zipf', workloads.FILE_PATTERNS),
+            ('--files', int, 500, None),
+            ('--file-mb', int, 4, None),
+            ('--write-ratio', float, 0.0, None),
+            ('--alpha', float, 1.0, None)):
+        gen.add_argument(flag, type=kind, default=default, choices=choices,
+                         help='(default %s)' % default)
     gen.set_defaults(func=generate)
 
     estimation_options = argparse.ArgumentParser(add_help=False)

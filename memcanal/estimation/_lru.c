@@ -32,6 +32,23 @@ typedef struct {
     Py_ssize_t length;
 } page_input;
 
+/* The buffers one call holds; each function releases them all at one
+ * exit, whichever it acquired (an unacquired buffer has obj NULL). */
+typedef struct {
+    page_input in;
+    Py_buffer out[2];
+} call_buffers;
+
+static void
+release(call_buffers *c)
+{
+    for (int i = -1; i < 2; i++) {
+        Py_buffer *view = i < 0 ? &c->in.view : &c->out[i];
+        if (view->obj)
+            PyBuffer_Release(view);
+    }
+}
+
 static int
 open_pages(PyObject *obj, page_input *in)
 {
@@ -62,10 +79,14 @@ page_at(const page_input *in, Py_ssize_t i)
     return value;
 }
 
+/* A writable contiguous buffer of at least ``items`` 8-byte items; None
+ * leaves ``view`` unacquired (obj NULL) and is accepted when optional. */
 static int
 open_output(PyObject *obj, Py_buffer *view, Py_ssize_t items,
-            const char *what)
+            const char *what, int optional)
 {
+    if (optional && obj == Py_None)
+        return 0;
     if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
         return -1;
     if (view->itemsize != 8 || view->len < items * 8) {
@@ -235,14 +256,19 @@ stack_forget(lru_stack *s, int64_t page)
     }
 }
 
+/* Every page below ``universe``, or a ValueError naming the first that
+ * is not. One pass ahead of the loops keeps them free of error paths. */
 static int
-check_page(uint64_t page, int64_t universe, Py_ssize_t index)
+check_universe(const page_input *in, int64_t universe)
 {
-    if (page >= (uint64_t)universe) {
-        PyErr_Format(PyExc_ValueError,
-                     "page %llu at %zd is outside the universe of %lld",
-                     (unsigned long long)page, index, (long long)universe);
-        return -1;
+    for (Py_ssize_t i = 0; i < in->length; i++) {
+        uint64_t page = page_at(in, i);
+        if (page >= (uint64_t)universe) {
+            PyErr_Format(PyExc_ValueError,
+                         "page %llu at %zd is outside the universe of %lld",
+                         (unsigned long long)page, i, (long long)universe);
+            return -1;
+        }
     }
     return 0;
 }
@@ -258,64 +284,34 @@ PyDoc_STRVAR(stack_distances_doc,
 static PyObject *
 stack_distances(PyObject *Py_UNUSED(self), PyObject *args)
 {
-    PyObject *pages_obj, *dist_obj, *hist_obj;
+    PyObject *pages_obj, *dist_obj, *hist_obj, *result = NULL;
     long long universe;
+    call_buffers c = {0};
     if (!PyArg_ParseTuple(args, "OLOO", &pages_obj, &universe, &dist_obj,
-                          &hist_obj))
+                          &hist_obj) ||
+        open_pages(pages_obj, &c.in) < 0)
         return NULL;
-    page_input in;
-    if (open_pages(pages_obj, &in) < 0)
-        return NULL;
-    Py_buffer dist = {0}, hist = {0};
-    int have_dist = dist_obj != Py_None, have_hist = hist_obj != Py_None;
-    if ((have_dist && open_output(dist_obj, &dist, in.length,
-                                  "distances") < 0) ||
-        (have_hist && open_output(hist_obj, &hist,
-                                  (universe < in.length ? universe
-                                   : in.length) + 1,
-                                  "histogram") < 0)) {
-        if (dist.obj)
-            PyBuffer_Release(&dist);
-        PyBuffer_Release(&in.view);
-        return NULL;
-    }
+    Py_ssize_t most = universe < c.in.length ? universe : c.in.length;
     lru_stack s;
-    if (stack_init(&s, universe) < 0) {
-        if (have_dist)
-            PyBuffer_Release(&dist);
-        if (have_hist)
-            PyBuffer_Release(&hist);
-        PyBuffer_Release(&in.view);
-        return NULL;
-    }
-    int64_t *out = have_dist ? dist.buf : NULL;
-    int64_t *counts = have_hist ? hist.buf : NULL;
-    Py_ssize_t bad = -1;
+    if (open_output(dist_obj, &c.out[0], c.in.length, "distances", 1) < 0 ||
+        open_output(hist_obj, &c.out[1], most + 1, "histogram", 1) < 0 ||
+        check_universe(&c.in, universe) < 0 || stack_init(&s, universe) < 0)
+        goto done;
+    int64_t *out = c.out[0].buf, *counts = c.out[1].buf;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < in.length; i++) {
-        uint64_t page = page_at(&in, i);
-        if (page >= (uint64_t)universe) {
-            bad = i;
-            break;
-        }
-        int64_t d = stack_touch(&s, (int64_t)page);
+    for (Py_ssize_t i = 0; i < c.in.length; i++) {
+        int64_t d = stack_touch(&s, (int64_t)page_at(&c.in, i));
         if (out)
             out[i] = d;
         if (counts)
             counts[d]++;
     }
     Py_END_ALLOW_THREADS
-    if (bad >= 0)
-        check_page(page_at(&in, bad), universe, bad);
     stack_free(&s);
-    if (have_dist)
-        PyBuffer_Release(&dist);
-    if (have_hist)
-        PyBuffer_Release(&hist);
-    PyBuffer_Release(&in.view);
-    if (bad >= 0)
-        return NULL;
-    Py_RETURN_NONE;
+    result = Py_NewRef(Py_None);
+done:
+    release(&c);
+    return result;
 }
 
 PyDoc_STRVAR(reuse_times_doc,
@@ -327,47 +323,36 @@ PyDoc_STRVAR(reuse_times_doc,
 static PyObject *
 reuse_times(PyObject *Py_UNUSED(self), PyObject *args)
 {
-    PyObject *pages_obj, *hist_obj;
+    PyObject *pages_obj, *hist_obj, *result = NULL;
     long long universe;
-    if (!PyArg_ParseTuple(args, "OLO", &pages_obj, &universe, &hist_obj))
+    call_buffers c = {0};
+    int64_t *last = NULL;
+    if (!PyArg_ParseTuple(args, "OLO", &pages_obj, &universe, &hist_obj) ||
+        open_pages(pages_obj, &c.in) < 0)
         return NULL;
-    page_input in;
-    if (open_pages(pages_obj, &in) < 0)
-        return NULL;
-    Py_buffer hist;
-    if (open_output(hist_obj, &hist, in.length + 1, "histogram") < 0) {
-        PyBuffer_Release(&in.view);
-        return NULL;
-    }
-    int64_t *last = malloc((size_t)(universe > 0 ? universe : 1) *
-                           sizeof(int64_t));
+    if (open_output(hist_obj, &c.out[0], c.in.length + 1, "histogram",
+                    0) < 0 ||
+        check_universe(&c.in, universe) < 0)
+        goto done;
+    last = malloc((size_t)(universe > 0 ? universe : 1) * sizeof(int64_t));
     if (!last) {
-        PyBuffer_Release(&hist);
-        PyBuffer_Release(&in.view);
-        return PyErr_NoMemory();
+        PyErr_NoMemory();
+        goto done;
     }
     memset(last, 0xff, (size_t)universe * sizeof(int64_t));
-    int64_t *counts = hist.buf;
-    Py_ssize_t bad = -1;
+    int64_t *counts = c.out[0].buf;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < in.length; i++) {
-        uint64_t page = page_at(&in, i);
-        if (page >= (uint64_t)universe) {
-            bad = i;
-            break;
-        }
+    for (Py_ssize_t i = 0; i < c.in.length; i++) {
+        uint64_t page = page_at(&c.in, i);
         counts[last[page] < 0 ? 0 : i - last[page]]++;
         last[page] = i;
     }
     Py_END_ALLOW_THREADS
-    if (bad >= 0)
-        check_page(page_at(&in, bad), universe, bad);
+    result = Py_NewRef(Py_None);
+done:
     free(last);
-    PyBuffer_Release(&hist);
-    PyBuffer_Release(&in.view);
-    if (bad >= 0)
-        return NULL;
-    Py_RETURN_NONE;
+    release(&c);
+    return result;
 }
 
 PyDoc_STRVAR(accumulate_doc,
@@ -378,37 +363,23 @@ PyDoc_STRVAR(accumulate_doc,
 static PyObject *
 accumulate(PyObject *Py_UNUSED(self), PyObject *args)
 {
-    PyObject *pages_obj, *counts_obj;
-    if (!PyArg_ParseTuple(args, "OO", &pages_obj, &counts_obj))
+    PyObject *pages_obj, *counts_obj, *result = NULL;
+    call_buffers c = {0};
+    if (!PyArg_ParseTuple(args, "OO", &pages_obj, &counts_obj) ||
+        open_pages(pages_obj, &c.in) < 0)
         return NULL;
-    page_input in;
-    if (open_pages(pages_obj, &in) < 0)
-        return NULL;
-    Py_buffer counts;
-    if (open_output(counts_obj, &counts, 0, "counts") < 0) {
-        PyBuffer_Release(&in.view);
-        return NULL;
-    }
-    int64_t universe = counts.len / 8;
-    int64_t *count = counts.buf;
-    Py_ssize_t bad = -1;
+    if (open_output(counts_obj, &c.out[0], 0, "counts", 0) < 0 ||
+        check_universe(&c.in, c.out[0].len / 8) < 0)
+        goto done;
+    int64_t *count = c.out[0].buf;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < in.length; i++) {
-        uint64_t page = page_at(&in, i);
-        if (page >= (uint64_t)universe) {
-            bad = i;
-            break;
-        }
-        count[page]++;
-    }
+    for (Py_ssize_t i = 0; i < c.in.length; i++)
+        count[page_at(&c.in, i)]++;
     Py_END_ALLOW_THREADS
-    if (bad >= 0)
-        check_page(page_at(&in, bad), universe, bad);
-    PyBuffer_Release(&counts);
-    PyBuffer_Release(&in.view);
-    if (bad >= 0)
-        return NULL;
-    Py_RETURN_NONE;
+    result = Py_NewRef(Py_None);
+done:
+    release(&c);
+    return result;
 }
 
 /* ---- Hashing for spatial sampling ------------------------------------ */
@@ -440,24 +411,20 @@ PyDoc_STRVAR(page_hashes_doc,
 static PyObject *
 page_hashes(PyObject *Py_UNUSED(self), PyObject *args)
 {
-    PyObject *pages_obj, *out_obj;
+    PyObject *pages_obj, *out_obj, *result = NULL;
     unsigned long long salt;
-    if (!PyArg_ParseTuple(args, "OKO", &pages_obj, &salt, &out_obj))
+    call_buffers c = {0};
+    if (!PyArg_ParseTuple(args, "OKO", &pages_obj, &salt, &out_obj) ||
+        open_pages(pages_obj, &c.in) < 0)
         return NULL;
-    page_input in;
-    if (open_pages(pages_obj, &in) < 0)
-        return NULL;
-    Py_buffer out;
-    if (open_output(out_obj, &out, in.length, "out") < 0) {
-        PyBuffer_Release(&in.view);
-        return NULL;
+    if (open_output(out_obj, &c.out[0], c.in.length, "out", 0) == 0) {
+        int64_t *hashes = c.out[0].buf;
+        for (Py_ssize_t i = 0; i < c.in.length; i++)
+            hashes[i] = page_hash(page_at(&c.in, i), salt);
+        result = Py_NewRef(Py_None);
     }
-    int64_t *hashes = out.buf;
-    for (Py_ssize_t i = 0; i < in.length; i++)
-        hashes[i] = page_hash(page_at(&in, i), salt);
-    PyBuffer_Release(&out);
-    PyBuffer_Release(&in.view);
-    Py_RETURN_NONE;
+    release(&c);
+    return result;
 }
 
 PyDoc_STRVAR(sample_doc,
@@ -465,48 +432,39 @@ PyDoc_STRVAR(sample_doc,
 "Copy into int64 ``out`` the references whose page hash is below\n"
 "``threshold`` (out of 2**24): SHARDS' fixed-rate spatial sample.\n"
 "``mask`` (bytes-like or None) caches that test per page for pages below\n"
-"its length (see sample_mask), a byte load instead of a hash.");
+"its length (see mrc.sample_mask), a byte load instead of a hash.");
 
 static PyObject *
 sample(PyObject *Py_UNUSED(self), PyObject *args)
 {
-    PyObject *pages_obj, *out_obj, *mask_obj;
+    PyObject *pages_obj, *out_obj, *mask_obj, *result = NULL;
     unsigned long threshold;
     unsigned long long salt;
+    call_buffers c = {0};
     if (!PyArg_ParseTuple(args, "OkKOO", &pages_obj, &threshold, &salt,
-                          &out_obj, &mask_obj))
+                          &out_obj, &mask_obj) ||
+        open_pages(pages_obj, &c.in) < 0)
         return NULL;
-    page_input in;
-    if (open_pages(pages_obj, &in) < 0)
-        return NULL;
-    Py_buffer out, mask = {0};
-    if (open_output(out_obj, &out, in.length, "out") < 0) {
-        PyBuffer_Release(&in.view);
-        return NULL;
-    }
-    if (mask_obj != Py_None &&
-        PyObject_GetBuffer(mask_obj, &mask, PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&out);
-        PyBuffer_Release(&in.view);
-        return NULL;
-    }
-    const uint8_t *kept_page = mask.buf;
-    uint64_t masked = mask.obj ? (uint64_t)mask.len : 0;
-    int64_t *kept = out.buf;
+    if (open_output(out_obj, &c.out[0], c.in.length, "out", 0) < 0 ||
+        (mask_obj != Py_None &&
+         PyObject_GetBuffer(mask_obj, &c.out[1], PyBUF_C_CONTIGUOUS) < 0))
+        goto done;
+    const uint8_t *kept_page = c.out[1].buf;
+    uint64_t masked = c.out[1].obj ? (uint64_t)c.out[1].len : 0;
+    int64_t *kept = c.out[0].buf;
     Py_ssize_t count = 0;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < in.length; i++) {
-        uint64_t page = page_at(&in, i);
+    for (Py_ssize_t i = 0; i < c.in.length; i++) {
+        uint64_t page = page_at(&c.in, i);
         kept[count] = (int64_t)page;
         count += page < masked ? kept_page[page]
                                : page_hash(page, salt) < threshold;
     }
     Py_END_ALLOW_THREADS
-    if (mask.obj)
-        PyBuffer_Release(&mask);
-    PyBuffer_Release(&out);
-    PyBuffer_Release(&in.view);
-    return PyLong_FromSsize_t(count);
+    result = PyLong_FromSsize_t(count);
+done:
+    release(&c);
+    return result;
 }
 
 /* ---- Fixed-size SHARDS ----------------------------------------------- */
@@ -560,67 +518,56 @@ PyDoc_STRVAR(shards_fixed_size_doc,
 "track at most ``max_pages`` pages, lowering the hash threshold (and\n"
 "evicting the pages above it) when a new page would exceed that.\n"
 "float64 ``histogram[universe + 1]`` receives each sampled reference at\n"
-"its distance scaled by 1/rate (index 0: first touches), weighted so\n"
-"that earlier counts are rescaled whenever the rate drops.");
+"its distance scaled by 1/rate (index 0: first touches), in units of the\n"
+"final rate: earlier counts are rescaled whenever the rate drops.");
 
 static PyObject *
 shards_fixed_size(PyObject *Py_UNUSED(self), PyObject *args)
 {
-    PyObject *pages_obj, *hist_obj;
+    PyObject *pages_obj, *hist_obj, *result = NULL;
     long long universe, max_pages;
     unsigned long long salt;
+    call_buffers c = {0};
+    heap_item *heap = NULL;
+    lru_stack s = {0};
     if (!PyArg_ParseTuple(args, "OLLKO", &pages_obj, &universe, &max_pages,
-                          &salt, &hist_obj))
+                          &salt, &hist_obj) ||
+        open_pages(pages_obj, &c.in) < 0)
         return NULL;
     if (max_pages < 1) {
         PyErr_SetString(PyExc_ValueError, "max_pages must be positive");
-        return NULL;
+        goto done;
     }
-    page_input in;
-    if (open_pages(pages_obj, &in) < 0)
-        return NULL;
-    Py_buffer hist;
-    if (open_output(hist_obj, &hist, universe + 1, "histogram") < 0) {
-        PyBuffer_Release(&in.view);
-        return NULL;
+    if (open_output(hist_obj, &c.out[0], universe + 1, "histogram", 0) < 0 ||
+        check_universe(&c.in, universe) < 0)
+        goto done;
+    heap = malloc((size_t)(max_pages + 1) * sizeof(heap_item));
+    if (!heap) {
+        PyErr_NoMemory();
+        goto done;
     }
-    double *counts = hist.buf;
-    lru_stack s;
-    heap_item *heap = malloc((size_t)(max_pages + 1) * sizeof(heap_item));
-    if (!heap || stack_init(&s, universe) < 0) {
-        if (!heap)
-            PyErr_NoMemory();
-        free(heap);
-        PyBuffer_Release(&hist);
-        PyBuffer_Release(&in.view);
-        return NULL;
-    }
+    if (stack_init(&s, universe) < 0)
+        goto done;
+    double *counts = c.out[0].buf;
     int64_t heap_size = 0, sampled = 0;
     uint32_t threshold = HASH_MODULUS;
     /* Counts are kept in units of the current rate: a sampled reference
-     * adds ``weight`` = 1/rate; when the rate drops from R to R', the
-     * rescale SHARDS prescribes (multiply by R'/R) is folded into
-     * ``weight`` growing instead, and undone at the end. */
+     * adds ``weight``; when the rate drops from R to R', the rescale
+     * SHARDS prescribes (multiply earlier counts by R'/R) is folded into
+     * ``weight`` growing by R/R' instead, and undone at the end. */
     double weight = 1.0;
-    Py_ssize_t bad = -1;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < in.length; i++) {
-        uint64_t page = page_at(&in, i);
-        if (page >= (uint64_t)universe) {
-            bad = i;
-            break;
-        }
+    for (Py_ssize_t i = 0; i < c.in.length; i++) {
+        uint64_t page = page_at(&c.in, i);
         uint32_t h = page_hash(page, salt);
         if (h >= threshold)
             continue;
         sampled++;
-        int64_t was_tracked = s.last_slot[page] >= 0;
+        int was_tracked = s.last_slot[page] >= 0;
         int64_t d = stack_touch(&s, (int64_t)page);
         double rate = (double)threshold / HASH_MODULUS;
         int64_t scaled = d == 0 ? 0 : (int64_t)((double)d / rate + 0.5);
-        if (scaled > universe)
-            scaled = universe;
-        counts[scaled] += weight;
+        counts[scaled > universe ? universe : scaled] += weight;
         if (was_tracked)
             continue;
         heap_push(heap, &heap_size, (heap_item){h, (int64_t)page});
@@ -632,21 +579,16 @@ shards_fixed_size(PyObject *Py_UNUSED(self), PyObject *args)
             threshold = top;
         }
     }
+    for (int64_t k = 0; k <= universe; k++)
+        counts[k] /= weight;
     Py_END_ALLOW_THREADS
-    if (bad < 0) {
-        /* Bring every count to the final rate's units. */
-        for (int64_t k = 0; k <= universe; k++)
-            counts[k] /= weight;
-    } else {
-        check_page(page_at(&in, bad), universe, bad);
-    }
-    free(heap);
+    result = Py_BuildValue("Lk", (long long)sampled,
+                           (unsigned long)threshold);
+done:
     stack_free(&s);
-    PyBuffer_Release(&hist);
-    PyBuffer_Release(&in.view);
-    if (bad >= 0)
-        return NULL;
-    return Py_BuildValue("Lk", (long long)sampled, (unsigned long)threshold);
+    free(heap);
+    release(&c);
+    return result;
 }
 
 static PyMethodDef methods[] = {

@@ -1,0 +1,19 @@
+"""CI runs the benchmarks that check the papers' bars, at reduced size."""
+
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+
+
+def test_fidelity_reproduces_fig8_and_table2_reduced():
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, 'benchmarks', 'fidelity.py'),
+         '--reduced'], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert any(line.startswith('RRWW') for line in lines)
+    assert any(line.startswith('512, paper') for line in lines)
+    assert 'FAILED' not in result.stdout
