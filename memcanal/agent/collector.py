@@ -35,10 +35,10 @@ class InstanceCollector:
         self.observer = observer.VmObserver(
             max(1, memory_bytes // page_size), settings(conf, page_size),
             seed=zlib.crc32(instance_uuid.encode()))
-        self.curves = [mrc.WindowedCurve(method, options.mrc_window,
-                                         options.shards_rate,
-                                         options.shards_max_pages)
-                       for method in options.mrc_methods]
+        self.curves = [mrc.WindowedCurve(
+            method, options.mrc_window, options.shards_rate,
+            options.shards_max_pages, universe=memory_bytes // page_size)
+            for method in options.mrc_methods]
         self._now_ns = 0
 
     def collect(self, sample):

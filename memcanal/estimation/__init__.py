@@ -1,7 +1,15 @@
 """Pure algorithms on guest page-reference streams (numpy, no OpenStack).
 
-A page-reference stream is a 1-D numpy integer array of guest page numbers
-in the order the guest touched them.
+- ``traces``: the trace format and its files (npy, text, oracleGeneral);
+- ``workloads``: the papers' workloads, with their true working sets;
+- ``logsim``: what PML and PRL log buffers would give the hypervisor;
+- ``wss``: the PRL, PML and ESX working-set estimators;
+- ``mrc``: exact, SHARDS and AET miss-ratio curves (``_lru.c`` holds the
+  per-reference loops);
+- ``observer``: the pipeline of all of them for one VM, which the agent,
+  memcanal-trace and the benchmarks share.
+
+See doc/estimation.md.
 """
 
 PAGE_SIZE = 4096

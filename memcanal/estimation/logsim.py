@@ -248,15 +248,15 @@ class CumulativeBuffer:
 
     def add(self, gpas):
         gpas = mrc.as_pages(gpas)
-        if not len(gpas):
-            return
-        highest = int(gpas.max())
-        if highest >= len(self.counts):
-            grown = np.zeros(max(highest + 1, 2 * len(self.counts)),
+        try:
+            _lru.accumulate(gpas, self.counts)
+        except ValueError:
+            # A page beyond the buffer; nothing was counted yet.
+            grown = np.zeros(max(int(gpas.max()) + 1, 2 * len(self.counts)),
                              np.int64)
             grown[:len(self.counts)] = self.counts
             self.counts = grown
-        _lru.accumulate(gpas, self.counts)
+            _lru.accumulate(gpas, self.counts)
 
     def pages_logged_at_least(self, times):
         return int(np.count_nonzero(self.counts >= times))

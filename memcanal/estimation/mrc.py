@@ -169,6 +169,18 @@ def shards_sample(pages, rate, salt=DEFAULT_SALT, mask=None):
     return kept[:count].copy()
 
 
+def _curve_from_hits(sizes, hits, references):
+    """A curve at ``sizes`` only (sorted, may repeat), from the hits each
+    adds: what sampled methods give, a point per distinct distance."""
+    sizes, first = np.unique(sizes, return_index=True)
+    hits = np.add.reduceat(hits, first) if len(hits) else hits
+    if not len(sizes):
+        sizes, hits = np.ones(1, np.int64), np.zeros(1)
+    ratios = 1.0 - np.cumsum(hits) / references if references else \
+        np.ones(len(sizes))
+    return MissRatioCurve(sizes, np.clip(ratios, 0.0, 1.0), int(references))
+
+
 def shards_curve(sampled, references, rate, adjust=True):
     """The curve of ``references`` references from their SHARDS sample.
 
@@ -184,14 +196,14 @@ def shards_curve(sampled, references, rate, adjust=True):
     if sampled.size:
         _lru.stack_distances(sampled, universe, None, histogram)
     distances = np.flatnonzero(histogram[1:]) + 1
-    scaled = np.maximum(1, np.rint(distances / rate).astype(np.int64))
-    rescaled = np.bincount(scaled, weights=histogram[distances],
-                           minlength=2).astype(float)
+    sizes = np.maximum(1, np.rint(distances / rate).astype(np.int64))
+    hits = histogram[distances].astype(float)
     expected = references * rate
     if adjust:
-        rescaled[1] += expected - sampled.size
-    curve = _curve_from_histogram(rescaled,
-                                  expected if adjust else sampled.size)
+        sizes = np.concatenate([[1], sizes])
+        hits = np.concatenate([[expected - sampled.size], hits])
+    curve = _curve_from_hits(sizes, hits,
+                             expected if adjust else sampled.size)
     return dataclasses.replace(curve, references=int(references))
 
 
@@ -212,13 +224,16 @@ def shards_fixed_size(pages, max_pages, salt=DEFAULT_SALT):
     pages, universe = dense(pages)
     histogram = np.zeros(universe + 1)
     if not pages.size:
-        return _curve_from_histogram(histogram, 0)
+        return _curve_from_hits(np.ones(1, np.int64), np.zeros(1), 0)
     _, threshold = _lru.shards_fixed_size(pages, universe, max_pages, salt,
                                           histogram)
     # SHARDS_adj at the final rate, in whose units the histogram is.
     expected = pages.size * threshold / HASH_MODULUS
     histogram[1] += expected - histogram.sum()
-    return _curve_from_histogram(histogram, expected)
+    sizes = np.flatnonzero(histogram[1:]) + 1
+    return dataclasses.replace(
+        _curve_from_hits(sizes, histogram[sizes], expected),
+        references=int(pages.size))
 
 
 def reuse_time_histogram(pages):
@@ -270,7 +285,7 @@ class WindowedCurve:
     """
 
     def __init__(self, method, intervals, rate=0.01, max_pages=8192,
-                 salt=DEFAULT_SALT):
+                 salt=DEFAULT_SALT, universe=0):
         if method not in METHODS:
             raise ValueError('unknown MRC method %r' % method)
         if intervals < 1:
@@ -281,18 +296,16 @@ class WindowedCurve:
         self.max_pages = max_pages
         self.salt = salt
         self._batches = collections.deque(maxlen=intervals)
-        self._mask = np.zeros(0, np.uint8)
+        # Pages of the VM (``universe``) are sampled by table; any beyond
+        # it by hashing, with the same result.
+        self._mask = (sample_mask(universe, rate, salt)
+                      if method == 'shards' else None)
 
     def add(self, pages):
         pages = as_pages(pages)
         if self.method != 'shards':
             self._batches.append((pages.copy(), pages.size))
             return
-        if pages.size and int(pages.max()) >= len(self._mask):
-            # Cover every page seen so far, with room to grow.
-            self._mask = sample_mask(max(2 * len(self._mask),
-                                         int(pages.max()) + 1),
-                                     self.rate, self.salt)
         kept = shards_sample(pages, self.rate, self.salt, self._mask)
         self._batches.append((kept, pages.size))
 
