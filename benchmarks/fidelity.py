@@ -16,7 +16,8 @@ fast enough for the handler to miss references.
 Prints both tables beside the paper's figures and exits 1 if memcanal
 misses the bar: PRL within 0.25 MB of the true WSS on every order, PML
 missing RRWW's read-only phase and over-estimating the write-all
-variant.
+variant. ``--plot fig8.png`` draws Fig. 8 as grouped bars (needs
+matplotlib: ``pip install -r benchmarks/requirements.txt``).
 """
 
 import argparse
@@ -71,6 +72,7 @@ def fig8(args, settings):
         errors = {k: (first.get(k, 0) - true) / MB
                   for k in ('prl', 'pml', 'esx')}
         rows.append((name, true / MB, first, errors))
+        print('  %s: replayed' % name, file=sys.stderr, flush=True)
         if 'prl' not in first or abs(errors['prl']) > PRL_BOUND_MB:
             failures.append('PRL is off by more than %.2f MB on %s' % (
                 PRL_BOUND_MB, name))
@@ -92,7 +94,33 @@ def fig8(args, settings):
                   first.get('pml', 0) / MB, errors['pml'],
                   first.get('esx', 0) / MB, errors['esx'],
                   *PAPER_FIG8[name]))
-    return failures
+    return rows, failures
+
+
+def plot(rows, path):
+    """Fig. 8 as grouped bars: the true WSS and each estimate."""
+    try:
+        from matplotlib import pyplot
+    except ImportError:
+        print('no matplotlib: pip install -r benchmarks/requirements.txt',
+              file=sys.stderr)
+        return
+    series = [('expected', lambda row: row[1])] + [
+        (name.upper(), lambda row, name=name: row[2].get(name, 0) / MB)
+        for name in ('prl', 'pml', 'esx')]
+    figure, axes = pyplot.subplots(figsize=(8, 4))
+    width = 0.8 / len(series)
+    for offset, (label, value) in enumerate(series):
+        axes.bar([i + offset * width for i in range(len(rows))],
+                 [value(row) for row in rows], width, label=label)
+    axes.set_xticks([i + 0.4 - width / 2 for i in range(len(rows))],
+                    [row[0] for row in rows])
+    axes.set_ylabel('WSS estimate (MB)')
+    axes.set_title('PRL paper Fig. 8, reproduced by memcanal.estimation')
+    axes.legend(loc='upper left', bbox_to_anchor=(1, 1))
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    print('plot: %s' % path)
 
 
 def table2(args, settings):
@@ -128,6 +156,8 @@ def main(argv=None):
     parser.add_argument('--phase-seconds', type=float, default=60.0)
     parser.add_argument('--duration', type=float, default=600.0,
                         help='most seconds of run to replay per workload')
+    parser.add_argument('--plot', metavar='PNG',
+                        help='draw Fig. 8 into this file (matplotlib)')
     args = parser.parse_args(argv)
     scale = 10 if args.reduced else 1
     args.size_pages = 102_400 // scale          # 400 MB
@@ -135,8 +165,10 @@ def main(argv=None):
     args.base_page = 4096 // scale              # the array sits past 16 MB
     args.table2_duration = 240.0
     settings = observer.Settings()
-    failures = fig8(args, settings)
+    rows, failures = fig8(args, settings)
     table2(args, settings)
+    if args.plot:
+        plot(rows, args.plot)
     for failure in failures:
         print('FAILED: %s' % failure)
     return 1 if failures else 0
