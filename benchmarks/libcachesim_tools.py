@@ -30,7 +30,8 @@ referenced again (the reader also accepts ``INT64_MAX`` for that, and
 maps both to "never").  Neither tool used here reads the field (only
 Belady-style oracle caches do), but our writer must produce the same
 values so that the files stay valid for every libCacheSim tool.
-:func:`write_oracle_general` is a reference writer.
+memcanal's own writer, ``memcanal.estimation.traces.write`` (for a path
+ending in ``.oracleGeneral``), does; the self-check uses it.
 
 Records with ``obj_size == 0`` are skipped by libCacheSim's reader, so
 never write them.  A plain (uncompressed) file is read through mmap; a
@@ -61,6 +62,9 @@ from pathlib import Path
 
 import numpy as np
 
+from memcanal.estimation import traces
+from memcanal.estimation import workloads
+
 #: The libcachesim release whose sdist is built.  0.3.5 ships libCacheSim's
 #: C tree under ``src/libCacheSim`` and builds cleanly on Debian 12.
 LIBCACHESIM_VERSION = "0.3.5"
@@ -72,17 +76,6 @@ DEFAULT_WORK_DIR = Path("~/.cache/memcanal-bench/libcachesim").expanduser()
 #: with glibc; tcmalloc is optional and deliberately left out.
 BUILD_DEPS = ("cmake", "make", "gcc", "g++", "pkg-config",
               "libglib2.0-dev", "libzstd-dev")
-
-#: Bytes in one oracleGeneral record.
-RECORD_SIZE = 24
-
-#: numpy layout of one oracleGeneral record.
-ORACLE_GENERAL_DTYPE = np.dtype([
-    ("clock_time", "<u4"),
-    ("obj_id", "<u8"),
-    ("obj_size", "<u4"),
-    ("next_access_vtime", "<i8"),
-])
 
 #: mrcProfiler refuses more cache sizes than this in one run
 #: (MAX_MRC_PROFILE_POINTS in mrcProfiler.h).
@@ -347,7 +340,7 @@ def _fix_first_object(trace, dists, counts):
     so a libCacheSim that fixes the bug is left alone.  It runs outside
     the timed subprocess.
     """
-    ids = np.memmap(trace, dtype=ORACLE_GENERAL_DTYPE, mode="r")["obj_id"]
+    ids = traces.read(trace, "oracleGeneral").pages
     cold = int(counts[dists == -1].sum())
     n_distinct = len(np.unique(ids))
     if cold == n_distinct:
@@ -403,7 +396,7 @@ def run_distutil(binaries, trace_path, fix_first_object=True):
 def _trace_obj_size(trace_path):
     if str(trace_path).endswith(".zst"):
         raise ValueError("pass obj_size explicitly for a .zst trace")
-    rec = np.fromfile(trace_path, dtype=ORACLE_GENERAL_DTYPE, count=1)
+    rec = np.fromfile(trace_path, dtype=traces.ORACLE_GENERAL_DTYPE, count=1)
     if len(rec) == 0:
         raise ValueError("empty trace %s" % trace_path)
     return int(rec["obj_size"][0])
@@ -494,51 +487,6 @@ def run_mrc_profiler_shards(binaries, trace_path, rate, sizes,
             "command": cmd}
 
 
-def next_access_vtimes(obj_ids):
-    """``next_access_vtime`` for each reference, as libCacheSim defines it.
-
-    1-based index of the next reference to the same object, -1 if none.
-    """
-    obj_ids = np.asarray(obj_ids)
-    order = np.argsort(obj_ids, kind="stable")  # by object, then by time
-    nxt = np.full(len(obj_ids), -1, dtype=np.int64)
-    same = obj_ids[order[1:]] == obj_ids[order[:-1]]
-    nxt[order[:-1][same]] = order[1:][same] + 1
-    return nxt
-
-
-def write_oracle_general(path, obj_ids, obj_size=4096, clock_times=None):
-    """Write a reference oracleGeneral trace (see the module docstring)."""
-    obj_ids = np.asarray(obj_ids, dtype=np.uint64)
-    rec = np.empty(len(obj_ids), dtype=ORACLE_GENERAL_DTYPE)
-    if clock_times is None:
-        rec["clock_time"] = 0
-    else:
-        rec["clock_time"] = clock_times
-    rec["obj_id"] = obj_ids
-    rec["obj_size"] = obj_size
-    rec["next_access_vtime"] = next_access_vtimes(obj_ids)
-    rec.tofile(path)
-
-
-def zipf_trace(n_refs, n_objects, alpha=1.0, seed=1):
-    """Page numbers drawn with P(rank i) proportional to 1 / i**alpha.
-
-    Inverse-CDF sampling of a bounded Zipf law; ranks are mapped to a
-    random permutation of page numbers so that popularity is not ordered
-    by id (SHARDS samples by a hash of the id, so this only matters for
-    realism).
-    """
-    rng = np.random.default_rng(seed)
-    weights = 1.0 / np.arange(1, n_objects + 1, dtype=np.float64) ** alpha
-    cdf = np.cumsum(weights)
-    cdf /= cdf[-1]
-    ranks = np.searchsorted(cdf, rng.random(n_refs), side="right")
-    ranks = np.minimum(ranks, n_objects - 1)
-    pages = rng.permutation(n_objects).astype(np.uint64) + 1000
-    return pages[ranks]
-
-
 def brute_force_lru_mrc(obj_ids):
     """Exact LRU MRC by simulating one LRU stack in plain Python.
 
@@ -571,6 +519,7 @@ def _self_check(argv=None):
     parser.add_argument("--refs", type=int, default=200_000)
     parser.add_argument("--objects", type=int, default=10_000)
     parser.add_argument("--alpha", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--rate", type=float, default=0.1,
                         help="SHARDS sampling rate (0.1 suits 10k objects)")
     parser.add_argument("--no-brute-force", action="store_true",
@@ -582,8 +531,9 @@ def _self_check(argv=None):
     tmp = tempfile.mkdtemp(prefix="lcs-check-")
     try:
         trace = args.trace or os.path.join(tmp, "zipf.oracleGeneral")
-        ids = zipf_trace(args.refs, args.objects, args.alpha)
-        write_oracle_general(trace, ids)
+        ids = workloads.zipf_pages(args.refs, args.objects, args.alpha,
+                                   np.random.default_rng(args.seed))
+        traces.write(traces.Trace.of(ids), trace, "oracleGeneral")
         n_distinct = len(np.unique(ids))
         print("trace: %d refs, %d distinct pages, Zipf alpha %.2f"
               % (len(ids), n_distinct, args.alpha))

@@ -384,24 +384,23 @@ done:
 
 /* ---- Hashing for spatial sampling ------------------------------------ */
 
-/* splitmix64's finaliser: a fast, well-mixed 64-bit hash, so a page's
- * hash is uniform whatever pattern the page numbers follow. */
-static inline uint64_t
-mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
+/* A page's sampling hash: a randomly shifted golden-ratio lattice
+ * (Fibonacci hashing of page + salt). Over salts every page is sampled
+ * with probability exactly threshold / 2**24, as SHARDS needs; and since
+ * guest pages are dense, any run of consecutive pages is sampled evenly
+ * (the count is within one of the rate's share), which removes most of
+ * the error a random hash's luck in the number of sampled pages causes.
+ * Multiplication by an odd constant is a bijection modulo 2**64, so a
+ * uniformly random salt gives a uniformly random hash for each page. */
 #define HASH_BITS 24
 #define HASH_MODULUS (1 << HASH_BITS)
+
+#define GOLDEN_RATIO_64 0x9e3779b97f4a7c15ULL
 
 static inline uint32_t
 page_hash(uint64_t page, uint64_t salt)
 {
-    return (uint32_t)(mix64(page ^ salt) >> (64 - HASH_BITS));
+    return (uint32_t)(((page + salt) * GOLDEN_RATIO_64) >> (64 - HASH_BITS));
 }
 
 PyDoc_STRVAR(page_hashes_doc,

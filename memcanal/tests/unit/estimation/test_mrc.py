@@ -184,3 +184,14 @@ def test_compact_keeps_short_curves_whole():
                                4)
     assert curve.compact(256, 4096) == [[4096, 0.5], [8192, 0.25],
                                         [12288, 0.0]]
+
+
+def test_sampling_hash_spreads_over_consecutive_pages_without_bias():
+    pages = np.arange(100_000, dtype=np.int64)
+    for salt in (0, 7, 2 ** 40 + 3):
+        # Dense pages: the count is the rate's share, to a page or two.
+        assert abs(len(mrc.shards_sample(pages, 0.01, salt)) - 1000) <= 2
+    # Over salts, any one page is sampled at the rate.
+    sampled = sum(len(mrc.shards_sample(np.array([12345]), 0.1, salt))
+                  for salt in range(0, 4000 * 7919, 7919))
+    assert 320 < sampled < 480
