@@ -23,6 +23,7 @@ from memcanal.estimation import mrc
 from memcanal.estimation import observer
 from memcanal.estimation import traces
 from memcanal.estimation import workloads
+from memcanal.estimation import wss as wss_estimators
 
 MB = 2 ** 20
 WORKLOADS = ('prl-synthetic', 'write-then-work', 'file-server', 'zipf',
@@ -66,7 +67,7 @@ def generate(args):
         'format': traces.format_of(args.output, args.format),
         'references': len(trace),
         'writes': int(np.count_nonzero(trace.writes)),
-        'distinct_pages': int(np.unique(trace.pages).size),
+        'distinct_pages': wss_estimators.distinct_pages(trace.pages),
         'working_set_bytes': working_set,
         'duration_s': float(trace.times_ns()[-1] / 1e9) if len(trace)
         else 0.0,
@@ -98,7 +99,8 @@ def logsim(args):
     return dict(mode=args.mode, log_entries=args.log_entries,
                 references=len(trace),
                 delivered_gpas=len(delivered.gpas),
-                delivered_distinct_pages=int(np.unique(delivered.gpas).size),
+                delivered_distinct_pages=wss_estimators.distinct_pages(
+                    delivered.gpas),
                 **log.stats.as_dict())
 
 
@@ -117,7 +119,7 @@ def wss(args):
         'converged_at_s': first[0],
         'latest_wss_bytes': estimates[-1][1] if estimates else None,
         'iterations': len(timeline),
-        'distinct_pages': int(np.unique(trace.pages).size),
+        'distinct_pages': wss_estimators.distinct_pages(trace.pages),
     }
 
 
