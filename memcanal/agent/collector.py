@@ -53,7 +53,8 @@ class InstanceCollector:
         prl, pml = self.observer.emulate(sample.trace)
         self.observer.esx.feed(sample.trace)
         if len(sample.trace):
-            self._now_ns = int(sample.trace.times_ns()[-1]) + 1
+            trace = sample.trace
+            self._now_ns = int(trace.times[-1]) * trace.time_unit_ns + 1
         return dict(self.handle_logs(prl.gpas, pml.gpas, self._now_ns),
                     guest_stats=sample.guest_stats)
 

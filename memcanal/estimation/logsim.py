@@ -36,6 +36,17 @@ HANDLER_BASE_NS = 1000
 HANDLER_ENTRY_NS = 2
 
 
+def covering(array, pages):
+    """``array`` (per page, zero for pages it lacks) long enough for every
+    page of ``pages``; grown at least twofold so growth is rare."""
+    highest = int(pages.max()) if len(pages) else -1
+    if highest < len(array):
+        return array
+    grown = np.zeros(max(highest + 1, 2 * len(array)), array.dtype)
+    grown[:len(array)] = array
+    return grown
+
+
 @dataclasses.dataclass
 class LogStats:
     events: int = 0          # log-full events
@@ -221,13 +232,7 @@ class PmlLog(_Log):
         pages = np.asarray(trace.pages, dtype=np.int64)[writes]
         times, vcpus = trace.times_ns()[writes], np.asarray(trace.vcpus)[
             writes]
-        if not len(pages):
-            return pages, times, vcpus
-        if pages.max() >= len(self._dirty):
-            grown = np.zeros(max(int(pages.max()) + 1, 2 * len(self._dirty)),
-                             bool)
-            grown[:len(self._dirty)] = self._dirty
-            self._dirty = grown
+        self._dirty = covering(self._dirty, pages)
         # The first write of each page in this trace, if it was clean.
         distinct, first = np.unique(pages, return_index=True)
         first = np.sort(first[~self._dirty[distinct]])
@@ -252,10 +257,7 @@ class CumulativeBuffer:
             _lru.accumulate(gpas, self.counts)
         except ValueError:
             # A page beyond the buffer; nothing was counted yet.
-            grown = np.zeros(max(int(gpas.max()) + 1, 2 * len(self.counts)),
-                             np.int64)
-            grown[:len(self.counts)] = self.counts
-            self.counts = grown
+            self.counts = covering(self.counts, gpas)
             _lru.accumulate(gpas, self.counts)
 
     def pages_logged_at_least(self, times):

@@ -30,8 +30,8 @@ FIRST_TOUCH = 0
 
 HASH_MODULUS = _lru.HASH_MODULUS
 DEFAULT_SALT = 0x6d656d63616e616c
-# Renumbering costs a sort; page numbers up to this many times the number
-# of references (or below DENSE_UNIVERSE) are used as array indexes as is.
+# Page numbers below this, or below four times the number of references,
+# are used as array indexes as they are; others are renumbered (a sort).
 DENSE_UNIVERSE = 1 << 24
 
 
@@ -101,9 +101,9 @@ def dense(pages):
     return renumbered.astype(np.int64), int(distinct.size)
 
 
-def _histogram(pages, universe, dtype=np.int64):
+def _histogram(pages, universe):
     """Zeros for hits by distance: no distance exceeds the references."""
-    return np.zeros(min(universe, pages.size) + 1, dtype=dtype)
+    return np.zeros(min(universe, pages.size) + 1, dtype=np.int64)
 
 
 def stack_distances(pages):
@@ -112,18 +112,6 @@ def stack_distances(pages):
     distances = np.empty(pages.size, dtype=np.int64)
     _lru.stack_distances(pages, universe, distances, None)
     return distances
-
-
-def _curve_from_histogram(histogram, references, footprint=1):
-    """A curve from hits per distance (index 0: first touches), out to
-    the largest distance or ``footprint`` pages."""
-    last = int(np.flatnonzero(histogram)[-1]) if histogram[1:].any() else 1
-    last = max(last, footprint, 1)
-    hits = np.cumsum(np.pad(histogram[1:last + 1],
-                            (0, max(0, last + 1 - len(histogram)))))
-    ratios = 1.0 - hits / references if references else np.ones(last)
-    return MissRatioCurve(np.arange(1, last + 1, dtype=np.int64),
-                          np.clip(ratios, 0.0, 1.0), int(references))
 
 
 def exact(pages):
@@ -135,8 +123,13 @@ def exact(pages):
     histogram = _histogram(pages, universe)
     if pages.size:
         _lru.stack_distances(pages, universe, None, histogram)
-    # Out to the footprint, where only cold misses remain.
-    return _curve_from_histogram(histogram, pages.size, int(histogram[0]))
+    # A distance never exceeds the footprint (the first touches), where
+    # only cold misses remain.
+    footprint = max(1, int(histogram[0]))
+    hits = np.cumsum(histogram[1:footprint + 1])
+    ratios = 1.0 - hits / pages.size if pages.size else np.ones(footprint)
+    return MissRatioCurve(np.arange(1, footprint + 1, dtype=np.int64),
+                          ratios, int(pages.size))
 
 
 def _threshold(rate):

@@ -82,20 +82,6 @@ class Trace:
                      self.times[start:stop], self.vcpus[start:stop],
                      self.time_unit_ns)
 
-    def select(self, mask):
-        return Trace(self.pages[mask], self.writes[mask], self.times[mask],
-                     self.vcpus[mask], self.time_unit_ns)
-
-    @staticmethod
-    def concatenate(traces):
-        traces = list(traces)
-        units = {t.time_unit_ns for t in traces}
-        if len(units) != 1:
-            raise ValueError('traces have different time units')
-        return Trace(*(np.concatenate([getattr(t, column) for t in traces])
-                       for column in ('pages', 'writes', 'times', 'vcpus')),
-                     time_unit_ns=units.pop())
-
 
 def format_of(path, name=None):
     """The format ``name`` names, or the one ``path``'s extension implies."""

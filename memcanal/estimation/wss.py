@@ -1,8 +1,9 @@
 """Working-set size estimators.
 
 Each is driven the way the hypervisor would drive it: log-full handlers
-(or page faults, for ESX) feed it as the VM runs, and ``iterate(now)`` is
-called every observation interval. An estimate is in bytes; None until
+(or page faults, for ESX) feed it as the VM runs, and ``iterate()`` is
+called every observation interval (ESX keeps its own period and is told
+the time with ``advance(now_ns)``). An estimate is in bytes; None until
 the estimator has one.
 
 - ``PrlWss``: PRL's hot-page estimator (Bitchebe et al., section 3.4).
