@@ -36,16 +36,17 @@ typedef struct {
  * exit, whichever it acquired (an unacquired buffer has obj NULL). */
 typedef struct {
     page_input in;
+    Py_buffer flags;      /* a second, 1-byte input (ghost_positions) */
     Py_buffer out[2];
 } call_buffers;
 
 static void
 release(call_buffers *c)
 {
-    for (int i = -1; i < 2; i++) {
-        Py_buffer *view = i < 0 ? &c->in.view : &c->out[i];
-        if (view->obj)
-            PyBuffer_Release(view);
+    Py_buffer *views[] = {&c->in.view, &c->flags, &c->out[0], &c->out[1]};
+    for (size_t i = 0; i < sizeof(views) / sizeof(views[0]); i++) {
+        if (views[i]->obj)
+            PyBuffer_Release(views[i]);
     }
 }
 
@@ -590,6 +591,62 @@ done:
     return result;
 }
 
+/* ---- The hypervisor's ghost buffer ----------------------------------- */
+
+PyDoc_STRVAR(ghost_positions_doc,
+"ghost_positions(blocks, reads, universe, positions)\n\n"
+"The hypervisor's LRU list of the blocks a VM evicted (a ghost buffer,\n"
+"Jones et al.; Lu and Shen section 4.1). Event i puts blocks[i] on top\n"
+"when reads[i] (1-byte items) is 0, an admitted eviction; otherwise it\n"
+"is an I/O read, which looks the block up and takes it out, as the VM\n"
+"now holds it. int64 ``positions[n]`` receives each read's 1-based\n"
+"place from the top, 0 when the block is not listed, and -1 for each\n"
+"eviction.");
+
+static PyObject *
+ghost_positions(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    PyObject *blocks_obj, *reads_obj, *out_obj, *result = NULL;
+    long long universe;
+    call_buffers c = {0};
+    lru_stack s = {0};
+    if (!PyArg_ParseTuple(args, "OOLO", &blocks_obj, &reads_obj, &universe,
+                          &out_obj) ||
+        open_pages(blocks_obj, &c.in) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(reads_obj, &c.flags, PyBUF_C_CONTIGUOUS) < 0)
+        goto done;
+    if (c.flags.itemsize != 1 || c.flags.len != c.in.length) {
+        PyErr_SetString(PyExc_ValueError,
+                        "reads must hold one byte per block");
+        goto done;
+    }
+    if (open_output(out_obj, &c.out[0], c.in.length, "positions", 0) < 0 ||
+        check_universe(&c.in, universe) < 0 || stack_init(&s, universe) < 0)
+        goto done;
+    const uint8_t *reads = c.flags.buf;
+    int64_t *out = c.out[0].buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < c.in.length; i++) {
+        int64_t block = (int64_t)page_at(&c.in, i);
+        if (!reads[i]) {
+            stack_touch(&s, block);
+            out[i] = -1;
+        } else if (s.last_slot[block] >= 0) {
+            out[i] = marks_after(&s, s.last_slot[block]) + 1;
+            stack_forget(&s, block);
+        } else {
+            out[i] = 0;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    stack_free(&s);
+    release(&c);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"stack_distances", stack_distances, METH_VARARGS, stack_distances_doc},
     {"accumulate", accumulate, METH_VARARGS, accumulate_doc},
@@ -598,6 +655,7 @@ static PyMethodDef methods[] = {
     {"sample", sample, METH_VARARGS, sample_doc},
     {"shards_fixed_size", shards_fixed_size, METH_VARARGS,
      shards_fixed_size_doc},
+    {"ghost_positions", ghost_positions, METH_VARARGS, ghost_positions_doc},
     {NULL, NULL, 0, NULL},
 };
 

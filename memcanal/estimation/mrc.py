@@ -200,6 +200,37 @@ def shards_curve(sampled, references, rate, adjust=True):
     return dataclasses.replace(curve, references=int(references))
 
 
+def ghost_curve(blocks, reads, direct_pages, references, count_from=0):
+    """The miss-ratio curve from ``direct_pages`` upward, from what a
+    hypervisor exclusive cache saw (Lu and Shen, section 4.1).
+
+    ``blocks`` and ``reads`` are hcache.GhostEvents: admitted evictions
+    and I/O reads, in order. Under LRU the VM holds its ``direct_pages``
+    most recent blocks and the blocks it evicted follow in eviction order,
+    so a read at place k in the hypervisor's list of evicted blocks has
+    stack distance ``direct_pages + k``; a read of a block not listed
+    misses at every size. Hits in direct memory are invisible, so the
+    VM's own count of accesses, ``references``, is the denominator.
+    Events before ``count_from`` only warm the list up. Sizes below
+    ``direct_pages`` are not known: the curve starts there.
+    """
+    blocks, universe = dense(blocks)
+    reads = np.ascontiguousarray(reads, dtype=bool)
+    positions = np.empty(blocks.size, dtype=np.int64)
+    if blocks.size:
+        _lru.ghost_positions(blocks, reads.view(np.uint8), universe,
+                             positions)
+    counted = positions[count_from:]
+    counted = counted[counted >= 0]
+    if counted.size > references:
+        raise ValueError('%d reads cannot come from %d references' % (
+            counted.size, references))
+    places, hits = np.unique(counted[counted > 0], return_counts=True)
+    return _curve_from_hits(
+        np.concatenate([[direct_pages], direct_pages + places]),
+        np.concatenate([[references - counted.size], hits]), references)
+
+
 def shards_fixed_rate(pages, rate, salt=DEFAULT_SALT, adjust=True):
     """SHARDS at a fixed sampling rate (see shards_sample, shards_curve)."""
     pages = as_pages(pages)
