@@ -39,3 +39,8 @@ class InvalidReport(MemcanalException):
 
 class DriverNotFound(MemcanalException):
     msg_fmt = 'Hypervisor driver %(name)s is not installed.'
+
+
+class TracingNotSupported(MemcanalException):
+    msg_fmt = ('The %(driver)s hypervisor driver cannot run a hypervisor '
+               'cache.')

@@ -9,6 +9,7 @@ benchmarks use, once per report interval (the estimators' mu).
 
 import zlib
 
+from memcanal.agent import tracing
 from memcanal.estimation import mrc
 from memcanal.estimation import observer
 
@@ -39,24 +40,28 @@ class InstanceCollector:
             method, options.mrc_window, options.shards_rate,
             options.shards_max_pages, universe=memory_bytes // page_size)
             for method in options.mrc_methods]
+        self.tracing = tracing.CacheTracing(conf, page_size)
         self._now_ns = 0
 
     def collect(self, sample):
         """WSS by estimator and MRC by method after one more interval.
 
         A sample without a trace (a driver that cannot see references)
-        yields only its guest statistics. Estimators that have not
-        converged yet are left out of ``wss``.
+        yields only its guest statistics and any hypervisor-cache curve.
+        Estimators that have not converged yet are left out of ``wss``.
         """
         if sample.trace is None:
-            return {'wss': {}, 'mrc': {}, 'guest_stats': sample.guest_stats}
-        prl, pml = self.observer.emulate(sample.trace)
-        self.observer.esx.feed(sample.trace)
-        if len(sample.trace):
-            trace = sample.trace
-            self._now_ns = int(trace.times[-1]) * trace.time_unit_ns + 1
-        return dict(self.handle_logs(prl.gpas, pml.gpas, self._now_ns),
-                    guest_stats=sample.guest_stats)
+            summary = {'wss': {}, 'mrc': {}}
+        else:
+            prl, pml = self.observer.emulate(sample.trace)
+            self.observer.esx.feed(sample.trace)
+            if len(sample.trace):
+                trace = sample.trace
+                self._now_ns = int(trace.times[-1]) * trace.time_unit_ns + 1
+            summary = self.handle_logs(prl.gpas, pml.gpas, self._now_ns)
+        self.tracing.add(sample.cache_trace)
+        summary['mrc'].update(self.tracing.curves())
+        return dict(summary, guest_stats=sample.guest_stats)
 
     def handle_logs(self, prl_gpas, pml_gpas, now_ns):
         """The agent's own work for one interval of delivered logs: the

@@ -9,6 +9,7 @@ memcanal.estimation, the same code whatever the driver.
 import abc
 import dataclasses
 
+import numpy as np
 from stevedore import driver as stevedore_driver
 
 from memcanal.estimation import traces
@@ -32,17 +33,36 @@ class InstanceInfo:
 
 
 @dataclasses.dataclass(frozen=True)
+class CacheTrace:
+    """What a hypervisor exclusive cache saw of one VM in one interval.
+
+    ``blocks`` and ``reads`` are memcanal.estimation.hcache.GhostEvents
+    (admitted evictions and I/O reads, in order); ``direct_pages`` is the
+    memory the VM kept, and ``accesses`` its page accesses in the
+    interval, which the hypervisor cannot count itself (hits in the VM's
+    memory do not reach it) and learns from the guest's statistics.
+    """
+
+    blocks: np.ndarray
+    reads: np.ndarray
+    direct_pages: int
+    accesses: int
+
+
+@dataclasses.dataclass(frozen=True)
 class Sample:
     """What one VM's memory did during one collection interval.
 
     ``trace`` is the guest-page references the hypervisor saw, a
     memcanal.estimation.traces.Trace (None where the driver cannot observe
-    references); ``guest_stats`` are the guest's own counters, by name.
+    references); ``guest_stats`` are the guest's own counters, by name;
+    ``cache_trace`` is set while the VM runs in tracing mode.
     """
 
     page_size: int
     trace: traces.Trace | None
     guest_stats: dict
+    cache_trace: CacheTrace | None = None
 
 
 class HypervisorDriver(abc.ABC):
@@ -62,6 +82,15 @@ class HypervisorDriver(abc.ABC):
     @abc.abstractmethod
     def apply_memory_target(self, instance_uuid, target_bytes):
         """Resize a VM's memory to ``target_bytes``."""
+
+    def start_tracing(self, instance_uuid, cache_bytes):
+        """Lend ``cache_bytes`` of a VM's memory to a hypervisor exclusive
+        cache; its Samples carry a CacheTrace until stop_tracing."""
+        raise exception.TracingNotSupported(driver=type(self).__name__)
+
+    def stop_tracing(self, instance_uuid):
+        """Give the cache's memory back to the VM."""
+        raise exception.TracingNotSupported(driver=type(self).__name__)
 
 
 def load(name, conf, host):

@@ -16,6 +16,7 @@ from oslo_utils import timeutils
 from memcanal.agent import collector
 from memcanal.agent import sequence
 from memcanal import context as memcanal_context
+from memcanal import exception
 from memcanal.rpc import service_api
 
 LOG = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ class AgentManager:
         self._service_api = None
         self._applied_actions = collections.OrderedDict()
         self._collectors = {}
+        self._can_trace = True
 
     @property
     def service_api(self):
@@ -81,6 +83,8 @@ class AgentManager:
                     self.conf, instance.uuid, instance.allocated_bytes,
                     sample.page_size)
             summary = self._collectors[instance.uuid].collect(sample)
+            self._step_tracing(instance,
+                               self._collectors[instance.uuid].tracing)
             samples.append(dict(
                 summary, uuid=instance.uuid, project_id=instance.project_id,
                 allocated_bytes=instance.allocated_bytes,
@@ -91,6 +95,24 @@ class AgentManager:
             'collected_at': timeutils.utcnow().isoformat() + 'Z',
             'instances': samples,
         }
+
+    def _step_tracing(self, instance, tracing):
+        """End a VM's tracing window once complete, or start one when due
+        (memcanal.agent.tracing)."""
+        if not self._can_trace:
+            return
+        try:
+            if tracing.window_complete:
+                self.driver.stop_tracing(instance.uuid)
+                tracing.stop()
+            elif tracing.due():
+                self.driver.start_tracing(instance.uuid, int(
+                    instance.allocated_bytes * tracing.cache_fraction))
+                tracing.start()
+        except exception.TracingNotSupported as error:
+            LOG.warning('%s Hypervisor-cache tracing is off on %s.', error,
+                        self.host)
+            self._can_trace = False
 
     def report(self):
         """Periodic job: register if needed, then send one report."""

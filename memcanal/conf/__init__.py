@@ -11,6 +11,7 @@ from memcanal.conf import api
 from memcanal.conf import base
 from memcanal.conf import database
 from memcanal.conf import estimation
+from memcanal.conf import hcache
 from memcanal.conf import service
 from memcanal.conf import simulated
 
@@ -21,5 +22,6 @@ agent.register_opts(CONF)
 api.register_opts(CONF)
 database.register_opts(CONF)
 estimation.register_opts(CONF)
+hcache.register_opts(CONF)
 service.register_opts(CONF)
 simulated.register_opts(CONF)

@@ -5,10 +5,12 @@ from memcanal.conf import api
 from memcanal.conf import base
 from memcanal.conf import database
 from memcanal.conf import estimation
+from memcanal.conf import hcache
 from memcanal.conf import service
 from memcanal.conf import simulated
 
-_MODULES = (base, agent, api, database, estimation, service, simulated)
+_MODULES = (base, agent, api, database, estimation, hcache, service,
+            simulated)
 
 
 def list_opts():

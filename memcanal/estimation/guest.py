@@ -69,6 +69,7 @@ class GuestPageCache:
         self._dirty = set()
         # One spare page beyond the cache, for the read before the evict.
         self._free = list(range(pages, -1, -1))
+        self._pages_made = pages + 1
         self._held = collections.deque()
         self._expected = {}
         self._signatures = itertools.count(1)
@@ -123,6 +124,17 @@ class GuestPageCache:
         page = self._free.pop()
         self._content[page] = next(self._signatures)
         self._hold(page)
+        self._shrink()
+
+    def resize(self, pages):
+        """Grow or shrink to ``pages`` pages, as a balloon does; shrinking
+        evicts the least recently used pages."""
+        if pages < 1:
+            raise ValueError('a guest needs at least one page')
+        self._free.extend(range(self._pages_made, self._pages_made + max(
+            0, pages - self.capacity)))
+        self._pages_made += max(0, pages - self.capacity)
+        self.capacity = pages
         self._shrink()
 
     def access(self, block, write):

@@ -3,6 +3,12 @@
 memcanal-aio, the tests and the benchmarks run the real agent on this
 driver. VMs are named deterministically from the host name, so an agent
 that restarts finds the same VMs, as it would on a real hypervisor.
+
+In tracing mode a VM's references also run through a model of its page
+cache (memcanal.estimation.guest) above a hypervisor exclusive cache
+(memcanal.estimation.hcache): the pages it references are treated as
+storage blocks (file or swap), and each Sample carries what the
+hypervisor saw.
 """
 
 import threading
@@ -13,6 +19,8 @@ import numpy as np
 
 from memcanal.agent import driver
 from memcanal import estimation
+from memcanal.estimation import guest as guest_model
+from memcanal.estimation import hcache
 from memcanal.estimation import workloads
 from memcanal import exception
 
@@ -62,6 +70,58 @@ class SimulatedVM:
         # The VM's clock advances one report interval per collection.
         self.workload.reference_ns = max(
             1, interval_ns // references_per_interval)
+        # When each page was last referenced (-1: never), in references
+        # since boot: the VM's LRU order, to fill a page cache model.
+        self._last_use = np.full(memory_bytes // estimation.PAGE_SIZE, -1,
+                                 np.int64)
+        self._references = 0
+        self._tracing = None
+
+    def record(self, trace):
+        """Note the pages ``trace`` referenced, the last use of each."""
+        if self._last_use.size <= trace.pages.max(initial=-1):
+            self._last_use = np.concatenate([self._last_use, np.full(
+                int(trace.pages.max()) + 1 - self._last_use.size, -1,
+                np.int64)])
+        reversed_pages = trace.pages[::-1]
+        pages, from_end = np.unique(reversed_pages, return_index=True)
+        self._last_use[pages] = self._references + len(trace) - 1 - from_end
+        self._references += len(trace)
+
+    def pages_by_last_use(self):
+        used = np.flatnonzero(self._last_use >= 0)
+        return used[np.argsort(self._last_use[used], kind='stable')]
+
+    def start_tracing(self, cache_bytes, write_policy):
+        """Lu and Shen's Fig. 6: the VM's memory as it was (every page it
+        used, least recent first, through a page cache of its size), then
+        ``cache_bytes`` of it handed to a hypervisor cache, into which the
+        VM evicts its least recently used pages."""
+        memory_pages = self.allocated_bytes // estimation.PAGE_SIZE
+        cache_pages = min(cache_bytes // estimation.PAGE_SIZE,
+                          memory_pages - 1)
+        ghost = hcache.GhostEvents()
+        hypervisor = hcache.HypervisorCache(
+            hcache.Storage(), cache_pages, write_policy, ghost=ghost)
+        guest = guest_model.GuestPageCache(memory_pages, hypervisor)
+        pages = self.pages_by_last_use()
+        guest.run(pages, np.zeros(pages.size, bool))
+        guest.resize(memory_pages - cache_pages)
+        self._tracing = (guest, ghost)
+
+    def stop_tracing(self):
+        self._tracing = None
+
+    def cache_trace(self, trace):
+        """What the hypervisor cache saw of ``trace``, or None when the VM
+        is not being traced."""
+        if self._tracing is None:
+            return None
+        guest, ghost = self._tracing
+        guest.run(trace.pages, trace.writes)
+        blocks, reads = ghost.arrays()
+        ghost.clear()
+        return driver.CacheTrace(blocks, reads, guest.capacity, len(trace))
 
 
 class SimulatedDriver(driver.HypervisorDriver):
@@ -70,6 +130,7 @@ class SimulatedDriver(driver.HypervisorDriver):
     def __init__(self, conf, host):
         options = conf.simulated
         self.references_per_interval = options.references_per_interval
+        self.write_policy = conf.hcache.write_policy
         self._host_info = driver.HostInfo(
             memory_total_bytes=options.host_memory_mb * 2 ** 20,
             memory_reserved_bytes=options.reserved_host_memory_mb * 2 ** 20)
@@ -100,10 +161,18 @@ class SimulatedDriver(driver.HypervisorDriver):
     def collect(self, instance_uuid):
         vm = self._vm(instance_uuid)
         trace = vm.workload.take(self.references_per_interval)
+        vm.record(trace)
         return driver.Sample(
             page_size=estimation.PAGE_SIZE, trace=trace,
             guest_stats={'references': float(len(trace)),
-                         'writes': float(trace.writes.sum())})
+                         'writes': float(trace.writes.sum())},
+            cache_trace=vm.cache_trace(trace))
+
+    def start_tracing(self, instance_uuid, cache_bytes):
+        self._vm(instance_uuid).start_tracing(cache_bytes, self.write_policy)
+
+    def stop_tracing(self, instance_uuid):
+        self._vm(instance_uuid).stop_tracing()
 
     def apply_memory_target(self, instance_uuid, target_bytes):
         with self._lock:

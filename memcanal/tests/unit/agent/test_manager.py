@@ -99,3 +99,40 @@ def test_apply_memory_target_is_idempotent_by_action_id(agent):
     assert agent.driver.list_instances()[0].target_bytes == 768 * 2 ** 20
     report = agent.report()
     assert report['instances'][0]['target_bytes'] == 768 * 2 ** 20
+
+
+def test_tracing_windows_report_an_hcache_curve(agent, conf):
+    conf.set_override('report_interval', 1, 'agent')
+    conf.set_override('tracing_period', 10, 'hcache')
+    conf.set_override('tracing_window', 3, 'hcache')
+    conf.set_override('cache_fraction', 0.5, 'hcache')
+    # Enough references that each VM touches all its data in report 1.
+    conf.set_override('references_per_interval', 20000, 'simulated')
+    agent.driver = driver.load('simulated', conf, 'compute-1')
+    # Report 1 starts the windows; reports 2 (warm-up) to 4 trace.
+    for _ in range(4):
+        report = agent.report()
+    reports.validate_report(report, conf.service.max_mrc_points,
+                            conf.service.max_instances_per_report)
+    for sample in report['instances']:
+        curve = sample['mrc']['hcache']
+        # From the half the VM kept; the data fits there, so nothing
+        # misses once the VM has touched it all.
+        assert curve[0][0] == 32 * 2 ** 20
+        assert all(0.0 <= ratio < 0.05 for _, ratio in curve)
+        assert 'shards' in sample['mrc']
+    assert not any(vm._tracing for vm in agent.driver._vms.values())
+    assert 'hcache' in agent.report()['instances'][0]['mrc']
+
+
+def test_a_driver_without_a_hypervisor_cache_turns_tracing_off(agent,
+                                                               conf):
+    conf.set_override('tracing_period', 10, 'hcache')
+    with mock.patch.object(type(agent.driver), 'start_tracing',
+                           driver.HypervisorDriver.start_tracing):
+        first = agent.report()
+        second = agent.report()
+    assert not agent._can_trace
+    assert second['sequence'] == first['sequence'] + 1
+    assert all('hcache' not in sample['mrc']
+               for sample in second['instances'])

@@ -111,3 +111,29 @@ def test_collector_without_references_reports_only_stats(conf):
                            guest_stats={'x': 1.0})
     assert _collector(conf).collect(sample) == {
         'wss': {}, 'mrc': {}, 'guest_stats': {'x': 1.0}}
+
+
+def test_tracing_mode_moves_memory_to_the_hypervisor_cache(conf):
+    conf.set_override('instances', 4, 'simulated')
+    conf.set_override('instance_memory_mb', 4, 'simulated')
+    conf.set_override('references_per_interval', 4000, 'simulated')
+    hypervisor = driver.load('simulated', conf, 'compute-1')
+    # VM 2 serves a 1 MB file, more than the 512 KB it keeps.
+    uuid = hypervisor.list_instances()[2].uuid
+    assert hypervisor.collect(uuid).cache_trace is None
+    hypervisor.start_tracing(uuid, 3584 * 1024)
+    traced = hypervisor.collect(uuid).cache_trace
+    assert (traced.direct_pages, traced.accesses) == (128, 4000)
+    # Filling the model of the VM's memory read the file's 256 pages;
+    # giving up memory evicted 128 of them into the cache.
+    assert traced.reads[:256].all() and not traced.reads[256:384].any()
+    # The file server then cycles through the file: every access misses
+    # the direct memory and is seen.
+    assert traced.reads[384:].sum() == 4000
+    hypervisor.stop_tracing(uuid)
+    assert hypervisor.collect(uuid).cache_trace is None
+
+
+def test_tracing_on_an_unknown_vm_raises(hypervisor):
+    with pytest.raises(exception.InstanceNotFound):
+        hypervisor.start_tracing('nope', 2 ** 20)
