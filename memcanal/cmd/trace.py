@@ -4,8 +4,14 @@
     memcanal-trace logsim TRACE --mode pml|prl [options]
     memcanal-trace wss TRACE --estimator prl|pml|esx [options]
     memcanal-trace mrc TRACE --method exact|shards|shards_fixed_size|aet
+    memcanal-trace mrc TRACE --method hcache --direct-mb X --cache-mb Y
+    memcanal-trace simulate TRACE --memory-mb Z
 
-Each prints one JSON object on stdout. TRACE is any format of
+``mrc --method hcache`` runs the trace through a guest page cache of X MB
+above a hypervisor exclusive cache of Y MB and predicts the curve from
+what the hypervisor saw, from X upward; ``simulate`` runs it through a
+guest of Z MB alone and gives the miss ratio there, so a prediction can be
+checked on any trace. Each prints one JSON object on stdout. TRACE is any format of
 memcanal.estimation.traces (by extension, or ``--format``); the same code
 the agent runs does the work. Exit status 0 on success, 1 when a trace
 cannot be read, 2 on a usage error.
@@ -19,6 +25,8 @@ import time
 import numpy as np
 
 from memcanal import estimation
+from memcanal.estimation import hcache
+from memcanal.estimation import hcache_runs
 from memcanal.estimation import mrc
 from memcanal.estimation import observer
 from memcanal.estimation import traces
@@ -123,25 +131,78 @@ def wss(args):
     }
 
 
+def _pages(args, megabytes):
+    return int(megabytes * MB) // args.page_size
+
+
+def _run_counts(result):
+    return {'references': result.accesses, 'misses': result.misses,
+            'device_reads': result.device_reads,
+            'device_writes': result.device_writes,
+            'corrupted_reads': result.corrupted}
+
+
+def _hcache_mrc(args, trace):
+    result = hcache_runs.traced(
+        trace, max(1, _pages(args, args.direct_mb)),
+        _pages(args, args.cache_mb), args.write_policy, args.warmup)
+    return result.curve, dict(_run_counts(result), direct_mb=args.direct_mb,
+                              cache_mb=args.cache_mb,
+                              write_policy=args.write_policy,
+                              warmup=args.warmup)
+
+
 def mrc_command(args):
     trace = _read(args)
+    started = time.perf_counter()
+    if args.method == 'hcache':
+        curve, extra = _hcache_mrc(args, trace)
+    else:
+        curve, extra = _sampled_mrc(args, trace), {'references': len(trace)}
+    seconds = time.perf_counter() - started
+    return dict(extra, method=args.method, seconds=seconds,
+                points=curve.compact(args.points, args.page_size))
+
+
+def simulate(args):
+    """The miss ratio of a VM of --memory-mb alone, to check a prediction."""
+    trace = _read(args)
+    result = hcache_runs.vm_only(
+        trace, max(1, _pages(args, args.memory_mb)), args.warmup)
+    return dict(_run_counts(result), memory_mb=args.memory_mb,
+                warmup=args.warmup, miss_ratio=result.miss_ratio)
+
+
+def _sampled_mrc(args, trace):
     options = {'shards': dict(rate=args.rate, salt=args.salt),
                'shards_fixed_size': dict(max_pages=args.max_pages,
                                          salt=args.salt)}
-    started = time.perf_counter()
-    curve = mrc.METHODS[args.method](trace.pages,
-                                     **options.get(args.method, {}))
-    seconds = time.perf_counter() - started
-    return {
-        'method': args.method,
-        'references': len(trace),
-        'seconds': seconds,
-        'points': curve.compact(args.points, args.page_size),
-    }
+    return mrc.METHODS[args.method](trace.pages,
+                                    **options.get(args.method, {}))
 
 
 def _read(args):
     return traces.read(args.trace, args.format, args.page_size)
+
+
+def _megabytes(text):
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError('must not be negative')
+    return value
+
+
+def _count(text):
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError('must not be negative')
+    return value
+
+
+def _add_warmup(parser):
+    parser.add_argument('--warmup', type=_count, default=0,
+                        help='leading references run but not counted, for '
+                             'hcache and simulate (default 0)')
 
 
 def _parser():
@@ -222,7 +283,7 @@ def _parser():
     curve = commands.add_parser('mrc', parents=[common],
                                 help='compute the miss-ratio curve')
     curve.add_argument('trace')
-    curve.add_argument('--method', choices=sorted(mrc.METHODS),
+    curve.add_argument('--method', choices=sorted(mrc.METHODS) + ['hcache'],
                        default='exact')
     curve.add_argument('--rate', type=float, default=0.01,
                        help='SHARDS sampling rate (default 0.01)')
@@ -231,12 +292,32 @@ def _parser():
     curve.add_argument('--salt', type=int, default=mrc.DEFAULT_SALT)
     curve.add_argument('--points', type=int, default=256,
                        help='most points printed (default 256)')
+    for flag, what in (('--direct-mb', "hcache: the VM's own memory"),
+                       ('--cache-mb', 'hcache: the hypervisor cache')):
+        curve.add_argument(flag, type=_megabytes, help=what + ', MB')
+    curve.add_argument('--write-policy', choices=hcache.WRITE_POLICIES,
+                       default='delayed',
+                       help='hcache: the cache\'s writes (default delayed)')
+    _add_warmup(curve)
     curve.set_defaults(func=mrc_command)
+
+    alone = commands.add_parser(
+        'simulate', parents=[common],
+        help="a VM's miss ratio at one memory size, without a hypervisor "
+             'cache')
+    alone.add_argument('trace')
+    alone.add_argument('--memory-mb', type=_megabytes, required=True)
+    _add_warmup(alone)
+    alone.set_defaults(func=simulate)
     return parser
 
 
 def main(argv=None):
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if getattr(args, 'method', None) == 'hcache' and None in (
+            args.direct_mb, args.cache_mb):
+        parser.error('--method hcache needs --direct-mb and --cache-mb')
     try:
         result = args.func(args)
     except (OSError, ValueError) as err:

@@ -60,6 +60,44 @@ def test_mrc_methods_on_an_oracle_general_trace(capsys, tmp_path, method):
     assert all(0 <= ratio <= 1 for _, ratio in out['points'])
 
 
+@pytest.fixture
+def file_server(tmp_path, capsys):
+    path = str(tmp_path / 'zipf.oracleGeneral')
+    run(capsys, 'generate', 'file-server', path, '--pattern', 'zipf',
+        '--files', '24', '--file-mb', '1', '--write-ratio', '0.1',
+        '--references', '60000')
+    return path
+
+
+def test_hcache_prediction_matches_simulate_at_each_size(capsys,
+                                                         file_server):
+    predicted = run(capsys, 'mrc', file_server, '--method', 'hcache',
+                    '--direct-mb', '4', '--cache-mb', '12', '--warmup',
+                    '20000', '--points', '10000')
+    assert predicted['method'] == 'hcache'
+    assert predicted['references'] == 40000
+    assert predicted['corrupted_reads'] == 0
+    points = predicted['points']
+    assert points[0][0] == 4 * 2 ** 20
+    for size_mb in (4, 8, 16, 24):
+        alone = run(capsys, 'simulate', file_server, '--memory-mb',
+                    str(size_mb), '--warmup', '20000')
+        expected = [ratio for size, ratio in points
+                    if size <= size_mb * 2 ** 20][-1]
+        assert alone['miss_ratio'] == pytest.approx(expected, abs=0.03)
+        assert alone['misses'] == alone['device_reads']
+
+
+def test_hcache_without_its_sizes_is_a_usage_error(file_server):
+    with pytest.raises(SystemExit) as exit_info:
+        trace_cli.main(['mrc', file_server, '--method', 'hcache',
+                        '--direct-mb', '4'])
+    assert exit_info.value.code == 2
+    with pytest.raises(SystemExit) as exit_info:
+        trace_cli.main(['simulate', file_server, '--memory-mb', '-1'])
+    assert exit_info.value.code == 2
+
+
 def test_unreadable_trace_exits_1(capsys, tmp_path):
     assert trace_cli.main(['mrc', str(tmp_path / 'missing.npy')]) == 1
     assert 'memcanal-trace:' in capsys.readouterr().err
