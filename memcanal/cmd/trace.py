@@ -11,7 +11,9 @@
 above a hypervisor exclusive cache of Y MB and predicts the curve from
 what the hypervisor saw, from X upward; ``simulate`` runs it through a
 guest of Z MB alone and gives the miss ratio there, so a prediction can be
-checked on any trace. Each prints one JSON object on stdout. TRACE is any format of
+checked on any trace.
+
+Each prints one JSON object on stdout. TRACE is any format of
 memcanal.estimation.traces (by extension, or ``--format``); the same code
 the agent runs does the work. Exit status 0 on success, 1 when a trace
 cannot be read, 2 on a usage error.

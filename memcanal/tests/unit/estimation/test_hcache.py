@@ -15,8 +15,8 @@ def storage():
 
 
 def cache_of(storage, capacity=4, **options):
-    return hcache.HypervisorCache(storage, capacity, ghost=hcache.GhostEvents(),
-                                  **options)
+    return hcache.HypervisorCache(storage, capacity,
+                                  ghost=hcache.GhostEvents(), **options)
 
 
 def test_unwritten_block_reads_its_initial_signature(storage):
