@@ -18,6 +18,10 @@ How it behaves, and why:
   so every miss is an I/O read the hypervisor sees.
 - Dirty pages are written back when evicted, never while cached.
 
+``replacement='clock'`` replaces perfect LRU by CLOCK (second chance), an
+approximation of LRU like Linux's, to see what an imperfect LRU does to
+the hypervisor's prediction, which assumes LRU.
+
 Optional behaviours, off by default, reproduce what section 3.2 guards
 against:
 
@@ -39,6 +43,7 @@ import numpy as np
 
 from memcanal.estimation import hcache
 
+REPLACEMENTS = ('lru', 'clock')
 HELD_PAGES = 64
 """Pages the guest holds outside its page cache (kernel data, leaked
 pages) before it reclaims the oldest; at most a quarter of its memory."""
@@ -48,9 +53,13 @@ class GuestPageCache:
     """A guest page cache of ``pages`` pages doing I/O through ``io``."""
 
     def __init__(self, pages, io, recycle_ratio=0.0, leak_recycled=False,
-                 reuse_ratio=0.0, drop_notices=0.0, rng=None):
+                 reuse_ratio=0.0, drop_notices=0.0, rng=None,
+                 replacement='lru'):
         if pages < 1:
             raise ValueError('a guest needs at least one page')
+        if replacement not in REPLACEMENTS:
+            raise ValueError('replacement must be one of %s' % ', '.join(
+                REPLACEMENTS))
         for name, ratio in (('recycle_ratio', recycle_ratio),
                             ('reuse_ratio', reuse_ratio),
                             ('drop_notices', drop_notices)):
@@ -62,6 +71,9 @@ class GuestPageCache:
         self.leak_recycled = leak_recycled
         self.reuse_ratio = reuse_ratio
         self.drop_notices = drop_notices
+        self._clock = replacement == 'clock'
+        # Blocks referenced since the clock hand last passed them.
+        self._referenced = set()
         self._rng = rng if rng is not None else np.random.default_rng(0)
         # Block -> page in LRU order, least recent first.
         self._lru = collections.OrderedDict()
@@ -85,8 +97,12 @@ class GuestPageCache:
         if not self._chance(self.drop_notices):
             notice(*args)
 
-    def _evict_lru(self):
+    def _evict_one(self):
         key, page = self._lru.popitem(last=False)
+        while key in self._referenced:
+            self._referenced.discard(key)
+            self._lru[key] = page
+            key, page = self._lru.popitem(last=False)
         if page in self._dirty:
             self._dirty.discard(page)
             self.io.write(page, key, self._content[page])
@@ -95,11 +111,12 @@ class GuestPageCache:
 
     def _shrink(self):
         while len(self._lru) > self.capacity - len(self._held):
-            self._evict_lru()
+            self._evict_one()
 
     def _recycle(self, block, page):
         """Move ``block`` to a fresh page; return it."""
         del self._lru[block]
+        self._referenced.discard(block)
         self._dirty.discard(page)
         if self.leak_recycled:
             self._hold(page)
@@ -143,7 +160,10 @@ class GuestPageCache:
         page = self._lru.get(block)
         hit = page is not None
         if hit:
-            self._lru.move_to_end(block)
+            if self._clock:
+                self._referenced.add(block)
+            else:
+                self._lru.move_to_end(block)
             if write and self._chance(self.recycle_ratio):
                 page = self._recycle(block, page)
         else:
@@ -151,6 +171,10 @@ class GuestPageCache:
             page = self._free.pop()
             self._content[page] = self.io.read(page, block)
             self._lru[block] = page
+            if self._clock:
+                # Referenced, as the read was a use: the hand must not
+                # take the page it has just read for.
+                self._referenced.add(block)
             self._shrink()
         if write:
             signature = next(self._signatures)

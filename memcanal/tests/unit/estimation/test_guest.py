@@ -36,6 +36,18 @@ def test_lru_hits_and_misses():
     assert (vm.accesses, vm.misses) == (6, 5)
 
 
+def test_clock_gives_referenced_pages_a_second_chance():
+    blocks = (1, 2, 2, 1, 3, 2)
+    vm = guest.GuestPageCache(2, RecordingIo(), replacement='clock')
+    # Every page is referenced when 3 comes: the hand clears them all
+    # and takes 1, where LRU takes 2, the least recently used.
+    assert [vm.access(block, False) for block in blocks] == [
+        False, False, True, True, False, True]
+    lru = guest.GuestPageCache(2, RecordingIo())
+    assert [lru.access(block, False) for block in blocks] == [
+        False, False, True, True, False, False]
+
+
 def test_a_miss_reads_before_it_evicts():
     io = RecordingIo()
     vm = guest.GuestPageCache(1, io)
@@ -121,7 +133,8 @@ def test_all_notices_dropped_reach_nobody():
 
 
 @pytest.mark.parametrize('options', [
-    {'recycle_ratio': 1.5}, {'reuse_ratio': -0.1}, {'drop_notices': 2}])
+    {'recycle_ratio': 1.5}, {'reuse_ratio': -0.1}, {'drop_notices': 2},
+    {'replacement': 'fifo'}])
 def test_ratios_outside_zero_one_are_refused(options):
     with pytest.raises(ValueError):
         guest.GuestPageCache(4, RecordingIo(), **options)
