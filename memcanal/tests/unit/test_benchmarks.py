@@ -17,3 +17,14 @@ def test_fidelity_reproduces_fig8_and_table2_reduced():
     assert any(line.startswith('RRWW') for line in lines)
     assert any(line.startswith('512, paper') for line in lines)
     assert 'FAILED' not in result.stdout
+
+
+def test_hcache_reproduces_fig11_fig10_and_table1_reduced():
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, 'benchmarks', 'hcache.py'),
+         '--reduced'], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for title in ('Fig. 11', 'Fig. 10', 'Table 1'):
+        assert title in result.stdout
+    assert 'worst LRU error 0.00 %' in result.stdout
+    assert 'FAILED' not in result.stdout
