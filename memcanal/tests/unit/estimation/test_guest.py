@@ -125,6 +125,22 @@ def test_kernel_reuse_shrinks_the_page_cache():
     assert evictions > 8 - 4
 
 
+def test_resize_evicts_the_least_recent_pages_and_grows_back():
+    io = RecordingIo()
+    vm = guest.GuestPageCache(4, io)
+    vm.run([1, 2, 3, 4, 1], [False] * 5)
+    vm.resize(2)
+    assert [call[0] for call in io.calls[4:]] == ['evict', 'evict']
+    assert [vm.access(block, False) for block in (1, 4, 2)] == [
+        True, True, False]
+    vm.resize(5)
+    vm.run([5, 6, 7], [False] * 3)
+    assert [vm.access(block, False) for block in (4, 2, 5, 6, 7)] == [
+        True] * 5
+    with pytest.raises(ValueError):
+        vm.resize(0)
+
+
 def test_all_notices_dropped_reach_nobody():
     io = RecordingIo()
     vm = guest.GuestPageCache(1, io, drop_notices=1.0)
