@@ -99,7 +99,7 @@ def fig11_workloads(scale, directory):
     """(name, trace) of the four microbenchmarks and two trace files."""
     for pattern in workloads.FILE_PATTERNS:
         yield pattern, microbenchmark(pattern, scale, passes=3)
-    count = 3 * 500 * 1024 * 4 // scale
+    count = 3 * pages(2048, scale)  # as many as the microbenchmarks
     rng = np.random.default_rng(7)
     yield 'zipf trace (oracleGeneral)', read_back(
         zipf_trace(count, scale, rng), directory, 'zipf', 'oracleGeneral')
