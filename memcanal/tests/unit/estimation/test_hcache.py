@@ -60,7 +60,7 @@ def test_eviction_hitting_a_cached_copy_moves_it_to_tail(storage):
     cache.read(3, 10)             # not exclusive for a moment: page 3
     cache.queue.insert(10, 100, False)
     cache.evict(3, 999)           # hits the copy: moved, not replaced
-    assert cache.queue.lookup(10) == [100, False]
+    assert cache.queue.lookup(10) == (100, False)
     cache.read(4, 12)
     cache.evict(4, 102)
     assert cache.queue.lookup(11) is None   # 11 was the head
@@ -81,7 +81,7 @@ def test_admission_needs_p2s_and_s2p_to_agree(storage):
     cache.evict(1, 5)
     assert (cache.admitted, cache.rejected) == (0, 1)
     cache.evict(2, 6)
-    assert cache.admitted == 1 and cache.queue.lookup(10) == [6, False]
+    assert cache.admitted == 1 and cache.queue.lookup(10) == (6, False)
 
 
 def test_without_s2p_check_a_stale_mapping_is_admitted(storage):
@@ -89,7 +89,7 @@ def test_without_s2p_check_a_stale_mapping_is_admitted(storage):
     cache.read(1, 10)
     cache.read(2, 10)
     cache.evict(1, 5)
-    assert cache.queue.lookup(10) == [5, False]
+    assert cache.queue.lookup(10) == (5, False)
 
 
 def test_write_through_writes_storage_and_discards_the_copy(storage):
@@ -105,7 +105,7 @@ def test_delayed_write_buffers_dirty_and_writes_back_at_the_head(storage):
     cache = cache_of(storage, capacity=2)
     cache.write(1, 10, 70)
     cache.write(2, 10, 71)        # drops the older copy, unwritten
-    assert (storage.writes, cache.queue.lookup(10)) == (0, [71, True])
+    assert (storage.writes, cache.queue.lookup(10)) == (0, (71, True))
     cache.evict(2, 71)
     assert len(cache.queue) == 1
     for page, block in ((3, 11), (4, 12)):
@@ -121,7 +121,7 @@ def test_a_dirty_read_hit_is_written_when_the_page_leaves_the_cache(
     cache.evict(1, 70)
     assert cache.read(2, 10) == 70  # page 2 now holds the only copy
     cache.evict(2, 70)
-    assert cache.queue.lookup(10) == [70, True]
+    assert cache.queue.lookup(10) == (70, True)
     cache.read(3, 11)
     cache.evict(3, 0)
     assert storage.writes == 1 and storage.read(10) == 70
@@ -136,7 +136,7 @@ def test_flush_writes_dirty_units_and_owed_pages(storage):
     cache.flush({2: 70}.__getitem__)
     assert storage.writes == 2
     assert (storage.read(10), storage.read(11)) == (70, 80)
-    assert cache.queue.lookup(11) == [80, False]
+    assert cache.queue.lookup(11) == (80, False)
 
 
 def test_zero_capacity_writes_dirty_data_through(storage):
