@@ -44,3 +44,22 @@ class DriverNotFound(MemcanalException):
 class TracingNotSupported(MemcanalException):
     msg_fmt = ('The %(driver)s hypervisor driver cannot run a hypervisor '
                'cache.')
+
+
+class ResizeFailed(MemcanalException):
+    """A hypervisor could not give a VM the memory asked for; the VM keeps
+    what it had."""
+
+    msg_fmt = 'Could not resize instance %(uuid)s: %(reason)s'
+
+
+class DecisionNotFound(NotFound):
+    msg_fmt = 'Decision %(uuid)s could not be found.'
+
+
+class DecisionStateConflict(MemcanalException):
+    """A decision asked to move to a state its current one does not lead
+    to (approving a rejected decision, rolling back a pending one)."""
+
+    msg_fmt = ('Decision %(uuid)s is %(state)s; it cannot be '
+               '%(requested)s.')

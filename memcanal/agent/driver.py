@@ -32,6 +32,23 @@ class InstanceInfo:
     target_bytes: int | None
 
 
+MECHANISMS = ('balloon', 'hotplug')
+"""How a VM's memory is resized: a balloon driver (cannot grow a VM past
+the memory it booted with) or memory hotplug (grows past it, in
+sections). Liu et al., U-tube, section 2."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Resize:
+    """What one resize did: the mechanism used, the VM's memory before and
+    after, and how long the guest took (U-tube Figs. 3-6)."""
+
+    mechanism: str
+    previous_bytes: int
+    target_bytes: int
+    seconds: float
+
+
 @dataclasses.dataclass(frozen=True)
 class CacheTrace:
     """What a hypervisor exclusive cache saw of one VM in one interval.
@@ -80,8 +97,11 @@ class HypervisorDriver(abc.ABC):
         """Return the Sample of one VM since the previous call."""
 
     @abc.abstractmethod
-    def apply_memory_target(self, instance_uuid, target_bytes):
-        """Resize a VM's memory to ``target_bytes``."""
+    def apply_memory_target(self, instance_uuid, target_bytes,
+                            mechanism='balloon'):
+        """Resize a VM's memory to ``target_bytes`` with ``mechanism`` (one
+        of MECHANISMS); return a Resize, or raise ResizeFailed and leave
+        the VM as it was."""
 
     def start_tracing(self, instance_uuid, cache_bytes):
         """Lend ``cache_bytes`` of a VM's memory to a hypervisor exclusive
