@@ -9,8 +9,15 @@ from oslo_utils import timeutils
 import sqlalchemy as sa
 from sqlalchemy import orm
 
-ACTION_STATES = ('recommended', 'approved', 'applied', 'failed',
-                 'rolled_back')
+# A decision waits in 'recommended' for an operator (or is approved at
+# once in auto mode); its actions then go to the agent, and its state
+# follows their outcome. See memcanal.db.api.DECISION_TRANSITIONS.
+DECISION_STATES = ('recommended', 'approved', 'applied', 'failed',
+                   'rejected', 'superseded', 'rolling_back', 'rolled_back',
+                   'rollback_failed')
+DECISION_MODES = ('recommend', 'auto')
+# 'skipped': not applied because an earlier action of its decision failed.
+ACTION_STATES = ('pending', 'sent', 'applied', 'failed', 'skipped')
 HOST_STATES = ('up', 'down')
 
 
@@ -66,6 +73,11 @@ class Instance(TimestampMixin, Base):
     floor_bytes = sa.Column(sa.BigInteger, nullable=True)
     ceiling_bytes = sa.Column(sa.BigInteger, nullable=True)
     opt_out = sa.Column(sa.Boolean, nullable=False, default=False)
+    # How to resize this VM (memcanal.agent.driver.MECHANISMS); None: the
+    # service's default.
+    mechanism = sa.Column(sa.String(16), nullable=True)
+    # When memcanal last changed its target, for the hold time.
+    target_changed_at = sa.Column(sa.DateTime, nullable=True)
 
     host = orm.relationship(Host)
 
@@ -176,6 +188,7 @@ class Decision(TimestampMixin, Base):
     __tablename__ = 'decisions'
     __table_args__ = (
         sa.UniqueConstraint('uuid', name='uniq_decisions0uuid'),
+        sa.Index('decisions_host_id_state_idx', 'host_id', 'state'),
     )
 
     id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
@@ -186,6 +199,8 @@ class Decision(TimestampMixin, Base):
     policy = sa.Column(sa.String(64), nullable=False)
     inputs = sa.Column(sa.JSON, nullable=False)
     outputs = sa.Column(sa.JSON, nullable=False)
+    state = sa.Column(sa.String(16), nullable=False, default='recommended')
+    mode = sa.Column(sa.String(16), nullable=False, default='recommend')
 
 
 class Action(TimestampMixin, Base):
@@ -207,5 +222,28 @@ class Action(TimestampMixin, Base):
                             nullable=True)
     kind = sa.Column(sa.String(32), nullable=False)
     params = sa.Column(sa.JSON, nullable=False)
-    state = sa.Column(sa.String(16), nullable=False, default='recommended')
+    state = sa.Column(sa.String(16), nullable=False, default='pending')
     error = sa.Column(sa.Text, nullable=True)
+    # What the agent said it did (memcanal.agent.driver.Resize fields).
+    result = sa.Column(sa.JSON, nullable=True)
+
+
+class DecisionEvent(Base):
+    """One change of a decision's state: from what, to what, by whom
+    (a user and project; none when the service itself moved it), why."""
+
+    __tablename__ = 'decision_events'
+    __table_args__ = (
+        sa.Index('decision_events_decision_id_idx', 'decision_id'),
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    decision_id = sa.Column(sa.Integer, sa.ForeignKey('decisions.id'),
+                            nullable=False)
+    from_state = sa.Column(sa.String(16), nullable=True)
+    to_state = sa.Column(sa.String(16), nullable=False)
+    user_id = sa.Column(sa.String(255), nullable=True)
+    project_id = sa.Column(sa.String(255), nullable=True)
+    reason = sa.Column(sa.Text, nullable=True)
+    created_at = sa.Column(sa.DateTime, nullable=False,
+                           default=timeutils.utcnow)
