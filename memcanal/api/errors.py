@@ -27,10 +27,15 @@ ACCEPT_NOT_ACCEPTABLE = 'memcanal.accept.not_acceptable'
 ROUTE_NOT_FOUND = 'memcanal.route.not_found'
 METHOD_NOT_ALLOWED = 'memcanal.method.not_allowed'
 
-# Query strings.
+# Query strings and request bodies.
 QUERY_INVALID = 'memcanal.query.invalid'
+BODY_INVALID = 'memcanal.body.invalid'
 MARKER_NOT_FOUND = 'memcanal.marker.not_found'
 
 # Resources.
 HOST_NOT_FOUND = 'memcanal.host.not_found'
 INSTANCE_NOT_FOUND = 'memcanal.instance.not_found'
+DECISION_NOT_FOUND = 'memcanal.decision.not_found'
+# The decision's state does not allow what was asked (approving a rejected
+# decision, rolling back one still waiting for approval).
+DECISION_STATE_CONFLICT = 'memcanal.decision.state_conflict'

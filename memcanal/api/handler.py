@@ -9,6 +9,7 @@ import routes
 import webob.exc
 
 from memcanal.api import errors
+from memcanal.api.handlers import decisions
 from memcanal.api.handlers import hosts
 from memcanal.api.handlers import instances
 from memcanal.api.handlers import reports
@@ -32,9 +33,25 @@ ROUTE_DECLARATIONS = {
     },
     '/instances/{uuid}': {
         'GET': instances.get_instance,
+        'PATCH': instances.update_instance,
     },
     '/instances/{uuid}/reports': {
         'GET': reports.list_reports,
+    },
+    '/decisions': {
+        'GET': decisions.list_decisions,
+    },
+    '/decisions/{uuid}': {
+        'GET': decisions.get_decision,
+    },
+    '/decisions/{uuid}/approve': {
+        'POST': decisions.approve,
+    },
+    '/decisions/{uuid}/reject': {
+        'POST': decisions.reject,
+    },
+    '/decisions/{uuid}/rollback': {
+        'POST': decisions.rollback,
     },
 }
 

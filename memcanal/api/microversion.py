@@ -24,6 +24,8 @@ MICROVERSION_ENVIRON = '%s.microversion' % SERVICE_TYPE
 # Every version this service can speak, oldest first, without gaps.
 VERSIONS = [
     '1.0',  # Hosts, instances and their reports, read only.
+    '1.1',  # Decisions (list, show, approve, reject, rollback) and
+            # PATCH /instances/{uuid} (opt-out, floor, ceiling, mechanism).
 ]
 
 
@@ -39,6 +41,16 @@ def is_supported(req, version):
     """Whether the request was made at ``version`` ('X.Y') or later."""
     return (req.environ[MICROVERSION_ENVIRON]
             >= microversion_parse.parse_version_string(version))
+
+
+def require(req, version):
+    """404, as for an unknown path, unless the request is at ``version``
+    or later: the resource does not exist at older versions."""
+    if not is_supported(req, version):
+        raise webob.exc.HTTPNotFound(
+            'No resource at %s before microversion %s.' % (req.path_info,
+                                                           version),
+            comment=errors.ROUTE_NOT_FOUND)
 
 
 class MicroversionMiddleware:

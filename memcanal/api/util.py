@@ -138,6 +138,25 @@ def validate_query_params(req, schema):
     return params
 
 
+def extract_json(req, schema):
+    """The request body as JSON checked against ``schema``; 400
+    ``memcanal.body.invalid`` naming the field at fault otherwise."""
+    try:
+        body = jsonutils.loads(req.body or b'null')
+    except ValueError as exc:
+        raise webob.exc.HTTPBadRequest('The body is not JSON: %s' % exc,
+                                       comment=errors.BODY_INVALID)
+    validator = jsonschema.Draft202012Validator(schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(body))
+    if error is not None:
+        where = '/'.join(str(part) for part in error.absolute_path)
+        raise webob.exc.HTTPBadRequest(
+            'Invalid body%s: %s' % (' at %s' % where if where else '',
+                                    error.message),
+            comment=errors.BODY_INVALID)
+    return body
+
+
 def path_item(req, name):
     """A variable of the matched route, e.g. the ``uuid`` of /hosts/{uuid}."""
     return req.environ['wsgiorg.routing_args'][1][name]

@@ -12,6 +12,7 @@ from memcanal.conf import base
 from memcanal.conf import database
 from memcanal.conf import estimation
 from memcanal.conf import hcache
+from memcanal.conf import optimizer
 from memcanal.conf import service
 from memcanal.conf import simulated
 
@@ -23,5 +24,6 @@ api.register_opts(CONF)
 database.register_opts(CONF)
 estimation.register_opts(CONF)
 hcache.register_opts(CONF)
+optimizer.register_opts(CONF)
 service.register_opts(CONF)
 simulated.register_opts(CONF)

@@ -6,11 +6,12 @@ from memcanal.conf import base
 from memcanal.conf import database
 from memcanal.conf import estimation
 from memcanal.conf import hcache
+from memcanal.conf import optimizer
 from memcanal.conf import service
 from memcanal.conf import simulated
 
-_MODULES = (base, agent, api, database, estimation, hcache, service,
-            simulated)
+_MODULES = (base, agent, api, database, estimation, hcache, optimizer,
+            service, simulated)
 
 
 def list_opts():

@@ -80,6 +80,8 @@ def _instance_dict(instance, host_uuid):
         'floor_bytes': instance.floor_bytes,
         'ceiling_bytes': instance.ceiling_bytes,
         'opt_out': instance.opt_out,
+        'mechanism': instance.mechanism,
+        'target_changed_at': instance.target_changed_at,
         'created_at': instance.created_at,
         'updated_at': instance.updated_at,
     }
@@ -341,3 +343,49 @@ def count_reports(context):
         'instance_reports': session.execute(
             sa.select(sa.func.count(models.InstanceReport.id))).scalar_one(),
     }
+
+
+# Settings an operator may change on an instance (PATCH /instances/{uuid}).
+INSTANCE_SETTINGS = ('opt_out', 'floor_bytes', 'ceiling_bytes', 'mechanism')
+
+
+@retry_on_conflict
+@context_manager.writer
+def update_instance_settings(context, instance_uuid, values):
+    """Set some of INSTANCE_SETTINGS of an instance; returns it."""
+    row = context.session.execute(
+        _instance_query().where(models.Instance.uuid == instance_uuid)
+    ).first()
+    if row is None:
+        raise exception.InstanceNotFound(uuid=instance_uuid)
+    instance, host_uuid = row
+    for name in INSTANCE_SETTINGS:
+        if name in values:
+            setattr(instance, name, values[name])
+    context.session.flush()
+    return _instance_dict(instance, host_uuid)
+
+
+@context_manager.reader
+def host_policy_inputs(context, host_uuid):
+    """Every instance of a host with its last ``reports`` (newest first,
+    at most two: U-tube compares a VM's use with the report before)."""
+    session = context.session
+    host_id = session.execute(
+        sa.select(models.Host.id).where(models.Host.uuid == host_uuid)
+    ).scalar_one_or_none()
+    if host_id is None:
+        raise exception.HostNotFound(host=host_uuid)
+    instances = session.execute(
+        sa.select(models.Instance).where(models.Instance.host_id == host_id)
+        .order_by(models.Instance.uuid)).scalars().all()
+    result = []
+    for instance in instances:
+        reports = session.execute(
+            sa.select(models.InstanceReport)
+            .where(models.InstanceReport.instance_id == instance.id)
+            .order_by(models.InstanceReport.id.desc()).limit(2)
+        ).scalars().all()
+        result.append(dict(_instance_dict(instance, host_uuid),
+                           reports=[_report_dict(r) for r in reports]))
+    return result

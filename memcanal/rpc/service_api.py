@@ -3,6 +3,7 @@
 API version history:
 
 * 1.0 - Initial version: register_host (call), report (cast).
+* 1.1 - actions_done (cast): what an agent did with a decision.
 """
 
 import oslo_messaging as messaging
@@ -13,7 +14,7 @@ from memcanal import rpc
 class ServiceAPI:
     """What a compute agent may ask of the central service."""
 
-    VERSION = '1.0'
+    VERSION = '1.1'
 
     def __init__(self):
         target = messaging.Target(topic=rpc.SERVICE_TOPIC,
@@ -35,3 +36,10 @@ class ServiceAPI:
         """Send one host report (see memcanal.rpc.reports for its schema)."""
         cctxt = self.client.prepare(version='1.0')
         cctxt.cast(ctxt, 'report', report=report)
+
+    def actions_done(self, ctxt, decision_uuid, results):
+        """Report the outcome of a decision's actions: dicts of uuid,
+        state (applied, failed or skipped), error and result."""
+        cctxt = self.client.prepare(version='1.1')
+        cctxt.cast(ctxt, 'actions_done', decision_uuid=decision_uuid,
+                   results=results)

@@ -9,6 +9,7 @@ import webob.exc
 
 from memcanal.api import errors
 from memcanal.api.handlers import views
+from memcanal.api import microversion
 from memcanal.api.policies import instances as policies
 from memcanal.api import policy
 from memcanal.api.schemas import common
@@ -34,6 +35,13 @@ def load_instance(req):
         return db_api.get_instance(req.environ[util.ENV_CONTEXT], uuid)
     except exception.InstanceNotFound as exc:
         raise _not_found(str(exc))
+
+
+def _view(req, instance):
+    body = views.instance(instance)
+    if microversion.is_supported(req, '1.1'):
+        body.update(views.instance_settings(instance))
+    return body
 
 
 def _listed_project(context, requested):
@@ -83,7 +91,7 @@ def list_instances(req):
         context, project_id=project_id, host_uuid=params.get('host'),
         limit=limit, marker=marker)
     return util.json_response({
-        'instances': [views.instance(i) for i in instances],
+        'instances': [_view(req, i) for i in instances],
         'links': util.page_links(
             req, instances, limit, instances[-1]['uuid'] if instances
             else None),
@@ -98,7 +106,28 @@ def get_instance(req):
     policy.authorize(context, policies.SHOW,
                      {'project_id': instance['project_id']})
     util.validate_query_params(req, schemas.SHOW)
-    body = views.instance(instance)
+    body = _view(req, instance)
     latest = instance['latest_report']
     body['latest_report'] = views.report(latest) if latest else None
     return util.json_response(body)
+
+
+@util.wsgify
+def update_instance(req):
+    """Change how memcanal may resize an instance (microversion 1.1)."""
+    microversion.require(req, '1.1')
+    context = req.environ[util.ENV_CONTEXT]
+    instance = load_instance(req)
+    policy.authorize(context, policies.UPDATE,
+                     {'project_id': instance['project_id']})
+    values = util.extract_json(req, schemas.UPDATE)
+    floor = values.get('floor_bytes', instance['floor_bytes'])
+    ceiling = values.get('ceiling_bytes', instance['ceiling_bytes'])
+    if floor is not None and ceiling is not None and floor > ceiling:
+        raise webob.exc.HTTPBadRequest(
+            'floor_bytes (%d) is above ceiling_bytes (%d).' % (floor,
+                                                               ceiling),
+            comment=errors.BODY_INVALID)
+    updated = db_api.update_instance_settings(context, instance['uuid'],
+                                              values)
+    return util.json_response(_view(req, updated))

@@ -54,3 +54,39 @@ def report(value):
                 for method, points in value['mrc'].items()},
         'guest_stats': dict(value['guest_stats'] or {}),
     }
+
+
+def instance_settings(value):
+    """Microversion 1.1 adds how the VM is resized and when memcanal last
+    changed its target."""
+    return {
+        'mechanism': value['mechanism'],
+        'target_changed_at': util.isotime(value['target_changed_at']),
+    }
+
+
+def decision(value):
+    """A decision as listed: its state, policy and per-VM outputs."""
+    return {
+        'uuid': value['uuid'],
+        'host_uuid': value['host_uuid'],
+        'kind': value['kind'],
+        'policy': value['policy'],
+        'mode': value['mode'],
+        'state': value['state'],
+        'outputs': value['outputs'],
+        'created_at': util.isotime(value['created_at']),
+        'updated_at': util.isotime(value['updated_at']),
+    }
+
+
+def decision_detail(value):
+    """A decision shown alone: also its inputs, its actions (with what the
+    agent did) and every change of its state, with who and when."""
+    body = decision(value)
+    body['inputs'] = value['inputs']
+    body['actions'] = [dict(action, updated_at=util.isotime(
+        action['updated_at'])) for action in value['actions']]
+    body['events'] = [dict(event, created_at=util.isotime(
+        event['created_at'])) for event in value['events']]
+    return body

@@ -7,6 +7,7 @@ oslopolicy-sample-generator reads to write policy.yaml.sample.
 import itertools
 
 from memcanal.api.policies import base
+from memcanal.api.policies import decisions
 from memcanal.api.policies import hosts
 from memcanal.api.policies import instances
 
@@ -14,6 +15,7 @@ from memcanal.api.policies import instances
 def list_rules():
     return list(itertools.chain(
         base.list_rules(),
+        decisions.list_rules(),
         hosts.list_rules(),
         instances.list_rules(),
     ))

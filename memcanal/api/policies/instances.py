@@ -13,6 +13,7 @@ LIST = PREFIX % 'list'
 LIST_ALL_PROJECTS = PREFIX % 'list:all_projects'
 SHOW = PREFIX % 'show'
 REPORTS_LIST = PREFIX % 'reports:list'
+UPDATE = PREFIX % 'update'
 
 rules = [
     policy.DocumentedRuleDefault(
@@ -42,6 +43,14 @@ rules = [
         check_str=base.ADMIN_OR_PROJECT_READER,
         description='List the reports of an instance, newest first.',
         operations=[{'method': 'GET', 'path': '/instances/{uuid}/reports'}],
+        scope_types=base.SCOPE_TYPES),
+    policy.DocumentedRuleDefault(
+        name=UPDATE,
+        check_str=base.ADMIN,
+        description='Change how memcanal may resize an instance: opt it '
+                    'out, give it a floor or a ceiling, choose balloon or '
+                    'hotplug.',
+        operations=[{'method': 'PATCH', 'path': '/instances/{uuid}'}],
         scope_types=base.SCOPE_TYPES),
 ]
 

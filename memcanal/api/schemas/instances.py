@@ -16,3 +16,22 @@ def list_query(max_limit):
         # token's needs memcanal:instances:list:all_projects.
         'project_id': {'type': 'string', 'minLength': 1, 'maxLength': 255},
     })
+
+
+_BYTES_OR_NULL = {'type': ['integer', 'null'], 'minimum': 0,
+                  'maximum': 2 ** 63 - 1}
+
+# PATCH /instances/{uuid}: the settings to change, at least one.
+UPDATE = {
+    '$schema': 'https://json-schema.org/draft/2020-12/schema',
+    'type': 'object',
+    'properties': {
+        'opt_out': {'type': 'boolean'},
+        'floor_bytes': _BYTES_OR_NULL,
+        'ceiling_bytes': _BYTES_OR_NULL,
+        # memcanal.agent.driver.MECHANISMS; null: the service's default.
+        'mechanism': {'enum': ['balloon', 'hotplug', None]},
+    },
+    'additionalProperties': False,
+    'minProperties': 1,
+}

@@ -18,6 +18,12 @@ RULES = {
         '(role:admin) or (role:reader and project_id:%(project_id)s)',
     'memcanal:instances:reports:list':
         '(role:admin) or (role:reader and project_id:%(project_id)s)',
+    'memcanal:instances:update': 'role:admin',
+    'memcanal:decisions:list': 'role:admin',
+    'memcanal:decisions:show': 'role:admin',
+    'memcanal:decisions:approve': 'role:admin',
+    'memcanal:decisions:reject': 'role:admin',
+    'memcanal:decisions:rollback': 'role:admin',
 }
 
 

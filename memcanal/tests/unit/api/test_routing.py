@@ -17,14 +17,18 @@ def test_unknown_path_is_404(client, path):
     assert path in error['detail']
 
 
-@pytest.mark.parametrize('method', ['POST', 'PUT', 'DELETE', 'PATCH'])
-@pytest.mark.parametrize('path', ['/', '/hosts', '/instances',
-                                  '/instances/%s' % data.A1,
-                                  '/instances/%s/reports' % data.A1])
-def test_wrong_method_is_405_with_allow(client, path, method):
+@pytest.mark.parametrize('path, allowed, method', [
+    (path, allowed, method) for path, allowed in [
+        ('/', 'GET'), ('/hosts', 'GET'), ('/instances', 'GET'),
+        ('/instances/%s' % data.A1, 'GET, PATCH'),
+        ('/instances/%s/reports' % data.A1, 'GET'), ('/decisions', 'GET'),
+        ('/decisions/%s/approve' % data.A1, 'POST')]
+    for method in ('GET', 'POST', 'PUT', 'DELETE', 'PATCH')
+    if method not in allowed])
+def test_wrong_method_is_405_with_allow(client, path, allowed, method):
     response = client.request(path, method=method)
     error = base.assert_error(response, 405, errors.METHOD_NOT_ALLOWED)
-    assert response.headers['Allow'] == 'GET'
+    assert response.headers['Allow'] == allowed
     assert method in error['detail']
 
 

@@ -88,5 +88,5 @@ def test_agent_api_casts_to_the_named_host_only(transport):
 
 def test_clients_are_capped_at_their_api_version(transport):
     for api in (service_api.ServiceAPI(), agent_api.AgentAPI()):
-        assert api.client.can_send_version('1.0')
-        assert not api.client.can_send_version('1.1')
+        assert api.client.can_send_version('1.1')
+        assert not api.client.can_send_version('1.2')

@@ -1,0 +1,76 @@
+"""Options of the service's optimizer: the policies, their mode, the
+guardrails on what they may change."""
+
+from oslo_config import cfg
+
+POLICIES = ('isolated_sharing', 'esx', 'utube', 'none')
+
+optimizer_group = cfg.OptGroup(
+    'optimizer', title='Memory policy options',
+    help='Every optimize_interval the service runs each host\'s policy on '
+         'the latest reports of its VMs and records a decision: new memory '
+         'targets, with the inputs and the predicted miss ratio of every '
+         'VM. In recommend mode decisions wait for an operator to approve '
+         'them through the API; in auto mode they are applied at once.')
+
+optimizer_opts = [
+    cfg.FloatOpt('optimize_interval', default=300.0, min=0.0,
+                 help='Seconds between two runs of the optimizer; 0 turns '
+                      'it off.'),
+    cfg.StrOpt('mode', default='recommend', choices=('recommend', 'auto'),
+               help='recommend: decisions wait for approval; auto: they '
+                    'are applied as soon as they are made.'),
+    cfg.StrOpt('policy', default='isolated_sharing', choices=POLICIES,
+               help='The policy of hosts in no aggregate of '
+                    'aggregate_policies. isolated_sharing: least geometric '
+                    'mean of the miss ratios, no VM more than delta above '
+                    'its misses at its flavor memory (Lu and Shen); esx: '
+                    'proportional shares with an idle-memory tax; utube: '
+                    'balance memory utilization (Liu et al.); none: no '
+                    'decisions.'),
+    cfg.DictOpt('aggregate_policies', default={},
+                help='Policy by host aggregate, e.g. '
+                     '"db:isolated_sharing,batch:utube".'),
+    cfg.DictOpt('host_aggregates', default={},
+                help='Aggregate of each host by host name, e.g. '
+                     '"compute-1:db,compute-2:batch". Hosts not listed use '
+                     'the policy option.'),
+    cfg.FloatOpt('delta', default=0.05, min=0.0,
+                 help='isolated_sharing: a VM given less than its flavor '
+                      'memory may have at most this fraction more misses '
+                      'than with it.'),
+    cfg.FloatOpt('tax_rate', default=0.75, min=0.0, max=0.99,
+                 help='esx: the idle memory tax rate.'),
+    cfg.IntOpt('unit_mb', default=4, min=1,
+               help='Step of the allocations the policies consider, MiB.'),
+    cfg.StrOpt('default_mechanism', default='balloon',
+               choices=('balloon', 'hotplug'),
+               help='How to resize VMs that do not name a mechanism: '
+                    'balloon (cannot grow past boot memory) or hotplug.'),
+    cfg.IntOpt('kernel_mb', default=64, min=0,
+               help='Guardrail: the guest kernel\'s footprint, added to a '
+                    'VM\'s measured working set to give its floor.'),
+    cfg.FloatOpt('max_step_fraction', default=0.05, min=0.001, max=1.0,
+                 help='Guardrail: the largest change of a VM\'s memory in '
+                      'one decision, as a fraction of its memory.'),
+    cfg.IntOpt('min_change_mb', default=4, min=0,
+               help='Guardrail: smaller changes are not made.'),
+    cfg.FloatOpt('hold_seconds', default=300.0, min=0.0,
+                 help='Guardrail: time after a VM\'s target changed before '
+                      'it may change again.'),
+    cfg.ListOpt('opt_out_projects', default=[],
+                help='Projects whose VMs memcanal never resizes. A single '
+                     'VM opts out with PATCH /instances/{uuid}.'),
+    cfg.FloatOpt('action_timeout', default=300.0, min=1.0,
+                 help='Seconds an agent has to answer for the actions of a '
+                      'decision before they count as failed.'),
+]
+
+
+def register_opts(conf):
+    conf.register_group(optimizer_group)
+    conf.register_opts(optimizer_opts, group=optimizer_group)
+
+
+def list_opts():
+    return {optimizer_group: optimizer_opts}
