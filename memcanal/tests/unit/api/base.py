@@ -1,5 +1,7 @@
 """Talking to the API app in unit tests."""
 
+import json
+
 import webob
 
 from memcanal.tests.unit.api import data
@@ -22,9 +24,12 @@ class Client:
         self.app = app
 
     def request(self, path, method='GET', token='admin', project=None,
-                roles=None, headers=None):
+                roles=None, headers=None, body=None):
+        """``body``: bytes as they are, anything else as JSON."""
+        if body is not None and not isinstance(body, bytes):
+            body = json.dumps(body).encode()
         return webob.Request.blank(
-            path, method=method,
+            path, method=method, body=body,
             headers=auth_headers(token, project, roles, headers)
         ).get_response(self.app)
 
