@@ -7,6 +7,7 @@ host's heartbeat.
 """
 
 import collections
+import dataclasses
 import os
 
 import oslo_messaging as messaging
@@ -28,7 +29,7 @@ APPLIED_ACTIONS_KEPT = 4096
 class AgentManager:
     """Endpoint for memcanal.rpc.agent_api.AgentAPI (version 1.x)."""
 
-    target = messaging.Target(version='1.0')
+    target = messaging.Target(version='1.1')
 
     def __init__(self, conf, host, hypervisor):
         self.conf = conf
@@ -126,13 +127,60 @@ class AgentManager:
 
     def apply_memory_target(self, context, instance_uuid, target_bytes,
                             action_id):
-        """Resize one VM; an action id already applied is not applied again."""
-        if action_id in self._applied_actions:
-            LOG.info('Action %s was already applied; ignoring', action_id)
-            return
-        self.driver.apply_memory_target(instance_uuid, target_bytes)
-        self._applied_actions[action_id] = target_bytes
+        """RPC 1.0: resize one VM by balloon; an action id already applied
+        is not applied again."""
+        self._apply({'uuid': action_id, 'instance_uuid': instance_uuid,
+                     'target_bytes': target_bytes, 'mechanism': 'balloon'})
+
+    def apply_decision(self, context, decision_uuid, actions):
+        """RPC 1.1: carry out a decision's actions, then report them.
+
+        VMs shrink before others grow, so the host never holds more than
+        before; after a failure the rest are skipped, each VM keeping its
+        previous target.
+        """
+        current = {instance.uuid: instance.target_bytes
+                   or instance.allocated_bytes
+                   for instance in self.driver.list_instances()}
+        results = []
+        failed = False
+        for action in sorted(actions, key=lambda a: a['target_bytes'] - (
+                current.get(a['instance_uuid']) or 0)):
+            if failed:
+                results.append({'uuid': action['uuid'], 'state': 'skipped',
+                                'error': 'An earlier action of the decision '
+                                         'failed.', 'result': None})
+                continue
+            result = self._apply(action)
+            failed = result['state'] == 'failed'
+            results.append(result)
+        self.service_api.actions_done(
+            memcanal_context.get_admin_context(), decision_uuid, results)
+        return results
+
+    def _apply(self, action):
+        """Apply one action once; a redelivered one gets its first outcome
+        again."""
+        known = self._applied_actions.get(action['uuid'])
+        if known is not None:
+            LOG.info('Action %s was already applied; ignoring',
+                     action['uuid'])
+            return known
+        try:
+            resize = self.driver.apply_memory_target(
+                action['instance_uuid'], action['target_bytes'],
+                action['mechanism'])
+        except (exception.ResizeFailed, exception.InstanceNotFound) as error:
+            LOG.warning('Action %s failed: %s', action['uuid'], error)
+            result = {'uuid': action['uuid'], 'state': 'failed',
+                      'error': str(error), 'result': None}
+        else:
+            LOG.info('Applied action %s: %s -> %d bytes by %s in %.3fs',
+                     action['uuid'], action['instance_uuid'],
+                     resize.target_bytes, resize.mechanism, resize.seconds)
+            result = {'uuid': action['uuid'], 'state': 'applied',
+                      'error': None, 'result': dataclasses.asdict(resize)}
+        self._applied_actions[action['uuid']] = result
         while len(self._applied_actions) > APPLIED_ACTIONS_KEPT:
             self._applied_actions.popitem(last=False)
-        LOG.info('Applied action %s: %s -> %d bytes', action_id,
-                 instance_uuid, target_bytes)
+        return result

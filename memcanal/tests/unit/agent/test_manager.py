@@ -5,6 +5,7 @@ import pytest
 
 from memcanal.agent import driver
 from memcanal.agent import manager
+from memcanal import exception
 from memcanal.rpc import reports
 
 
@@ -88,17 +89,74 @@ def test_no_report_until_registration_succeeds(agent):
     assert agent.report()['sequence'] == 1
 
 
+MIB = 2 ** 20
+
+
+def resize_recorder(agent, fail_on=()):
+    """Make the driver record resizes and fail those of ``fail_on`` VMs."""
+    done = []
+
+    def resize(uuid, target_bytes, mechanism='balloon'):
+        if uuid in fail_on:
+            raise exception.ResizeFailed(uuid=uuid, reason='cap')
+        done.append((uuid, target_bytes, mechanism))
+        return driver.Resize(mechanism, 64 * MIB, target_bytes, 0.05)
+
+    agent.driver.apply_memory_target = resize
+    return done
+
+
+def actions(agent, *targets_mb):
+    vms = [vm.uuid for vm in agent.driver.list_instances()]
+    return [{'uuid': 'action-%d' % index, 'instance_uuid': vms[index],
+             'target_bytes': target * MIB, 'mechanism': 'hotplug'}
+            for index, target in enumerate(targets_mb)]
+
+
 def test_apply_memory_target_is_idempotent_by_action_id(agent):
+    done = resize_recorder(agent)
     vm = agent.driver.list_instances()[0]
-    agent.apply_memory_target(None, vm.uuid, 512 * 2 ** 20, 'action-1')
-    assert agent.driver.list_instances()[0].target_bytes == 512 * 2 ** 20
-    agent.driver.apply_memory_target(vm.uuid, 256 * 2 ** 20)
-    agent.apply_memory_target(None, vm.uuid, 512 * 2 ** 20, 'action-1')
-    assert agent.driver.list_instances()[0].target_bytes == 256 * 2 ** 20
-    agent.apply_memory_target(None, vm.uuid, 768 * 2 ** 20, 'action-2')
-    assert agent.driver.list_instances()[0].target_bytes == 768 * 2 ** 20
-    report = agent.report()
-    assert report['instances'][0]['target_bytes'] == 768 * 2 ** 20
+    agent.apply_memory_target(None, vm.uuid, 48 * MIB, 'action-1')
+    agent.apply_memory_target(None, vm.uuid, 48 * MIB, 'action-1')
+    agent.apply_memory_target(None, vm.uuid, 32 * MIB, 'action-2')
+    assert done == [(vm.uuid, 48 * MIB, 'balloon'),
+                    (vm.uuid, 32 * MIB, 'balloon')]
+
+
+def test_apply_decision_shrinks_first_and_reports(agent):
+    done = resize_recorder(agent)
+    results = agent.apply_decision(None, 'decision-1',
+                                   actions(agent, 96, 32, 64))
+    # The VMs have 64 MiB: the shrink to 32 goes first; 64 is no change.
+    assert [target // MIB for _, target, _ in done] == [32, 64, 96]
+    assert [r['state'] for r in results] == ['applied'] * 3
+    assert results[0]['result'] == {'mechanism': 'hotplug',
+                                    'previous_bytes': 64 * MIB,
+                                    'target_bytes': 32 * MIB,
+                                    'seconds': 0.05}
+    call = agent.service_api.actions_done.call_args
+    assert call.args[1:] == ('decision-1', results)
+
+
+def test_a_failed_action_skips_the_rest(agent):
+    failing = agent.driver.list_instances()[1].uuid
+    done = resize_recorder(agent, fail_on={failing})
+    results = agent.apply_decision(None, 'd', actions(agent, 96, 32, 80))
+    by_uuid = {r['uuid']: r for r in results}
+    assert by_uuid['action-1']['state'] == 'failed'
+    assert 'cap' in by_uuid['action-1']['error']
+    assert by_uuid['action-2']['state'] == 'skipped'
+    assert by_uuid['action-0']['state'] == 'skipped'
+    assert done == []
+
+
+def test_redelivered_decision_is_applied_once(agent):
+    done = resize_recorder(agent)
+    first = agent.apply_decision(None, 'd', actions(agent, 32, 96))
+    again = agent.apply_decision(None, 'd', actions(agent, 32, 96))
+    assert len(done) == 2
+    assert first == again
+    assert agent.service_api.actions_done.call_count == 2
 
 
 def test_tracing_windows_report_an_hcache_curve(agent, conf):
