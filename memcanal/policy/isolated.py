@@ -1,0 +1,164 @@
+"""Isolated sharing (Lu and Shen, Hcache, section 4.2).
+
+Divide a host's memory among its VMs to minimise the geometric mean of
+their relative miss ratios (misses at the new size over misses at the
+baseline), under an isolation constraint: a VM given less than its
+baseline may have at most ``1 + delta`` times its baseline misses.
+
+Three searches over allocations in whole units (4 MB by default):
+
+- ``exhaustive``: every allocation, as the paper does for three VMs.
+- ``greedy``: the paper's heuristic for more VMs: move a unit from the VM
+  that loses least to the VM that gains most while that lowers the mean
+  and the loser stays within its bound.
+- ``exact``: the geometric mean is the exponential of a sum of per-VM
+  logarithms, so the optimum is a knapsack-like dynamic programme over
+  memory units: the true optimum for any number of VMs.
+
+VMs without a curve keep their baseline. The memory below one unit left
+after dividing the rest in units goes to the VM it helps most.
+"""
+
+import itertools
+
+import numpy as np
+
+from memcanal.policy import base
+
+METHODS = ('exact', 'greedy', 'exhaustive')
+MAX_UNITS = 4096
+"""The exact search costs units squared per VM; on hosts with more than
+this many units of memory the unit grows to keep it about a second."""
+EXHAUSTIVE_MAX_VMS = 3
+
+
+def _unit(total_bytes, unit_bytes):
+    if unit_bytes <= 0:
+        raise ValueError('the unit must be positive')
+    steps = -(-total_bytes // (MAX_UNITS * unit_bytes))
+    return unit_bytes * max(1, steps)
+
+
+def _costs(vm, units, unit, delta):
+    """log(relative miss ratio) at 0..units units; inf where the VM may
+    not be (outside its bounds, or below baseline beyond its bound)."""
+    sizes = np.arange(units + 1) * unit
+    relative = vm.relative_miss_ratio(sizes)
+    allowed = ((sizes >= vm.min_bytes) & (sizes <= vm.upper_bytes(
+        units * unit)) & ((sizes >= vm.baseline_bytes)
+                          | (relative <= 1.0 + delta + 1e-12)))
+    return np.where(allowed, np.log(relative), np.inf)
+
+
+def _exact(costs, units):
+    """Units per VM minimising the summed costs over exactly ``units``."""
+    best = np.full(units + 1, np.inf)
+    best[0] = 0.0
+    choices = []
+    for cost in costs:
+        merged = np.full(units + 1, np.inf)
+        choice = np.zeros(units + 1, np.int64)
+        for k in np.flatnonzero(np.isfinite(cost)):
+            candidate = best[:units + 1 - k] + cost[k]
+            better = candidate < merged[k:]
+            merged[k:][better] = candidate[better]
+            choice[k:][better] = k
+        best = merged
+        choices.append(choice)
+    if not np.isfinite(best[units]):
+        return None
+    taken, left = [], units
+    for choice in reversed(choices):
+        taken.append(int(choice[left]))
+        left -= taken[-1]
+    return taken[::-1]
+
+
+def _exhaustive(costs, units):
+    if len(costs) > EXHAUSTIVE_MAX_VMS:
+        raise ValueError('exhaustive search is for at most %d VMs' %
+                         EXHAUSTIVE_MAX_VMS)
+    best, best_cost = None, np.inf
+    for head in itertools.product(range(units + 1), repeat=len(costs) - 1):
+        last = units - sum(head)
+        if last < 0:
+            continue
+        cost = sum(c[k] for c, k in zip(costs, head + (last,)))
+        if cost < best_cost:
+            best, best_cost = list(head) + [last], cost
+    return best
+
+
+def _greedy(costs, start):
+    """Lu and Shen's unit moves from the baseline allocation ``start``."""
+    taken = list(start)
+    while True:
+        gains = [c[k + 1] - c[k] if k + 1 < len(c) else np.inf
+                 for c, k in zip(costs, taken)]
+        losses = [c[k - 1] - c[k] if k > 0 else np.inf
+                  for c, k in zip(costs, taken)]
+        receiver = int(np.argmin(gains))
+        donors = [i for i in np.argsort(losses, kind='stable')
+                  if i != receiver]
+        if not donors:
+            return taken
+        donor = int(donors[0])
+        if not gains[receiver] + losses[donor] < -1e-12:
+            return taken
+        taken[receiver] += 1
+        taken[donor] -= 1
+
+
+def isolated_sharing(vms, total_bytes, delta,
+                     unit_bytes=base.DEFAULT_UNIT_BYTES, method='exact'):
+    """Targets for ``vms`` sharing ``total_bytes``; an Allocation."""
+    if method not in METHODS:
+        raise ValueError('method must be one of %s' % ', '.join(METHODS))
+    if delta < 0:
+        raise ValueError('delta must not be negative')
+    pinned = [vm for vm in vms if vm.curve is None]
+    free = [vm for vm in vms if vm.curve is not None]
+    shared = total_bytes - sum(vm.baseline_bytes for vm in pinned)
+    targets = {vm.name: vm.baseline_bytes for vm in pinned}
+    unit = _unit(max(shared, 1), unit_bytes)
+    if free:
+        units = shared // unit
+        if units < 0:
+            raise ValueError('the VMs without a curve need more than the '
+                             'total memory')
+        costs = [_costs(vm, units, unit, delta) for vm in free]
+        if method == 'exact':
+            taken = _exact(costs, units)
+        elif method == 'exhaustive':
+            taken = _exhaustive(costs, units)
+        else:
+            start = [min(units, vm.baseline_bytes // unit) for vm in free]
+            start[-1] += units - sum(start)
+            if any(not np.isfinite(c[k]) for c, k in zip(costs, start)):
+                raise ValueError('the baseline allocation breaks a bound; '
+                                 'greedy search starts from it')
+            taken = _greedy(costs, start)
+        if taken is None or not np.isfinite(sum(
+                c[k] for c, k in zip(costs, taken))):
+            raise ValueError('no allocation of %d bytes meets every VM\'s '
+                             'bounds' % total_bytes)
+        targets.update({vm.name: k * unit for vm, k in zip(free, taken)})
+        _give_remainder(free, targets, shared - units * unit)
+    return base.Allocation.of(
+        'isolated_sharing', vms, targets, method=method, delta=delta,
+        unit_bytes=unit, total_bytes=total_bytes)
+
+
+def _give_remainder(vms, targets, remainder):
+    """The bytes below one unit go where they lower the mean most."""
+    if remainder <= 0:
+        return
+    fits = [vm for vm in vms
+            if vm.max_bytes is None or targets[vm.name] + remainder
+            <= vm.max_bytes]
+    if not fits:
+        return
+    best = min(fits, key=lambda vm: float(
+        vm.relative_miss_ratio(targets[vm.name] + remainder)
+        / vm.relative_miss_ratio(targets[vm.name])))
+    targets[best.name] += remainder

@@ -1,0 +1,108 @@
+import numpy as np
+import pytest
+
+from memcanal.policy import isolated
+from memcanal.tests.unit.policy import curves
+
+MB = curves.MB
+
+
+def allocate(vms, total_mb, delta, method='exact', unit_mb=4):
+    return isolated.isolated_sharing(vms, total_mb * MB, delta,
+                                     unit_bytes=unit_mb * MB, method=method)
+
+
+def test_table2_shape_larger_delta_moves_more():
+    tight = allocate(curves.table2(), 1536, 0.05)
+    loose = allocate(curves.table2(), 1536, 0.25)
+    assert sum(tight.targets.values()) == 1536 * MB
+    assert sum(loose.targets.values()) == 1536 * MB
+    # At 25 % the web server gives memory down to its bound, the search
+    # VM gets it, the decision-support VM keeps just its working set.
+    assert loose.targets['tpch'] == 336 * MB
+    assert loose.targets['search'] >= 920 * MB
+    assert loose.predicted['web'] == pytest.approx(1.24, abs=0.01)
+    assert loose.geometric_mean == pytest.approx(0.43, abs=0.02)
+    assert loose.geometric_mean < tight.geometric_mean <= 1.0
+
+
+@pytest.mark.parametrize('delta', [0.0, 0.05, 0.25])
+def test_every_vm_below_baseline_keeps_its_bound(delta):
+    allocation = allocate(curves.table2(), 1536, delta)
+    for vm in curves.table2():
+        if allocation.targets[vm.name] < vm.baseline_bytes:
+            assert allocation.predicted[vm.name] <= 1 + delta + 1e-9
+
+
+@pytest.mark.parametrize('seed', range(8))
+def test_exact_equals_exhaustive(seed):
+    rng = np.random.default_rng(seed)
+    vms = [curves.random_vm(rng, 'vm%d' % i)
+           for i in range(2 + seed % 2)]
+    total = 512 * len(vms)
+    exact = allocate(vms, total, 0.1, unit_mb=16)
+    exhaustive = allocate(vms, total, 0.1, 'exhaustive', unit_mb=16)
+    assert exact.geometric_mean == pytest.approx(
+        exhaustive.geometric_mean, rel=1e-12)
+
+
+def test_exact_is_never_worse_than_greedy():
+    rng = np.random.default_rng(42)
+    strictly_better = 0
+    for case in range(50):
+        vms = [curves.random_vm(rng, 'vm%d' % i)
+               for i in range(2 + case % 5)]
+        total = 512 * len(vms)
+        exact = allocate(vms, total, 0.1, unit_mb=8)
+        greedy = allocate(vms, total, 0.1, 'greedy', unit_mb=8)
+        assert sum(greedy.targets.values()) == total * MB
+        assert exact.geometric_mean <= greedy.geometric_mean + 1e-12
+        strictly_better += exact.geometric_mean < greedy.geometric_mean
+    # Greedy stops on the curves' plateaus; the optimum does not.
+    assert strictly_better > 0
+
+
+def test_flat_curve_gives_memory_away():
+    flat = curves.vm('flat', [(64, 0.2), (1024, 0.2)])
+    hungry = curves.vm('hungry', [(64, 1.0), (512, 0.5), (960, 0.0)])
+    allocation = allocate([flat, hungry], 1024, 0.0)
+    assert allocation.targets['flat'] < 512 * MB
+    assert allocation.targets['hungry'] > 512 * MB
+
+
+def test_vm_without_curve_keeps_its_baseline():
+    no_curve = isolated.base.VM('unknown', 500 * MB, None)
+    allocation = allocate([no_curve] + curves.table2(), 2036, 0.25)
+    assert allocation.targets['unknown'] == 500 * MB
+    assert allocation.predicted['unknown'] == 1.0
+
+
+def test_bounds_and_remainder():
+    web, search, tpch = curves.table2()
+    capped = isolated.base.VM('search', search.baseline_bytes, search.curve,
+                              max_bytes=600 * MB)
+    allocation = allocate([web, capped, tpch], 1537, 0.25)
+    assert allocation.targets['search'] <= 600 * MB
+    # The odd MiB is not lost.
+    assert sum(allocation.targets.values()) == 1537 * MB
+
+
+def test_infeasible_and_bad_arguments():
+    web, search, tpch = curves.table2()
+    at_least = isolated.base.VM('web', web.baseline_bytes, web.curve,
+                                min_bytes=1200 * MB)
+    with pytest.raises(ValueError, match='no allocation'):
+        allocate([at_least, search, tpch], 1536, 0.25)
+    with pytest.raises(ValueError, match='at most 3'):
+        allocate(curves.table2() * 2, 3072, 0.1, 'exhaustive')
+    with pytest.raises(ValueError, match='method'):
+        allocate(curves.table2(), 1536, 0.1, 'annealing')
+
+
+def test_large_host_coarsens_the_unit():
+    rng = np.random.default_rng(3)
+    vms = [curves.random_vm(rng, 'vm%d' % i, baseline=3072)
+           for i in range(20)]
+    allocation = allocate(vms, 20 * 3072, 0.05)
+    assert allocation.details['unit_bytes'] > 4 * MB
+    assert sum(allocation.targets.values()) == 20 * 3072 * MB
