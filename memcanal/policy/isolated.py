@@ -16,7 +16,9 @@ Three searches over allocations in whole units (4 MB by default):
   memory units: the true optimum for any number of VMs.
 
 VMs without a curve keep their baseline. The memory below one unit left
-after dividing the rest in units goes to the VM it helps most.
+after dividing the rest in units goes to the VM it helps most. Memory
+no VM may take (all at their ceilings) stays unallocated, as does memory
+that lowers nobody's misses.
 """
 
 import itertools
@@ -51,7 +53,7 @@ def _costs(vm, units, unit, delta):
 
 
 def _exact(costs, units):
-    """Units per VM minimising the summed costs over exactly ``units``."""
+    """Units per VM minimising the summed costs over at most ``units``."""
     best = np.full(units + 1, np.inf)
     best[0] = 0.0
     choices = []
@@ -65,9 +67,12 @@ def _exact(costs, units):
             choice[k:][better] = k
         best = merged
         choices.append(choice)
-    if not np.isfinite(best[units]):
+    # The most memory among the best: what lowers nobody's misses still
+    # serves the VMs better than the host's free list.
+    left = int(np.flatnonzero(best <= best.min() + 1e-12)[-1])
+    if not np.isfinite(best[left]):
         return None
-    taken, left = [], units
+    taken = []
     for choice in reversed(choices):
         taken.append(int(choice[left]))
         left -= taken[-1]
@@ -78,12 +83,17 @@ def _exhaustive(costs, units):
     if len(costs) > EXHAUSTIVE_MAX_VMS:
         raise ValueError('exhaustive search is for at most %d VMs' %
                          EXHAUSTIVE_MAX_VMS)
+    # The last VM takes the best of what the others leave.
+    last_cost = np.minimum.accumulate(costs[-1])
+    last_size = [int(np.flatnonzero(costs[-1][:k + 1] <= last_cost[k])[-1])
+                 for k in range(units + 1)]
     best, best_cost = None, np.inf
     for head in itertools.product(range(units + 1), repeat=len(costs) - 1):
-        last = units - sum(head)
-        if last < 0:
+        left = units - sum(head)
+        if left < 0:
             continue
-        cost = sum(c[k] for c, k in zip(costs, head + (last,)))
+        last = last_size[left]
+        cost = sum(c[k] for c, k in zip(costs, head)) + last_cost[left]
         if cost < best_cost:
             best, best_cost = list(head) + [last], cost
     return best

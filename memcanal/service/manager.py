@@ -2,7 +2,10 @@
 
 Agents call ``register_host`` and cast ``report``; the manager validates
 every report before it stores any of it, stores each (host, sequence) once,
-and marks down the hosts that stop reporting.
+and marks down the hosts that stop reporting. Periodically it runs the
+optimizer (memcanal.service.optimizer), sends approved decisions to the
+agents (memcanal.service.actions) and records what they did
+(``actions_done``).
 """
 
 import datetime
@@ -14,8 +17,11 @@ from oslo_utils import timeutils
 
 from memcanal import context as memcanal_context
 from memcanal.db import api as db_api
+from memcanal.db import decisions as decisions_db
 from memcanal import exception
 from memcanal.rpc import reports
+from memcanal.service import actions
+from memcanal.service import optimizer
 
 LOG = logging.getLogger(__name__)
 
@@ -23,10 +29,12 @@ LOG = logging.getLogger(__name__)
 class ServiceManager:
     """Endpoint for memcanal.rpc.service_api.ServiceAPI (version 1.x)."""
 
-    target = messaging.Target(version='1.0')
+    target = messaging.Target(version='1.1')
 
     def __init__(self, conf):
         self.conf = conf
+        self.optimizer = optimizer.Optimizer(conf)
+        self.dispatcher = actions.ActionDispatcher(conf)
         # Outcomes since start; the rejections are also stored, per host.
         self.counters = {'stored': 0, 'duplicate': 0, 'rejected': 0,
                          'failed': 0}
@@ -98,7 +106,34 @@ class ServiceManager:
             LOG.warning('Host %s missed its heartbeats; marked down', name)
         return down
 
+    def actions_done(self, context, decision_uuid, results):
+        """Record what an agent did with a decision's actions."""
+        try:
+            decision = decisions_db.record_results(context, decision_uuid,
+                                                   results)
+        except exception.DecisionNotFound:
+            LOG.warning('Results for unknown decision %s ignored',
+                        decision_uuid)
+            return
+        LOG.info('Decision %s is %s', decision_uuid, decision['state'])
+
+    def optimize(self):
+        """Periodic: a decision for every host whose VMs should change."""
+        return self.optimizer.run(memcanal_context.get_admin_context())
+
+    def carry_out_decisions(self):
+        """Periodic: send approved actions, fail those never answered."""
+        context = memcanal_context.get_admin_context()
+        self.dispatcher.fail_unanswered(context)
+        return self.dispatcher.send(context)
+
     def periodic_jobs(self):
-        """(interval, callable) pairs the service runs; later decisions too."""
-        return [(self.conf.service.periodic_interval,
-                 self.mark_down_silent_hosts)]
+        """(interval, callable) pairs the service runs."""
+        jobs = [(self.conf.service.periodic_interval,
+                 self.mark_down_silent_hosts),
+                (self.conf.service.periodic_interval,
+                 self.carry_out_decisions)]
+        if self.conf.optimizer.optimize_interval > 0:
+            jobs.append((self.conf.optimizer.optimize_interval,
+                         self.optimize))
+        return jobs

@@ -1,0 +1,226 @@
+"""The optimizer: each host's policy on its VMs' latest reports.
+
+For every host that is up and has no decision being carried out, it
+builds the policy's inputs from what the agents reported (memory,
+working-set sizes, miss-ratio curves, guest statistics), runs the
+host's policy (memcanal.policy), puts the result through the guardrails
+and, when some VM is to change, records a decision with its inputs, its
+policy and the miss ratio predicted for every VM.
+"""
+
+import datetime
+
+from oslo_log import log as logging
+from oslo_utils import timeutils
+
+from memcanal.db import api as db_api
+from memcanal.db import decisions as decisions_db
+from memcanal.policy import base as policy_base
+from memcanal.policy import esx
+from memcanal.policy import guardrails
+from memcanal.policy import isolated
+from memcanal.policy import utube
+
+LOG = logging.getLogger(__name__)
+
+MIB = 2 ** 20
+# Curves by preference: the hypervisor cache's covers sizes below the
+# VM's memory with misses as the guest counts them.
+CURVE_METHODS = ('hcache', 'shards', 'exact', 'aet')
+WSS_ESTIMATORS = ('prl', 'pml', 'esx')
+_EPOCH = datetime.datetime(1970, 1, 1)
+
+
+def _seconds(moment):
+    return (moment - _EPOCH).total_seconds() if moment else None
+
+
+def memory_of(instance):
+    """What a VM has now: its target once memcanal set one."""
+    return instance['target_bytes'] or instance['allocated_bytes']
+
+
+def _first(mapping, names):
+    for name in names:
+        if mapping.get(name) is not None:
+            return name, mapping[name]
+    return None, None
+
+
+class Optimizer:
+    def __init__(self, conf):
+        self.conf = conf
+        options = conf.optimizer
+        self.rails = guardrails.Rails(
+            kernel_bytes=options.kernel_mb * MIB,
+            max_step_fraction=options.max_step_fraction,
+            min_change_bytes=options.min_change_mb * MIB,
+            hold_seconds=options.hold_seconds)
+
+    def policy_of(self, host_name):
+        """The host's aggregate's policy, else the global one."""
+        options = self.conf.optimizer
+        aggregate = options.host_aggregates.get(host_name)
+        return options.aggregate_policies.get(aggregate, options.policy)
+
+    def run(self, context):
+        """Decide for every host that is up; returns the decisions made."""
+        made = []
+        for host in db_api.list_hosts(context):
+            if host['state'] != 'up' or decisions_db.host_busy(
+                    context, host['uuid']):
+                continue
+            decision = self.decide(context, host)
+            if decision is not None:
+                made.append(decision)
+        return made
+
+    def _mechanism(self, instance):
+        return instance['mechanism'] or self.conf.optimizer.default_mechanism
+
+    def _opted_out(self, instance):
+        return (instance['opt_out'] or instance['project_id']
+                in self.conf.optimizer.opt_out_projects)
+
+    def _limits(self, instance, report):
+        ceiling = instance['ceiling_bytes']
+        if self._mechanism(instance) == 'balloon':
+            # A balloon cannot give a VM more than it booted with.
+            ceiling = min(ceiling or instance['allocated_bytes'],
+                          instance['allocated_bytes'])
+        return guardrails.Limits(
+            memory_bytes=memory_of(instance),
+            wss_bytes=_first(report['wss'], WSS_ESTIMATORS)[1],
+            floor_bytes=instance['floor_bytes'], ceiling_bytes=ceiling,
+            opt_out=self._opted_out(instance),
+            last_change_at=_seconds(instance['target_changed_at']))
+
+    def _policy_vm(self, instance, report, limits):
+        method, points = _first(report['mrc'], CURVE_METHODS)
+        return policy_base.VM(
+            name=instance['uuid'], baseline_bytes=instance['allocated_bytes'],
+            curve=policy_base.curve_from_points(points) if points else None,
+            min_bytes=guardrails.floor_of(limits, self.rails),
+            max_bytes=limits.ceiling_bytes), method
+
+    @staticmethod
+    def _usage(instance, reports, limits):
+        latest = reports[0]['guest_stats']
+        before = reports[-1]['guest_stats']
+        return utube.GuestUsage(
+            name=instance['uuid'], memory_bytes=limits.memory_bytes,
+            used_bytes=int(latest.get('used_bytes', limits.memory_bytes)),
+            previous_used_bytes=int(before.get(
+                'used_bytes', latest.get('used_bytes', limits.memory_bytes))),
+            swap_bytes=int(latest.get('swap_bytes', 0)),
+            previous_swap_bytes=int(before.get('swap_bytes', 0)),
+            committed_bytes=int(latest.get('committed_bytes', 0)),
+            max_bytes=limits.ceiling_bytes)
+
+    def _allocate(self, policy, participants, free_bytes):
+        """The policy's Allocation over the participating VMs."""
+        options = self.conf.optimizer
+        vms = [vm for vm, _, _ in participants.values()]
+        total = sum(limits.memory_bytes
+                    for _, limits, _ in participants.values())
+        if policy == 'isolated_sharing':
+            return isolated.isolated_sharing(
+                vms, total, options.delta, unit_bytes=options.unit_mb * MIB)
+        if policy == 'esx':
+            return esx.esx_emulation(vms, total, tax_rate=options.tax_rate,
+                                     unit_bytes=options.unit_mb * MIB)
+        return utube.balance(
+            [usage for _, _, usage in participants.values()],
+            available_bytes=free_bytes)
+
+    def decide(self, context, host):
+        """Run the host's policy; record and return a decision, or None
+        when no VM is to change."""
+        policy = self.policy_of(host['name'])
+        if policy == 'none':
+            return None
+        instances = [i for i in db_api.host_policy_inputs(
+            context, host['uuid']) if i['reports']]
+        free = max(0, host['memory_total_bytes']
+                   - host['memory_reserved_bytes']
+                   - sum(memory_of(i) for i in instances))
+        participants, curves, limits = {}, {}, {}
+        for instance in instances:
+            report = instance['reports'][0]
+            limits[instance['uuid']] = self._limits(instance, report)
+            if limits[instance['uuid']].opt_out:
+                continue
+            vm, curves[instance['uuid']] = self._policy_vm(
+                instance, report, limits[instance['uuid']])
+            participants[instance['uuid']] = (
+                vm, limits[instance['uuid']],
+                self._usage(instance, instance['reports'],
+                            limits[instance['uuid']]))
+        if not participants:
+            return None
+        try:
+            allocation = self._allocate(policy, participants, free)
+        except ValueError as error:
+            LOG.warning('Policy %s found no allocation for host %s: %s',
+                        policy, host['name'], error)
+            return None
+        guarded = guardrails.apply(
+            allocation.targets, limits, self.rails,
+            _seconds(timeutils.utcnow()), free_bytes=free)
+        if not guarded.targets:
+            return None
+        by_uuid = {i['uuid']: i for i in instances}
+        changes = [{'instance_uuid': uuid, 'target_bytes': int(target),
+                    'previous_bytes': limits[uuid].memory_bytes,
+                    'mechanism': self._mechanism(by_uuid[uuid])}
+                   for uuid, target in sorted(guarded.targets.items())]
+        outputs = self._outputs(allocation, guarded, participants, curves)
+        inputs = self._inputs(instances, limits, curves, free)
+        decision = decisions_db.create_decision(
+            context, host['uuid'], 'memory_targets', policy,
+            self.conf.optimizer.mode, inputs, outputs, changes)
+        LOG.info('Decision %s for %s (%s, %s): %d VMs to resize',
+                 decision['uuid'], host['name'], policy, decision['state'],
+                 len(changes))
+        return decision
+
+    @staticmethod
+    def _outputs(allocation, guarded, participants, curves):
+        """Per VM: the target after the guardrails, its miss ratio there as
+        the VM's curve predicts it (absolute, comparable with the guest's
+        misses per access) and relative to its flavor memory."""
+        vms = {}
+        for uuid, (vm, limits, _) in participants.items():
+            target = guarded.targets.get(uuid, limits.memory_bytes)
+            vms[uuid] = {
+                'target_bytes': int(target),
+                'policy_target_bytes': int(allocation.targets.get(
+                    uuid, limits.memory_bytes)),
+                'curve': curves[uuid],
+                'predicted_miss_ratio': (
+                    float(vm.curve.at(target)) if vm.curve is not None
+                    else None),
+                'predicted_relative_miss_ratio': float(
+                    vm.relative_miss_ratio(target)),
+                'guardrails': guarded.reasons.get(uuid, []),
+            }
+        return {'policy': allocation.as_json(), 'instances': vms}
+
+    @staticmethod
+    def _inputs(instances, limits, curves, free):
+        return {
+            'free_bytes': free,
+            'instances': {
+                i['uuid']: {
+                    'memory_bytes': limits[i['uuid']].memory_bytes,
+                    'allocated_bytes': i['allocated_bytes'],
+                    'wss_bytes': limits[i['uuid']].wss_bytes,
+                    'floor_bytes': i['floor_bytes'],
+                    'ceiling_bytes': limits[i['uuid']].ceiling_bytes,
+                    'opt_out': limits[i['uuid']].opt_out,
+                    'report_sequence': i['reports'][0]['sequence'],
+                    'curve': curves.get(i['uuid']),
+                    'mrc': i['reports'][0]['mrc'].get(curves.get(i['uuid'])),
+                    'guest_stats': i['reports'][0]['guest_stats'],
+                } for i in instances},
+        }
