@@ -23,6 +23,12 @@ simulated_opts = [
                     'application in RWRW and RRWW order, Hcache\'s Zipf '
                     'file server, write-all-then-work-on-a-quarter) over '
                     'working sets of 1/64 to 1/8 of their memory.'),
+    cfg.IntOpt('guest_kernel_mb', default=64, min=0,
+               help='Memory each simulated guest\'s kernel uses, counted '
+                    'in its used and committed memory.'),
+    cfg.ListOpt('fail_resize_instances', default=[],
+                help='Indexes of VMs (0 is the first) whose resizes always '
+                     'fail, to exercise the failure path.'),
     cfg.IntOpt('seed', default=0,
                help='Seed for the workloads, so runs can be repeated.'),
 ]

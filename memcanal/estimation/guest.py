@@ -154,6 +154,10 @@ class GuestPageCache:
         self.capacity = pages
         self._shrink()
 
+    def resident_blocks(self):
+        """The blocks in the page cache now, as an int64 array."""
+        return np.fromiter(self._lru, np.int64, len(self._lru))
+
     def access(self, block, write):
         """Read or overwrite one page-sized ``block``; True on a hit."""
         self.accesses += 1

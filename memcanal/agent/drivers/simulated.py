@@ -4,11 +4,27 @@ memcanal-aio, the tests and the benchmarks run the real agent on this
 driver. VMs are named deterministically from the host name, so an agent
 that restarts finds the same VMs, as it would on a real hypervisor.
 
-In tracing mode a VM's references also run through a model of its page
-cache (memcanal.estimation.guest) above a hypervisor exclusive cache
-(memcanal.estimation.hcache): the pages it references are treated as
-storage blocks (file or swap), and each Sample carries what the
-hypervisor saw.
+Each VM's memory is a guest page cache (memcanal.estimation.guest, the
+model #4 validated) over its current memory: the pages it references are
+storage blocks (file or swap), so a new memory target changes its misses
+for real. Resizes go through a balloon or memory hotplug
+(memcanal.agent.drivers.actuators). Each Sample's guest statistics come
+from that model:
+
+- ``accesses``, ``misses``: references and page-cache misses this
+  interval; ``major_faults``: the misses that read storage;
+- ``memory_bytes``: the guest's memory now;
+- ``used_bytes``: U-tube's memory in active use: the kernel
+  (``[simulated] guest_kernel_mb``) plus the pages referenced this
+  interval that are resident at its end;
+- ``swap_bytes``: pages the workload wrote that are not resident (its
+  anonymous memory paged out);
+- ``committed_bytes``: the kernel plus every page ever written, an
+  estimate of Committed_AS.
+
+In tracing mode a VM's references also run through a second page cache
+above a hypervisor exclusive cache (memcanal.estimation.hcache), and
+each Sample carries what the hypervisor saw.
 """
 
 import threading
@@ -18,6 +34,7 @@ import zlib
 import numpy as np
 
 from memcanal.agent import driver
+from memcanal.agent.drivers import actuators
 from memcanal import estimation
 from memcanal.estimation import guest as guest_model
 from memcanal.estimation import hcache
@@ -58,11 +75,18 @@ def _workload(index, total_pages, rng):
 
 class SimulatedVM:
     def __init__(self, host, index, memory_bytes, seed, interval_ns,
-                 references_per_interval):
+                 references_per_interval, kernel_bytes=0):
         self.uuid = instance_uuid(host, index)
         self.project_id = PROJECTS[index % len(PROJECTS)]
         self.allocated_bytes = memory_bytes
         self.target_bytes = None
+        self.kernel_bytes = kernel_bytes
+        self.storage = hcache.Storage()
+        self.guest = guest_model.GuestPageCache(
+            memory_bytes // estimation.PAGE_SIZE,
+            hcache.DirectIo(self.storage))
+        self._written = np.zeros(0, bool)
+        self._actuators = {}
         rng = np.random.default_rng(
             [seed, zlib.crc32(self.uuid.encode()), index])
         self.workload = _workload(index, memory_bytes // estimation.PAGE_SIZE,
@@ -88,6 +112,59 @@ class SimulatedVM:
         self._last_use[pages] = self._references + len(trace) - 1 - from_end
         self._references += len(trace)
 
+    @property
+    def memory_bytes(self):
+        return self.guest.capacity * estimation.PAGE_SIZE
+
+    def run_guest(self, trace):
+        """Run ``trace`` through the VM's memory; its guest statistics."""
+        before = (self.guest.accesses, self.guest.misses, self.storage.reads)
+        self.guest.run(trace.pages, trace.writes)
+        written = trace.pages[trace.writes]
+        if written.size and written.max() >= self._written.size:
+            self._written = np.concatenate([self._written, np.zeros(
+                int(written.max()) + 1 - self._written.size, bool)])
+        self._written[written] = True
+        blocks = self.guest.resident_blocks()
+        resident = np.zeros(max(self._written.size, int(
+            trace.pages.max(initial=-1)) + 1, int(
+                blocks.max(initial=-1)) + 1), bool)
+        resident[blocks] = True
+        referenced = np.unique(trace.pages)
+        page = estimation.PAGE_SIZE
+        used = self.kernel_bytes + int(resident[referenced].sum()) * page
+        written_pages = np.flatnonzero(self._written)
+        return {
+            'accesses': float(self.guest.accesses - before[0]),
+            'misses': float(self.guest.misses - before[1]),
+            'major_faults': float(self.storage.reads - before[2]),
+            'memory_bytes': float(self.memory_bytes),
+            'used_bytes': float(min(used, self.memory_bytes)),
+            'swap_bytes': float(int((~resident[written_pages]).sum()) * page),
+            'committed_bytes': float(self.kernel_bytes
+                                     + written_pages.size * page),
+        }
+
+    def resize(self, target_bytes, mechanism, loaded):
+        """Resize with ``mechanism``; returns a driver.Resize."""
+        if mechanism not in actuators.MECHANISMS:
+            raise exception.ResizeFailed(
+                uuid=self.uuid, reason='unknown mechanism %r' % (mechanism,))
+        if not isinstance(target_bytes, int) or (
+                target_bytes < estimation.PAGE_SIZE):
+            raise exception.ResizeFailed(
+                uuid=self.uuid, reason='a target is a whole number of bytes '
+                'of at least one page')
+        actuator = self._actuators.get(mechanism)
+        if actuator is None:
+            actuator = self._actuators[mechanism] = actuators.MECHANISMS[
+                mechanism](self.allocated_bytes)
+        previous = self.memory_bytes
+        seconds = actuator.resize(self.uuid, previous, target_bytes, loaded)
+        self.guest.resize(target_bytes // estimation.PAGE_SIZE)
+        self.target_bytes = target_bytes
+        return driver.Resize(mechanism, previous, target_bytes, seconds)
+
     def pages_by_last_use(self):
         used = np.flatnonzero(self._last_use >= 0)
         return used[np.argsort(self._last_use[used], kind='stable')]
@@ -97,7 +174,7 @@ class SimulatedVM:
         used, least recent first, through a page cache of its size), then
         ``cache_bytes`` of it handed to a hypervisor cache, into which the
         VM evicts its least recently used pages."""
-        memory_pages = self.allocated_bytes // estimation.PAGE_SIZE
+        memory_pages = self.guest.capacity
         cache_pages = min(cache_bytes // estimation.PAGE_SIZE,
                           memory_pages - 1)
         ghost = hcache.GhostEvents()
@@ -131,6 +208,8 @@ class SimulatedDriver(driver.HypervisorDriver):
         options = conf.simulated
         self.references_per_interval = options.references_per_interval
         self.write_policy = conf.hcache.write_policy
+        self._failing = {instance_uuid(host, int(index))
+                         for index in options.fail_resize_instances}
         self._host_info = driver.HostInfo(
             memory_total_bytes=options.host_memory_mb * 2 ** 20,
             memory_reserved_bytes=options.reserved_host_memory_mb * 2 ** 20)
@@ -139,9 +218,11 @@ class SimulatedDriver(driver.HypervisorDriver):
         for index in range(options.instances):
             vm = SimulatedVM(host, index, options.instance_memory_mb * 2 ** 20,
                              options.seed, interval_ns,
-                             self.references_per_interval)
+                             self.references_per_interval,
+                             options.guest_kernel_mb * 2 ** 20)
             self._vms[vm.uuid] = vm
         self._lock = threading.Lock()
+        self._last_used = {}
 
     def host_info(self):
         return self._host_info
@@ -162,10 +243,13 @@ class SimulatedDriver(driver.HypervisorDriver):
         vm = self._vm(instance_uuid)
         trace = vm.workload.take(self.references_per_interval)
         vm.record(trace)
+        with self._lock:
+            stats = vm.run_guest(trace)
+            self._last_used[vm.uuid] = stats['used_bytes']
         return driver.Sample(
             page_size=estimation.PAGE_SIZE, trace=trace,
-            guest_stats={'references': float(len(trace)),
-                         'writes': float(trace.writes.sum())},
+            guest_stats=dict(stats, references=float(len(trace)),
+                             writes=float(trace.writes.sum())),
             cache_trace=vm.cache_trace(trace))
 
     def start_tracing(self, instance_uuid, cache_bytes):
@@ -174,6 +258,13 @@ class SimulatedDriver(driver.HypervisorDriver):
     def stop_tracing(self, instance_uuid):
         self._vm(instance_uuid).stop_tracing()
 
-    def apply_memory_target(self, instance_uuid, target_bytes):
+    def apply_memory_target(self, instance_uuid, target_bytes,
+                            mechanism='balloon'):
         with self._lock:
-            self._vm(instance_uuid).target_bytes = target_bytes
+            vm = self._vm(instance_uuid)
+            if vm.uuid in self._failing:
+                raise exception.ResizeFailed(
+                    uuid=vm.uuid, reason='[simulated] fail_resize_instances')
+            # U-tube: removal is slower from a VM using most of its memory.
+            loaded = self._last_used.get(vm.uuid, 0) >= 0.9 * vm.memory_bytes
+            return vm.resize(target_bytes, mechanism, loaded)

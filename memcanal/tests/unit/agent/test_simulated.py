@@ -137,3 +137,68 @@ def test_tracing_mode_moves_memory_to_the_hypervisor_cache(conf):
 def test_tracing_on_an_unknown_vm_raises(hypervisor):
     with pytest.raises(exception.InstanceNotFound):
         hypervisor.start_tracing('nope', 2 ** 20)
+
+
+def miss_ratio(hypervisor, uuid, intervals=3):
+    for _ in range(intervals - 1):
+        hypervisor.collect(uuid)
+    stats = hypervisor.collect(uuid).guest_stats
+    return stats['misses'] / stats['accesses']
+
+
+@pytest.fixture
+def file_server(conf):
+    """A 64 MiB VM running the Zipf file server over 8 MiB of files."""
+    conf.set_override('instances', 3, 'simulated')
+    conf.set_override('instance_memory_mb', 64, 'simulated')
+    conf.set_override('references_per_interval', 20000, 'simulated')
+    conf.set_override('guest_kernel_mb', 4, 'simulated')
+    hypervisor = driver.load('simulated', conf, 'compute-1')
+    return hypervisor, hypervisor.list_instances()[2].uuid
+
+
+def test_resizing_the_guest_changes_its_misses(file_server):
+    hypervisor, uuid = file_server
+    assert miss_ratio(hypervisor, uuid) == 0.0
+    resize = hypervisor.apply_memory_target(uuid, 2 * 2 ** 20, 'balloon')
+    assert (resize.previous_bytes, resize.target_bytes) == (64 * 2 ** 20,
+                                                            2 * 2 ** 20)
+    assert resize.seconds > 0
+    small = miss_ratio(hypervisor, uuid)
+    assert small > 0.1
+    hypervisor.apply_memory_target(uuid, 64 * 2 ** 20, 'balloon')
+    assert miss_ratio(hypervisor, uuid) < small
+    assert hypervisor.list_instances()[2].target_bytes == 64 * 2 ** 20
+
+
+def test_guest_statistics_are_consistent(file_server):
+    hypervisor, uuid = file_server
+    hypervisor.apply_memory_target(uuid, 4 * 2 ** 20, 'balloon')
+    stats = hypervisor.collect(uuid).guest_stats
+    assert stats['memory_bytes'] == 4 * 2 ** 20
+    assert 4 * 2 ** 20 >= stats['used_bytes'] >= 0
+    assert stats['major_faults'] == stats['misses'] > 0
+    assert stats['committed_bytes'] > 4 * 2 ** 20
+    # The writes that no longer fit are paged out.
+    assert stats['swap_bytes'] > 0
+
+
+def test_mechanisms_and_failures(conf, file_server):
+    hypervisor, uuid = file_server
+    with pytest.raises(exception.ResizeFailed, match='booted'):
+        hypervisor.apply_memory_target(uuid, 128 * 2 ** 20, 'balloon')
+    assert hypervisor.list_instances()[2].target_bytes is None
+    grown = hypervisor.apply_memory_target(uuid, 200 * 2 ** 20, 'hotplug')
+    assert grown.mechanism == 'hotplug'
+    assert hypervisor.collect(uuid).guest_stats['memory_bytes'] == (
+        200 * 2 ** 20)
+    for bad in ('teleport', None):
+        with pytest.raises(exception.ResizeFailed):
+            hypervisor.apply_memory_target(uuid, 2 ** 20, bad)
+    with pytest.raises(exception.ResizeFailed):
+        hypervisor.apply_memory_target(uuid, 1.5, 'hotplug')
+    conf.set_override('fail_resize_instances', ['0'], 'simulated')
+    failing = driver.load('simulated', conf, 'compute-1')
+    first = failing.list_instances()[0].uuid
+    with pytest.raises(exception.ResizeFailed, match='fail_resize'):
+        failing.apply_memory_target(first, 2 ** 20, 'balloon')
