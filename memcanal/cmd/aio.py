@@ -7,6 +7,7 @@ It prints progress every report interval and a summary at the end.
 """
 
 import argparse
+import collections
 import os
 import signal
 import socketserver
@@ -18,8 +19,10 @@ from wsgiref import simple_server
 from memcanal.agent import service as agent_service
 from memcanal.api import deploy
 from memcanal.cmd import common
+from memcanal.conf import optimizer as optimizer_conf
 from memcanal import context as memcanal_context
 from memcanal.db import api as db_api
+from memcanal.db import decisions as decisions_db
 from memcanal.db import migration
 from memcanal import rpc
 from memcanal.service import service as central_service
@@ -52,6 +55,15 @@ def _arguments(argv):
                         help='oslo.messaging URL, e.g. '
                              'rabbit://guest:guest@127.0.0.1:5672/ '
                              '(default fake://, in-process)')
+    parser.add_argument('--policy', choices=optimizer_conf.POLICIES,
+                        default=None,
+                        help='memory policy of every host (default '
+                             '[optimizer] policy, isolated_sharing)')
+    parser.add_argument('--policy-mode', choices=('recommend', 'auto'),
+                        default='recommend',
+                        help='recommend: decisions wait for approval '
+                             '(POST /decisions/{uuid}/approve); auto: they '
+                             'are applied at once (default recommend)')
     parser.add_argument('--api-port', type=int, default=None,
                         help='port of the REST API on 127.0.0.1 '
                              '(default [api] bind_port, 8793)')
@@ -82,6 +94,15 @@ def _configure(args, oslo_args):
     CONF.set_default('tracing_period', 10 * args.interval, 'hcache')
     CONF.set_default('tracing_window', 3 * args.interval, 'hcache')
     CONF.set_default('cache_fraction', 0.9, 'hcache')
+    # A decision every three reports, each VM changed at most every other
+    # report; hotplug, so the VM short of memory can grow past its boot
+    # size.
+    CONF.set_default('optimize_interval', 3 * args.interval, 'optimizer')
+    CONF.set_default('hold_seconds', 2 * args.interval, 'optimizer')
+    CONF.set_default('default_mechanism', 'hotplug', 'optimizer')
+    CONF.set_override('mode', args.policy_mode, 'optimizer')
+    if args.policy is not None:
+        CONF.set_override('policy', args.policy, 'optimizer')
     CONF.set_override('instances', args.vms, 'simulated')
     CONF.set_override('host_down_after', max(1, int(3 * args.interval)),
                       'service')
@@ -116,13 +137,17 @@ def _progress(started, expected_vms):
     hosts = db_api.list_hosts(context)
     counts = db_api.count_reports(context)
     reporting = sum(1 for instance in db_api.list_instances(context))
+    decisions = collections.Counter(
+        d['state'] for d in decisions_db.list_decisions(context))
     print('[%6.1fs] hosts up %d/%d | VMs reporting %d/%d | host reports %d '
-          '| VM reports %d | rejected %d' % (
+          '| VM reports %d | rejected %d | decisions %s' % (
               time.monotonic() - started,
               sum(1 for h in hosts if h['state'] == 'up'), len(hosts),
               reporting, expected_vms, counts['host_reports'],
               counts['instance_reports'],
-              db_api.count_rejections(context)), flush=True)
+              db_api.count_rejections(context),
+              ', '.join('%d %s' % (n, state) for state, n in sorted(
+                  decisions.items())) or 'none'), flush=True)
 
 
 def _summary(api_url):
@@ -153,8 +178,46 @@ def _summary(api_url):
             *(_mib(wss.get(name)) for name in ('prl', 'pml', 'esx')),
             _miss_ratio_at(curves.get('shards'), wss.get('prl', 0) // 2),
             _miss_ratio_at(curves.get('hcache'), traced[0][0])))
+    _decisions_summary(context)
     print('  API: %s (try: curl -H "X-Auth-Token: admin" %s/instances)' % (
         api_url, api_url))
+
+
+def _decisions_summary(context):
+    """How many decisions in each state; for the newest applied one of
+    each host, every VM's predicted miss ratio beside the one measured
+    since (misses per access in its latest report)."""
+    made = decisions_db.list_decisions(context)
+    states = collections.Counter(d['state'] for d in made)
+    print('  decisions: %d (%s)' % (len(made), ', '.join(
+        '%d %s' % (count, state) for state, count in sorted(
+            states.items())) or 'none yet'))
+    shown = set()
+    for listed in made:
+        if listed['state'] != 'applied' or listed['host_uuid'] in shown:
+            continue
+        shown.add(listed['host_uuid'])
+        decision = decisions_db.get_decision(context, listed['uuid'])
+        print('  last applied decision %s (%s):' % (decision['uuid'],
+                                                    decision['policy']))
+        for action in decision['actions']:
+            predicted = decision['outputs']['instances'][
+                action['instance_uuid']]
+            stats = db_api.get_instance(context, action['instance_uuid'])[
+                'latest_report']['guest_stats']
+            measured = (stats['misses'] / stats['accesses']
+                        if stats.get('accesses') else None)
+            print('    %s  %5d -> %5d MiB  miss ratio predicted %s (%s '
+                  'curve), measured now %s' % (
+                      action['instance_uuid'],
+                      action['previous_bytes'] // MIB,
+                      action['target_bytes'] // MIB,
+                      _ratio(predicted['predicted_miss_ratio']),
+                      predicted['curve'], _ratio(measured)))
+
+
+def _ratio(value):
+    return '%.3f' % value if value is not None else '-'
 
 
 def _mib(size):

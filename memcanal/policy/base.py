@@ -36,7 +36,9 @@ class VM:
 
     ``baseline_bytes`` is what the isolation bound and the relative miss
     ratios are taken against (the VM's flavor memory in the service);
-    ``min_bytes`` and ``max_bytes`` bound every allocation.
+    ``memory_bytes`` what it has now (default: the baseline), where it
+    stays when moving it gains nothing; ``min_bytes`` and ``max_bytes``
+    bound every allocation.
     """
 
     name: str
@@ -45,6 +47,12 @@ class VM:
     min_bytes: int = 0
     max_bytes: int | None = None
     shares: float = 1.0
+    memory_bytes: int | None = None
+
+    @property
+    def current_bytes(self):
+        return (self.baseline_bytes if self.memory_bytes is None
+                else self.memory_bytes)
 
     def miss_ratio(self, sizes):
         """The curve's miss ratio at ``sizes`` bytes (1.0 without one)."""

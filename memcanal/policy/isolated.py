@@ -32,6 +32,10 @@ MAX_UNITS = 4096
 """The exact search costs units squared per VM; on hosts with more than
 this many units of memory the unit grows to keep it about a second."""
 EXHAUSTIVE_MAX_VMS = 3
+STAY_PREFERENCE = 1e-9
+"""Cost of each unit a VM moves from its current memory: among
+allocations of equal mean it picks the one that moves least, so VMs
+whose curves are flat are not shuffled for nothing."""
 
 
 def _unit(total_bytes, unit_bytes):
@@ -49,7 +53,9 @@ def _costs(vm, units, unit, delta):
     allowed = ((sizes >= vm.min_bytes) & (sizes <= vm.upper_bytes(
         units * unit)) & ((sizes >= vm.baseline_bytes)
                           | (relative <= 1.0 + delta + 1e-12)))
-    return np.where(allowed, np.log(relative), np.inf)
+    moved = np.abs(sizes - vm.current_bytes) / unit
+    return np.where(allowed, np.log(relative) + STAY_PREFERENCE * moved,
+                    np.inf)
 
 
 def _exact(costs, units):
@@ -100,7 +106,7 @@ def _exhaustive(costs, units):
 
 
 def _greedy(costs, start):
-    """Lu and Shen's unit moves from the baseline allocation ``start``."""
+    """Lu and Shen's unit moves from the current allocation ``start``."""
     taken = list(start)
     while True:
         gains = [c[k + 1] - c[k] if k + 1 < len(c) else np.inf
@@ -142,10 +148,10 @@ def isolated_sharing(vms, total_bytes, delta,
         elif method == 'exhaustive':
             taken = _exhaustive(costs, units)
         else:
-            start = [min(units, vm.baseline_bytes // unit) for vm in free]
+            start = [min(units, vm.current_bytes // unit) for vm in free]
             start[-1] += units - sum(start)
             if any(not np.isfinite(c[k]) for c, k in zip(costs, start)):
-                raise ValueError('the baseline allocation breaks a bound; '
+                raise ValueError('the current allocation breaks a bound; '
                                  'greedy search starts from it')
             taken = _greedy(costs, start)
         if taken is None or not np.isfinite(sum(

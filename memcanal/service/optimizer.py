@@ -101,7 +101,8 @@ class Optimizer:
             name=instance['uuid'], baseline_bytes=instance['allocated_bytes'],
             curve=policy_base.curve_from_points(points) if points else None,
             min_bytes=guardrails.floor_of(limits, self.rails),
-            max_bytes=limits.ceiling_bytes), method
+            max_bytes=limits.ceiling_bytes,
+            memory_bytes=limits.memory_bytes), method
 
     @staticmethod
     def _usage(instance, reports, limits):

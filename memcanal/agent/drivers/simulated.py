@@ -54,8 +54,10 @@ def _workload(index, total_pages, rng):
     """The papers' workloads in turn, sized from the VM's memory.
 
     PRL's synthetic application in RWRW and in RRWW order (working set:
-    its array), the Hcache Zipf file server (a skewed curve), and PRL
-    section 2.4's write-all-then-work-on-a-part (where PML over-states).
+    its array), the Hcache Zipf file server over files twice the VM's
+    memory (a skewed curve, and the VM short of memory that the policies
+    have to help), and PRL section 2.4's write-all-then-work-on-a-part
+    (where PML over-states).
     """
     kind = index % 4
     if kind == 0:
@@ -65,8 +67,8 @@ def _workload(index, total_pages, rng):
         return workloads.PrlSyntheticApp(max(1, total_pages // 32), 'RRWW',
                                          rng=rng)
     if kind == 2:
-        # 1 MB files filling an eighth of the VM.
-        files = max(1, total_pages * estimation.PAGE_SIZE // 8 // 2 ** 20)
+        # 1 MB files filling twice the VM.
+        files = max(1, 2 * total_pages * estimation.PAGE_SIZE // 2 ** 20)
         return workloads.FileServer('zipf', files=files, file_mb=1,
                                     write_ratio=0.1, rng=rng)
     return workloads.WriteThenWork(max(1, total_pages // 16),

@@ -106,3 +106,12 @@ def test_large_host_coarsens_the_unit():
     allocation = allocate(vms, 20 * 3072, 0.05)
     assert allocation.details['unit_bytes'] > 4 * MB
     assert sum(allocation.targets.values()) == 20 * 3072 * MB
+
+
+def test_vms_that_gain_nothing_stay_where_they_are():
+    flat = [curves.vm('a', [(4, 0.0)]), curves.vm('b', [(4, 0.0)]),
+            curves.vm('c', [(4, 0.3)], baseline=512)]
+    for method in isolated.METHODS:
+        allocation = allocate(flat, 1536, 0.05, method)
+        assert allocation.targets == {'a': 512 * MB, 'b': 512 * MB,
+                                      'c': 512 * MB}
