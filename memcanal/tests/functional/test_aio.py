@@ -105,3 +105,94 @@ def test_aio_on_rabbitmq_and_mariadb(tmp_path, rabbit_url, mysql_url):
     output, _ = process.communicate(timeout=60)
     assert process.returncode == 0, output
     check_summary(output)
+
+
+V11 = dict(ADMIN, **{'OpenStack-API-Version': 'memcanal 1.1'})
+
+
+def poll(process, url, has, seconds=60):
+    """GET ``url`` until ``has(body)`` holds; return the body."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            body = requests.get(url, headers=V11, timeout=5).json()
+        except requests.ConnectionError:
+            body = None
+        if body is not None and has(body):
+            return body
+        time.sleep(0.3)
+    pytest.fail('%s never satisfied the test' % url)
+
+
+def decide(process, base, uuid, request):
+    response = requests.post('%s/decisions/%s/%s' % (base, uuid, request),
+                             headers=V11, json={'reason': 'test'},
+                             timeout=5)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_aio_decisions_approve_rollback_reject(tmp_path):
+    """Recommend mode: an operator approves a decision over the API, the
+    agent applies it, the operator rolls it back, rejects the next."""
+    port = free_port()
+    base = 'http://127.0.0.1:%d' % port
+    process = subprocess.Popen(
+        [os.path.join(BIN, 'memcanal-aio'), '--hosts', '1', '--vms', '3',
+         '--interval', '1', '--duration', '60', '--state-dir',
+         str(tmp_path / 'state'), '--api-port', str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        waiting = poll(process, base + '/decisions?state=recommended',
+                       lambda body: body.get('decisions'))['decisions'][0]
+        approved = decide(process, base, waiting['uuid'], 'approve')
+        assert approved['events'][-1]['user_id'] == 'admin'
+        url = '%s/decisions/%s' % (base, waiting['uuid'])
+        applied = poll(process, url,
+                       lambda body: body['state'] == 'applied')
+        for action in applied['actions']:
+            assert action['result']['mechanism'] == 'hotplug'
+            instance = requests.get('%s/instances/%s' % (
+                base, action['instance_uuid']), headers=V11).json()
+            assert instance['target_bytes'] == action['target_bytes']
+        decide(process, base, waiting['uuid'], 'rollback')
+        rolled = poll(process, url,
+                      lambda body: body['state'] == 'rolled_back')
+        for action in rolled['actions']:
+            if action['kind'] == 'restore':
+                instance = requests.get('%s/instances/%s' % (
+                    base, action['instance_uuid']), headers=V11).json()
+                assert instance['target_bytes'] == action['target_bytes']
+        newer = poll(process, base + '/decisions?state=recommended',
+                     lambda body: body.get('decisions'))['decisions'][0]
+        assert decide(process, base, newer['uuid'], 'reject')[
+            'state'] == 'rejected'
+        again = requests.post(base + '/decisions/%s/approve' % newer[
+            'uuid'], headers=V11, timeout=5)
+        assert again.status_code == 409
+    finally:
+        process.terminate()
+        output, _ = process.communicate(timeout=60)
+    assert 'decisions:' in output
+
+
+def test_aio_auto_mode_moves_miss_ratios_as_predicted(tmp_path):
+    port = free_port()
+    process = subprocess.Popen(
+        [os.path.join(BIN, 'memcanal-aio'), '--hosts', '1', '--vms', '3',
+         '--interval', '1', '--duration', '30', '--policy-mode', 'auto',
+         '--state-dir', str(tmp_path / 'state'), '--api-port', str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output, _ = process.communicate(timeout=120)
+    assert process.returncode == 0, output
+    assert 'last applied decision' in output, output
+    # The VM short of memory grew, and its measured miss ratio is near
+    # the one its curve predicted at its new size.
+    [grown] = [line for line in output.splitlines()
+               if 'miss ratio predicted' in line
+               and int(line.split('->')[1].split()[0])
+               > int(line.split('->')[0].split()[-1])]
+    predicted = float(grown.split('predicted ')[1].split()[0])
+    measured = float(grown.split('measured now ')[1])
+    assert predicted > 0
+    assert abs(measured - predicted) < 0.05, grown
