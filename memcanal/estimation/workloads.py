@@ -230,3 +230,238 @@ class FileServer(Workload):
         offsets = np.arange(self.file_pages, dtype=np.int64)
         pages = (files[:, None] * self.file_pages + offsets).ravel()
         return pages, np.repeat(is_write, self.file_pages)
+
+
+def _pages(megabytes, scale, page_size=4096):
+    return max(1, int(megabytes * scale * MB // page_size))
+
+
+class SpecWebLike(Workload):
+    """SPECweb99's static content (Hcache section 6.1): files of 1, 10,
+    100 and 1000 KB, the classes asked 35, 50, 14 and 1 % of the time,
+    Zipf(1.0) within a class; each class holds a quarter of the dataset.
+    A request reads its file's pages in order."""
+
+    CLASS_PAGES = (1, 3, 25, 245)
+    CLASS_MIX = (0.35, 0.50, 0.14, 0.01)
+
+    def __init__(self, dataset_mb=4900, rng=None, scale=1.0,
+                 requests_per_round=256, reference_ns=1000, base_page=0):
+        super().__init__(base_page)
+        self._rng = rng if rng is not None else np.random.default_rng(0)
+        self.reference_ns = reference_ns
+        self.requests_per_round = requests_per_round
+        quarter = _pages(dataset_mb, scale) // 4
+        self.files = [max(1, quarter // size) for size in self.CLASS_PAGES]
+        self.offsets = np.cumsum([0] + [
+            files * size for files, size in zip(self.files,
+                                                self.CLASS_PAGES)])
+        self.requested_classes = np.zeros(4, np.int64)
+        self._cdfs = []
+        for files in self.files:
+            cdf = np.cumsum(1.0 / np.arange(1, files + 1))
+            self._cdfs.append(cdf / cdf[-1])
+
+    @property
+    def working_set_pages(self):
+        return int(self.offsets[-1])
+
+    def _round(self):
+        classes = self._rng.choice(4, self.requests_per_round,
+                                   p=self.CLASS_MIX)
+        self.requested_classes += np.bincount(classes, minlength=4)
+        draws = self._rng.random(classes.size)
+        pages = []
+        for kind, draw in zip(classes.tolist(), draws.tolist()):
+            size = self.CLASS_PAGES[kind]
+            chosen = min(int(np.searchsorted(self._cdfs[kind], draw)),
+                         self.files[kind] - 1)
+            start = self.offsets[kind] + chosen * size
+            pages.append(np.arange(start, start + size, dtype=np.int64))
+        pages = np.concatenate(pages)
+        return pages, np.zeros(pages.size, bool)
+
+
+class IndexSearchLike(Workload):
+    """Ask Jeeves index search (Hcache section 6.1): per query 1-3
+    keywords; per keyword a binary search over the mapping file (its
+    bisection probes, the top levels hot) and a read of its postings in
+    the index. Queries draw 99.5 % of keywords from a popular vocabulary
+    whose postings fill ``hot_mb`` and the rest from the whole index, so
+    the VM gains much from memory up to the hot size."""
+
+    POSTINGS_PAGES = 4
+    POPULAR_SHARE = 0.995
+
+    def __init__(self, mapping_mb=66, index_mb=2400, hot_mb=820, rng=None,
+                 scale=1.0, queries_per_round=32, reference_ns=1000,
+                 base_page=0):
+        super().__init__(base_page)
+        self._rng = rng if rng is not None else np.random.default_rng(0)
+        self.reference_ns = reference_ns
+        self.queries_per_round = queries_per_round
+        self.mapping_pages = _pages(mapping_mb, scale)
+        self.keywords = max(2, _pages(index_mb, scale)
+                            // self.POSTINGS_PAGES)
+        self.popular = max(1, min(self.keywords, _pages(hot_mb, scale)
+                                  // self.POSTINGS_PAGES))
+        # Popular keywords' postings are scattered through the index.
+        self._placement = self._rng.permutation(self.keywords)
+
+    @property
+    def working_set_pages(self):
+        return self.mapping_pages + self.keywords * self.POSTINGS_PAGES
+
+    def _probes(self, keyword):
+        """The mapping pages a binary search for ``keyword`` reads."""
+        low, high, probes = 0, self.mapping_pages, []
+        target = keyword * self.mapping_pages // self.keywords
+        while low < high:
+            middle = (low + high) // 2
+            probes.append(middle)
+            if middle == target:
+                break
+            low, high = (middle + 1, high) if middle < target else (
+                low, middle)
+        return probes
+
+    def _round(self):
+        count = int(self._rng.integers(1, 4, self.queries_per_round).sum())
+        popular = self._rng.random(count) < self.POPULAR_SHARE
+        keywords = np.where(
+            popular, zipf_pages(count, self.popular, 0.3, self._rng),
+            self._rng.integers(0, self.keywords, count))
+        pages = []
+        for keyword in keywords.tolist():
+            pages.append(np.array(self._probes(keyword), np.int64))
+            start = self.mapping_pages + int(
+                self._placement[keyword]) * self.POSTINGS_PAGES
+            pages.append(np.arange(start, start + self.POSTINGS_PAGES,
+                                   dtype=np.int64))
+        pages = np.concatenate(pages)
+        return pages, np.zeros(pages.size, bool)
+
+
+class TpchLike(Workload):
+    """A decision-support run (Hcache's TPC-H): 17 queries in turn, each
+    scanning two to four of eight table segments that together fill
+    ``hot_mb``, plus a few index probes anywhere in the database. Above
+    the hot set it barely misses; below, the scans thrash under LRU."""
+
+    QUERIES = 17
+    TABLES = 8
+    PROBES_PER_QUERY = 16
+
+    def __init__(self, database_mb=496, hot_mb=330, rng=None, scale=1.0,
+                 reference_ns=1000, base_page=0):
+        super().__init__(base_page)
+        self._rng = rng if rng is not None else np.random.default_rng(0)
+        self.reference_ns = reference_ns
+        self.database_pages = _pages(database_mb, scale)
+        hot = min(self.database_pages, _pages(hot_mb, scale))
+        weights = self._rng.random(self.TABLES) + 0.5
+        bounds = np.round(np.cumsum(np.concatenate([[0], weights]))
+                          / weights.sum() * hot).astype(np.int64)
+        self.tables = list(zip(bounds[:-1], bounds[1:]))
+        self.queries = [self._rng.choice(self.TABLES, int(
+            self._rng.integers(2, 5)), replace=False)
+            for _ in range(self.QUERIES)]
+        self.hot_pages = hot
+        self._next_query = 0
+
+    @property
+    def working_set_pages(self):
+        return self.hot_pages
+
+    def _round(self):
+        query = self.queries[self._next_query]
+        self._next_query = (self._next_query + 1) % self.QUERIES
+        scans = [np.arange(*self.tables[table], dtype=np.int64)
+                 for table in query]
+        probes = self._rng.integers(0, self.database_pages,
+                                    self.PROBES_PER_QUERY)
+        pages = np.concatenate(scans + [probes])
+        return pages, np.zeros(pages.size, bool)
+
+
+class TpccLike(Workload):
+    """An OLTP database whose memory demand grows almost linearly (U-tube
+    Figs. 8-9): new orders append pages, so the footprint at time t is
+    ``start_mb + growth_mb_per_s * t`` (up to ``max_mb``). 70 % of the
+    references go to the newest tenth of it, the rest anywhere in it;
+    30 % are writes."""
+
+    RECENT_SHARE = 0.7
+    WRITE_SHARE = 0.3
+
+    def __init__(self, start_mb=300, growth_mb_per_s=0.25, max_mb=900,
+                 rng=None, scale=1.0, reference_ns=100000,
+                 references_per_round=4096, base_page=0):
+        super().__init__(base_page)
+        self._rng = rng if rng is not None else np.random.default_rng(0)
+        self.reference_ns = reference_ns
+        self.references_per_round = references_per_round
+        self.start_pages = _pages(start_mb, scale)
+        self.growth_pages_per_s = growth_mb_per_s * scale * MB / 4096
+        self.max_pages = _pages(max_mb, scale)
+        self._generated = 0
+
+    def footprint_at(self, seconds):
+        return int(min(self.max_pages, self.start_pages
+                       + self.growth_pages_per_s * seconds))
+
+    @property
+    def working_set_pages(self):
+        return self.footprint_at(self._generated * self.reference_ns / 1e9)
+
+    def _round(self):
+        count = self.references_per_round
+        footprint = self.working_set_pages
+        self._generated += count
+        recent = max(1, footprint // 10)
+        pages = np.where(
+            self._rng.random(count) < self.RECENT_SHARE,
+            footprint - 1 - self._rng.integers(0, recent, count),
+            self._rng.integers(0, footprint, count)).astype(np.int64)
+        return pages, self._rng.random(count) < self.WRITE_SHARE
+
+
+class DacapoLike(Workload):
+    """The DaCapo programs one after another (U-tube section 4.6), each
+    working over its own heap for its own time: the working set changes
+    sharply at every program's start. ``phases``: (name, working set MB,
+    seconds)."""
+
+    PHASES = (('avrora', 60, 120), ('eclipse', 600, 420), ('fop', 80, 90),
+              ('h2', 750, 480), ('jython', 150, 180), ('luindex', 90, 120),
+              ('lusearch', 200, 180), ('pmd', 160, 150),
+              ('sunflow', 120, 150), ('xalan', 300, 510))
+
+    def __init__(self, phases=None, rng=None, scale=1.0,
+                 reference_ns=100000, references_per_round=4096,
+                 base_page=0):
+        super().__init__(base_page)
+        self._rng = rng if rng is not None else np.random.default_rng(0)
+        self.reference_ns = reference_ns
+        self.references_per_round = references_per_round
+        self.phases = [(name, _pages(mb, scale), seconds)
+                       for name, mb, seconds in (phases or self.PHASES)]
+        self._ends = np.cumsum([seconds for _, _, seconds in self.phases])
+        self._generated = 0
+
+    def phase_at(self, seconds):
+        """The (name, working-set pages, seconds) running at ``seconds``
+        (the run repeats)."""
+        index = int(np.searchsorted(self._ends, seconds % self._ends[-1],
+                                    side='right'))
+        return self.phases[index]
+
+    @property
+    def working_set_pages(self):
+        return self.phase_at(self._generated * self.reference_ns / 1e9)[1]
+
+    def _round(self):
+        count = self.references_per_round
+        pages = self._rng.integers(0, self.working_set_pages, count)
+        self._generated += count
+        return pages.astype(np.int64), self._rng.random(count) < 0.3
