@@ -28,3 +28,17 @@ def test_hcache_reproduces_fig11_fig10_and_table1_reduced():
         assert title in result.stdout
     assert 'worst LRU error 0.00 %' in result.stdout
     assert 'FAILED' not in result.stdout
+
+
+def test_policies_reproduce_hcache_table2_and_utube_reduced():
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, 'benchmarks', 'policies.py'),
+         '--reduced'], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for title in ('Hcache Table 2, isolation constraint 5 %',
+                  'Hcache Table 2, isolation constraint 25 %',
+                  'U-tube Figs. 12-13', 'U-tube Table 1'):
+        assert title in result.stdout
+    for policy in ('static', 'balloon', 'hotplug'):
+        assert '  %-8s density' % policy in result.stdout
+    assert 'FAILED' not in result.stdout
