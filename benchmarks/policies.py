@@ -296,7 +296,7 @@ def main():
                         help='smaller VMs and shorter runs, for CI')
     args = parser.parse_args()
     if args.reduced:
-        ok = table2(1 / 16, 300_000)
+        ok = table2(1 / 16, 600_000)
         fairness(1 / 64, 4000, minutes=20)
         density(1 / 128, 1500, minutes=20)
     else:
