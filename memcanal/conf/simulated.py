@@ -23,6 +23,11 @@ simulated_opts = [
                     'application in RWRW and RRWW order, Hcache\'s Zipf '
                     'file server, write-all-then-work-on-a-quarter) over '
                     'working sets of 1/64 to 1/8 of their memory.'),
+    cfg.FloatOpt('file_server_memory_ratio', default=0.125, min=0.001,
+                 help='Size of the files of the file-server VMs (the '
+                      'third of every four) as a multiple of their '
+                      'memory; above 1 they are short of memory, the '
+                      'case the memory policies help.'),
     cfg.IntOpt('guest_kernel_mb', default=64, min=0,
                help='Memory each simulated guest\'s kernel uses, counted '
                     'in its used and committed memory.'),

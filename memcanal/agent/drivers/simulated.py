@@ -50,14 +50,14 @@ def instance_uuid(host, index):
     return str(uuid.uuid5(_NAMESPACE, '%s/%d' % (host, index)))
 
 
-def _workload(index, total_pages, rng):
+def _workload(index, total_pages, rng, files_ratio=0.125):
     """The papers' workloads in turn, sized from the VM's memory.
 
     PRL's synthetic application in RWRW and in RRWW order (working set:
-    its array), the Hcache Zipf file server over files twice the VM's
-    memory (a skewed curve, and the VM short of memory that the policies
-    have to help), and PRL section 2.4's write-all-then-work-on-a-part
-    (where PML over-states).
+    its array), the Hcache Zipf file server over files of ``files_ratio``
+    times the VM's memory (a skewed curve; above 1, a VM short of memory
+    that the policies can help), and PRL section 2.4's
+    write-all-then-work-on-a-part (where PML over-states).
     """
     kind = index % 4
     if kind == 0:
@@ -67,8 +67,9 @@ def _workload(index, total_pages, rng):
         return workloads.PrlSyntheticApp(max(1, total_pages // 32), 'RRWW',
                                          rng=rng)
     if kind == 2:
-        # 1 MB files filling twice the VM.
-        files = max(1, 2 * total_pages * estimation.PAGE_SIZE // 2 ** 20)
+        # 1 MB files.
+        files = max(1, int(files_ratio * total_pages * estimation.PAGE_SIZE
+                           // 2 ** 20))
         return workloads.FileServer('zipf', files=files, file_mb=1,
                                     write_ratio=0.1, rng=rng)
     return workloads.WriteThenWork(max(1, total_pages // 16),
@@ -77,7 +78,7 @@ def _workload(index, total_pages, rng):
 
 class SimulatedVM:
     def __init__(self, host, index, memory_bytes, seed, interval_ns,
-                 references_per_interval, kernel_bytes=0):
+                 references_per_interval, kernel_bytes=0, files_ratio=0.125):
         self.uuid = instance_uuid(host, index)
         self.project_id = PROJECTS[index % len(PROJECTS)]
         self.allocated_bytes = memory_bytes
@@ -92,7 +93,7 @@ class SimulatedVM:
         rng = np.random.default_rng(
             [seed, zlib.crc32(self.uuid.encode()), index])
         self.workload = _workload(index, memory_bytes // estimation.PAGE_SIZE,
-                                  rng)
+                                  rng, files_ratio)
         # The VM's clock advances one report interval per collection.
         self.workload.reference_ns = max(
             1, interval_ns // references_per_interval)
@@ -221,7 +222,8 @@ class SimulatedDriver(driver.HypervisorDriver):
             vm = SimulatedVM(host, index, options.instance_memory_mb * 2 ** 20,
                              options.seed, interval_ns,
                              self.references_per_interval,
-                             options.guest_kernel_mb * 2 ** 20)
+                             options.guest_kernel_mb * 2 ** 20,
+                             options.file_server_memory_ratio)
             self._vms[vm.uuid] = vm
         self._lock = threading.Lock()
         self._last_used = {}
