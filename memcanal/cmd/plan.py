@@ -69,13 +69,21 @@ def _vm(entry):
         shares=entry.get('shares', 1.0))
 
 
-def _shown(allocation):
-    return {
+def _shown(allocation, total):
+    """An allocation in MiB; memory no VM would use is unallocated."""
+    shown = {
         'targets_mb': {name: size / MIB
                        for name, size in allocation.targets.items()},
         'predicted_miss_ratio': allocation.predicted,
         'geometric_mean': allocation.geometric_mean,
+        'unallocated_mb': (total - sum(allocation.targets.values())) / MIB,
+        'unit_mb': allocation.details['unit_bytes'] / MIB,
     }
+    if 'active_bytes' in allocation.details:
+        shown['active_mb'] = {
+            name: size / MIB
+            for name, size in allocation.details['active_bytes'].items()}
+    return shown
 
 
 def plan(description):
@@ -92,12 +100,12 @@ def plan(description):
                or len(vms) <= isolated.EXHAUSTIVE_MAX_VMS]
     policies = {
         'isolated_sharing_%s' % method: _shown(isolated.isolated_sharing(
-            vms, total, delta, unit_bytes=unit, method=method))
+            vms, total, delta, unit_bytes=unit, method=method), total)
         for method in methods}
     policies['esx'] = _shown(esx.esx_emulation(
         vms, total, tax_rate=description.get('tax_rate',
                                              esx.DEFAULT_TAX_RATE),
-        unit_bytes=unit))
+        unit_bytes=unit), total)
     return {'total_mb': total / MIB, 'delta': delta, 'policies': policies}
 
 

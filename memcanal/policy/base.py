@@ -20,11 +20,14 @@ def curve_from_points(points):
     """A MissRatioCurve (sizes in bytes) from ``[[bytes, ratio], ...]``,
     as reports store them; a repeated size keeps its first ratio."""
     try:
-        pairs = sorted((int(size), float(ratio)) for size, ratio in points)
-    except (TypeError, ValueError):
+        pairs = sorted(((int(size), float(ratio)) for size, ratio in points),
+                       key=lambda pair: pair[0])
+    except (TypeError, ValueError, OverflowError):
         raise ValueError('a curve is a list of [bytes, miss ratio] pairs')
     if not pairs:
         raise ValueError('a curve needs at least one point')
+    if not all(size >= 0 and math.isfinite(ratio) for size, ratio in pairs):
+        raise ValueError('a curve has sizes from 0 and finite ratios')
     sizes, first = np.unique([size for size, _ in pairs], return_index=True)
     ratios = np.clip(np.array([ratio for _, ratio in pairs])[first], 0, 1)
     return mrc.MissRatioCurve(sizes, ratios, references=0)

@@ -100,13 +100,14 @@ def apply(proposed, limits, rails, now, free_bytes=0):
                 reasons[name].append('min_change')
             continue
         targets[name] = target
-    _fit_budget(targets, limits, free_bytes, reasons)
+    _fit_budget(targets, limits, rails, free_bytes, reasons)
     return Guarded(targets, {name: why for name, why in reasons.items()
                              if why})
 
 
-def _fit_budget(targets, limits, free_bytes, reasons):
-    """Scale the growths down to what the shrinks and free memory give."""
+def _fit_budget(targets, limits, rails, free_bytes, reasons):
+    """Scale the growths down to what the shrinks and free memory give;
+    a growth scaled below the smallest change is not made."""
     grows = {name: target - limits[name].memory_bytes
              for name, target in targets.items()
              if target > limits[name].memory_bytes}
@@ -120,7 +121,7 @@ def _fit_budget(targets, limits, free_bytes, reasons):
     for name, grow in grows.items():
         reasons[name].append('budget')
         granted = int(grow * scale)
-        if granted <= 0:
+        if granted < max(rails.min_change_bytes, 1):
             del targets[name]
         else:
             targets[name] = limits[name].memory_bytes + granted

@@ -15,10 +15,12 @@ Three searches over allocations in whole units (4 MB by default):
   logarithms, so the optimum is a knapsack-like dynamic programme over
   memory units: the true optimum for any number of VMs.
 
-VMs without a curve keep their baseline. The memory below one unit left
-after dividing the rest in units goes to the VM it helps most. Memory
-no VM may take (all at their ceilings) stays unallocated, as does memory
-that lowers nobody's misses.
+A VM's sizes are its current memory plus or minus whole units, so
+staying where all are is always among the allocations searched, however
+the unit was rounded. VMs without a curve keep their baseline. The
+memory below one unit left after dividing the rest in units goes to the
+VM it helps most. Memory no VM may take (all at their ceilings) stays
+unallocated, as does memory that lowers nobody's misses.
 """
 
 import itertools
@@ -45,14 +47,22 @@ def _unit(total_bytes, unit_bytes):
     return unit_bytes * max(1, steps)
 
 
+def _sizes(vm, units, unit):
+    """The VM's sizes of 0..units units: from its current memory's
+    remainder of a unit."""
+    return vm.current_bytes % unit + np.arange(units + 1) * unit
+
+
 def _costs(vm, units, unit, delta):
     """log(relative miss ratio) at 0..units units; inf where the VM may
     not be (outside its bounds, or below baseline beyond its bound)."""
-    sizes = np.arange(units + 1) * unit
+    sizes = _sizes(vm, units, unit)
     relative = vm.relative_miss_ratio(sizes)
-    allowed = ((sizes >= vm.min_bytes) & (sizes <= vm.upper_bytes(
-        units * unit)) & ((sizes >= vm.baseline_bytes)
-                          | (relative <= 1.0 + delta + 1e-12)))
+    # Every size fits the total with the others at their least.
+    allowed = ((sizes >= vm.min_bytes)
+               & (sizes <= vm.upper_bytes(int(sizes[-1])))
+               & ((sizes >= vm.baseline_bytes)
+                  | (relative <= 1.0 + delta + 1e-12)))
     moved = np.abs(sizes - vm.current_bytes) / unit
     return np.where(allowed, np.log(relative) + STAY_PREFERENCE * moved,
                     np.inf)
@@ -86,43 +96,92 @@ def _exact(costs, units):
 
 
 def _exhaustive(costs, units):
+    """Every allocation, as Lu and Shen check them for three VMs: each
+    size of the first VMs in turn, the second-to-last's all at once."""
     if len(costs) > EXHAUSTIVE_MAX_VMS:
         raise ValueError('exhaustive search is for at most %d VMs' %
                          EXHAUSTIVE_MAX_VMS)
-    # The last VM takes the best of what the others leave.
+    # The last VM takes the best of what the others leave: the most
+    # memory among its cheapest sizes up to that.
     last_cost = np.minimum.accumulate(costs[-1])
-    last_size = [int(np.flatnonzero(costs[-1][:k + 1] <= last_cost[k])[-1])
-                 for k in range(units + 1)]
+    last_size = np.maximum.accumulate(np.where(
+        costs[-1] <= last_cost, np.arange(units + 1), 0))
+    if len(costs) == 1:
+        return [int(last_size[units])]
     best, best_cost = None, np.inf
-    for head in itertools.product(range(units + 1), repeat=len(costs) - 1):
+    for head in itertools.product(range(units + 1), repeat=len(costs) - 2):
         left = units - sum(head)
         if left < 0:
             continue
-        last = last_size[left]
-        cost = sum(c[k] for c, k in zip(costs, head)) + last_cost[left]
-        if cost < best_cost:
-            best, best_cost = list(head) + [last], cost
+        second = np.arange(left + 1)
+        cost = (sum(c[k] for c, k in zip(costs, head))
+                + costs[-2][:left + 1] + last_cost[left - second])
+        k = int(np.argmin(cost))
+        if cost[k] < best_cost:
+            best = list(head) + [k, int(last_size[left - k])]
+            best_cost = cost[k]
     return best
 
 
-def _greedy(costs, start):
-    """Lu and Shen's unit moves from the current allocation ``start``."""
-    taken = list(start)
+def _nearest_allowed(cost, k):
+    """The allowed number of units closest to ``k`` (None if none)."""
+    allowed = np.flatnonzero(np.isfinite(cost))
+    if not allowed.size:
+        return None
+    return int(allowed[np.argmin(np.abs(allowed - k))])
+
+
+def _greedy(costs, start, units):
+    """Lu and Shen's unit moves from the current allocation ``start``.
+
+    A VM out of its bounds there first moves to the nearest size it may
+    have, and the allocation is brought to at most ``units``: a unit to
+    the VM it helps most while one helps, a unit from the VM it hurts
+    least while there are too many. Then a unit moves from the VM that
+    loses least to the VM that gains most, over every pair, while that
+    lowers the mean; a VM may not break its bound.
+    """
+    taken = [_nearest_allowed(c, k) for c, k in zip(costs, start)]
+    if None in taken:
+        return None
     while True:
-        gains = [c[k + 1] - c[k] if k + 1 < len(c) else np.inf
-                 for c, k in zip(costs, taken)]
-        losses = [c[k - 1] - c[k] if k > 0 else np.inf
-                  for c, k in zip(costs, taken)]
-        receiver = int(np.argmin(gains))
-        donors = [i for i in np.argsort(losses, kind='stable')
-                  if i != receiver]
-        if not donors:
-            return taken
-        donor = int(donors[0])
-        if not gains[receiver] + losses[donor] < -1e-12:
-            return taken
-        taken[receiver] += 1
-        taken[donor] -= 1
+        # A step out of bounds costs inf: no VM is ever taken there.
+        gains = np.array([c[k + 1] - c[k] if k < units else np.inf
+                          for c, k in zip(costs, taken)])
+        losses = np.array([c[k - 1] - c[k] if k > 0 else np.inf
+                           for c, k in zip(costs, taken)])
+        spare = units - sum(taken)
+        if spare < 0:
+            if not np.isfinite(losses.min()):
+                return None
+            taken[int(np.argmin(losses))] -= 1
+        elif spare > 0 and gains.min() < -1e-12:
+            taken[int(np.argmin(gains))] += 1
+        else:
+            moves = gains[:, None] + losses[None, :]
+            np.fill_diagonal(moves, np.inf)
+            receiver, donor = np.unravel_index(np.argmin(moves),
+                                               moves.shape)
+            if not moves[receiver, donor] < -1e-12:
+                return taken
+            taken[receiver] += 1
+            taken[donor] -= 1
+
+
+def _search(vms, units, unit, delta, method):
+    """Units per VM by ``method``; None if no allocation is allowed."""
+    costs = [_costs(vm, units, unit, delta) for vm in vms]
+    if method == 'exact':
+        taken = _exact(costs, units)
+    elif method == 'exhaustive':
+        taken = _exhaustive(costs, units)
+    else:
+        taken = _greedy(costs, [vm.current_bytes // unit for vm in vms],
+                        units)
+    if taken is None or not np.isfinite(sum(
+            c[k] for c, k in zip(costs, taken))):
+        return None
+    return taken
 
 
 def isolated_sharing(vms, total_bytes, delta,
@@ -138,28 +197,20 @@ def isolated_sharing(vms, total_bytes, delta,
     targets = {vm.name: vm.baseline_bytes for vm in pinned}
     unit = _unit(max(shared, 1), unit_bytes)
     if free:
-        units = shared // unit
-        if units < 0:
+        if shared < 0:
             raise ValueError('the VMs without a curve need more than the '
                              'total memory')
-        costs = [_costs(vm, units, unit, delta) for vm in free]
-        if method == 'exact':
-            taken = _exact(costs, units)
-        elif method == 'exhaustive':
-            taken = _exhaustive(costs, units)
-        else:
-            start = [min(units, vm.current_bytes // unit) for vm in free]
-            start[-1] += units - sum(start)
-            if any(not np.isfinite(c[k]) for c, k in zip(costs, start)):
-                raise ValueError('the current allocation breaks a bound; '
-                                 'greedy search starts from it')
-            taken = _greedy(costs, start)
-        if taken is None or not np.isfinite(sum(
-                c[k] for c, k in zip(costs, taken))):
+        units = (shared - sum(vm.current_bytes % unit for vm in free)) \
+            // unit
+        taken = _search(free, units, unit, delta, method) \
+            if units >= 0 else None
+        if taken is None:
             raise ValueError('no allocation of %d bytes meets every VM\'s '
                              'bounds' % total_bytes)
-        targets.update({vm.name: k * unit for vm, k in zip(free, taken)})
-        _give_remainder(free, targets, shared - units * unit)
+        targets.update({vm.name: int(_sizes(vm, units, unit)[k])
+                        for vm, k in zip(free, taken)})
+        _give_remainder(free, targets, shared - sum(
+            targets[vm.name] for vm in free))
     return base.Allocation.of(
         'isolated_sharing', vms, targets, method=method, delta=delta,
         unit_bytes=unit, total_bytes=total_bytes)

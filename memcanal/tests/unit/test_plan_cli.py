@@ -1,3 +1,4 @@
+import io
 import json
 
 import pytest
@@ -37,6 +38,40 @@ def test_every_policy_is_planned(capsys, tmp_path):
     assert exact['geometric_mean'] == pytest.approx(
         result['policies']['isolated_sharing_exhaustive']['geometric_mean'])
     assert exact['predicted_miss_ratio']['web'] <= 1.25
+    assert (exact['unit_mb'], exact['unallocated_mb']) == (4, 0)
+    # ESX's victim keeps part of its idle memory at a 75 % tax.
+    esx = result['policies']['esx']
+    assert esx['active_mb'] == {'web': 1024, 'search': 920, 'tpch': 336}
+    assert 336 < esx['targets_mb']['tpch'] < 512
+    assert sum(esx['targets_mb'].values()) == 1536
+
+
+def test_defaults_and_stdin(capsys, monkeypatch):
+    description = {'vms': [
+        {'name': 'a', 'baseline_mb': 100, 'mrc': [[50, 0.5], [100, 0.1]]},
+        {'name': 'b', 'baseline_mb': 100.5, 'mrc': [[10, 0.0]]}]}
+    monkeypatch.setattr('sys.stdin', io.StringIO(json.dumps(description)))
+    assert plan.main(['-']) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result['total_mb'] == 200.5
+    assert result['delta'] == 0.05
+    exact = result['policies']['isolated_sharing_exact']
+    assert sum(exact['targets_mb'].values()) + exact['unallocated_mb'] == (
+        200.5)
+    assert exact['predicted_miss_ratio'] == {'a': 1.0, 'b': 1.0}
+
+
+def test_three_large_vms(capsys, tmp_path):
+    mrc = [[1024, 0.9], [8192, 0.5], [16384, 0.2], [24576, 0.1]]
+    description = {'vms': [
+        {'name': name, 'baseline_mb': 16384, 'mrc': mrc, 'shares': 1}
+        for name in 'abc']}
+    code, result, _ = run(capsys, tmp_path, description)
+    assert code == 0
+    exact = result['policies']['isolated_sharing_exact']
+    assert exact['unit_mb'] == 12
+    assert exact['geometric_mean'] == pytest.approx(result['policies'][
+        'isolated_sharing_exhaustive']['geometric_mean'], rel=1e-12)
 
 
 def test_four_vms_skip_exhaustive(capsys, tmp_path):
@@ -54,6 +89,10 @@ def test_four_vms_skip_exhaustive(capsys, tmp_path):
     ({'vms': [{'name': 'a', 'mrc': [[1, 0.5]]}]}, 'baseline_mb'),
     (dict(TABLE2, vms=TABLE2['vms'] + TABLE2['vms'][:1]), 'unique'),
     (dict(TABLE2, total_mb=100), 'no allocation'),
+    ({'vms': [{'name': 'a', 'baseline_mb': 1, 'mrc': [[1, 0.5]]}],
+      'tax_rate': 1}, 'tax_rate'),
+    ({'vms': [{'name': 'a', 'baseline_mb': 1, 'mrc': [[1, float('nan')]]}]},
+     'finite'),
 ])
 def test_bad_input_exits_2(capsys, tmp_path, description, message):
     code, _, err = run(capsys, tmp_path, description)

@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 
@@ -115,3 +117,71 @@ def test_vms_that_gain_nothing_stay_where_they_are():
         allocation = allocate(flat, 1536, 0.05, method)
         assert allocation.targets == {'a': 512 * MB, 'b': 512 * MB,
                                       'c': 512 * MB}
+
+
+def test_sizes_off_the_unit_grid():
+    # 510 MB is between units of 4 MB, and 508 MB would break the bound.
+    steep = curves.vm('steep', [(64, 1.0), (500, 0.5), (510, 0.1),
+                                (1024, 0.05)], baseline=510)
+    other = curves.vm('other', [(64, 1.0), (1024, 0.5)], baseline=514)
+    for method in isolated.METHODS:
+        allocation = allocate([steep, other], 1024, 0.05, method)
+        assert sum(allocation.targets.values()) == 1024 * MB
+        assert allocation.targets['steep'] >= 510 * MB
+    # Staying is among the allocations, and no single unit gains.
+    greedy = allocate([steep, other], 1024, 0.05, 'greedy')
+    assert greedy.targets == {'steep': 510 * MB, 'other': 514 * MB}
+
+
+def test_a_coarse_unit_keeps_staying_possible():
+    # 16 GiB is no multiple of the 12 MiB unit of a 48 GiB host; a bound
+    # that forbids any VM to shrink still has the allocation they have.
+    cliff = [(1024, 0.9), (8192, 0.5), (16384, 0.2), (24576, 0.1)]
+    vms = [curves.vm(name, cliff, baseline=16384) for name in 'abc']
+    for method in isolated.METHODS:
+        allocation = allocate(vms, 3 * 16384, 0.05, method)
+        assert allocation.details['unit_bytes'] == 12 * MB
+        assert set(allocation.targets.values()) == {16384 * MB}
+
+
+def test_greedy_moves_from_the_vm_that_also_gains_most():
+    # 'a' would gain most from a unit but loses nothing giving one; the
+    # only other donor, 'b', loses as much as 'a' would gain. The move
+    # that pays is from 'a' to 'b'.
+    a = curves.vm('a', [(64, 0.8), (516, 0.4)])
+    b = curves.vm('b', [(64, 1.0), (512, 0.5), (516, 0.35)])
+    greedy = allocate([a, b], 1024, 0.05, 'greedy')
+    assert greedy.targets == {'a': 508 * MB, 'b': 516 * MB}
+    assert greedy.geometric_mean == pytest.approx(0.7 ** 0.5)
+
+
+def test_exhaustive_on_a_large_host_matches_exact():
+    rng = np.random.default_rng(7)
+    vms = [curves.random_vm(rng, 'vm%d' % i, baseline=4096)
+           for i in range(3)]
+    exact = allocate(vms, 3 * 4096, 0.05)
+    exhaustive = allocate(vms, 3 * 4096, 0.05, 'exhaustive')
+    assert exhaustive.details['unit_bytes'] == exact.details['unit_bytes']
+    assert exact.geometric_mean == pytest.approx(
+        exhaustive.geometric_mean, rel=1e-12)
+
+
+def test_allocation_is_json():
+    allocation = allocate(curves.table2(), 1536, 0.05)
+    assert json.loads(json.dumps(allocation.as_json())) == (
+        allocation.as_json())
+
+
+def test_curve_from_points():
+    curve = isolated.base.curve_from_points([[8, 0.2], [4, 0.5], [8, 0.1]])
+    assert curve.sizes.tolist() == [4, 8]
+    # Sorted by size; a repeated size keeps the ratio given first.
+    assert curve.miss_ratios.tolist() == [0.5, 0.2]
+    vm = isolated.base.VM('vm', 4, curve)
+    assert vm.relative_miss_ratio(8) == pytest.approx(0.4)
+    assert vm.relative_miss_ratio(np.array([0, 8])).tolist() == (
+        pytest.approx([2.0, 0.4]))
+    for bad in ([], [[1]], [[-1, 0.5]], [[1, float('nan')]],
+                [[float('inf'), 0.5]], None):
+        with pytest.raises(ValueError):
+            isolated.base.curve_from_points(bad)
