@@ -32,6 +32,7 @@ simulated_opts = [
                help='Memory each simulated guest\'s kernel uses, counted '
                     'in its used and committed memory.'),
     cfg.ListOpt('fail_resize_instances', default=[],
+                item_type=cfg.types.Integer(min=0),
                 help='Indexes of VMs (0 is the first) whose resizes always '
                      'fail, to exercise the failure path.'),
     cfg.IntOpt('seed', default=0,

@@ -4,29 +4,38 @@ memcanal-aio, the tests and the benchmarks run the real agent on this
 driver. VMs are named deterministically from the host name, so an agent
 that restarts finds the same VMs, as it would on a real hypervisor.
 
-Each VM's memory is a guest page cache (memcanal.estimation.guest, the
-model #4 validated) over its current memory: the pages it references are
-storage blocks (file or swap), so a new memory target changes its misses
-for real. Resizes go through a balloon or memory hotplug
-(memcanal.agent.drivers.actuators). Each Sample's guest statistics come
-from that model:
+Each VM's memory is one guest page cache (memcanal.estimation.guest, the
+model #4 validated) over its current memory, doing I/O to its own
+storage: the pages it references are storage blocks (file or swap), so a
+new memory target changes its misses for real. Resizes go through a
+balloon or memory hotplug (memcanal.agent.drivers.actuators), with
+U-tube's semantics and latencies. Each Sample's guest statistics come
+from that model (floats; counts are per collection interval):
 
-- ``accesses``, ``misses``: references and page-cache misses this
-  interval; ``major_faults``: the misses that read storage;
-- ``memory_bytes``: the guest's memory now;
-- ``used_bytes``: U-tube's memory in active use: the kernel
-  (``[simulated] guest_kernel_mb``) plus the pages referenced this
-  interval that are resident at its end;
-- ``swap_bytes``: pages the workload wrote that are not resident (its
-  anonymous memory paged out);
-- ``committed_bytes``: the kernel plus every page ever written, an
-  estimate of Committed_AS.
+- ``references``, ``writes``: the references the workload made, and how
+  many were writes;
+- ``accesses``: the references the guest's page cache served;
+- ``misses``: those that missed it;
+- ``major_faults``: the misses that read the storage device (while the
+  VM is traced, a read the hypervisor cache serves is not one);
+- ``memory_bytes``: the VM's memory now, including what a tracing
+  window lent to the hypervisor cache;
+- ``used_bytes``: U-tube's memory "actively used": the guest kernel
+  (``[simulated] guest_kernel_mb``) plus the distinct pages referenced
+  this interval that are still in memory at its end, at most
+  ``memory_bytes``;
+- ``swap_bytes``: the pages the workload has written that are not in
+  memory: its anonymous memory paged out;
+- ``committed_bytes``: the guest kernel plus every distinct page ever
+  written, an estimate of Committed_AS.
 
-In tracing mode a VM's references also run through a second page cache
-above a hypervisor exclusive cache (memcanal.estimation.hcache), and
-each Sample carries what the hypervisor saw.
+In tracing mode (Lu and Shen's Fig. 6) the same guest gives
+``cache_bytes`` of its memory to a hypervisor exclusive cache
+(memcanal.estimation.hcache) below it: its least recently used pages go
+into the cache, and each Sample carries what the hypervisor saw.
 """
 
+import numbers
 import threading
 import uuid
 import zlib
@@ -44,6 +53,9 @@ from memcanal import exception
 # Fixed namespace so the same host and index always give the same uuid.
 _NAMESPACE = uuid.UUID('6d656d63-616e-616c-2073-696d756c6174')
 PROJECTS = ('simulated-project-a', 'simulated-project-b')
+LOADED_USE = 0.9
+"""U-tube's bound on a guest's memory utilization (section 3.3): a guest
+using this fraction of its memory is heavily loaded."""
 
 
 def instance_uuid(host, index):
@@ -76,7 +88,50 @@ def _workload(index, total_pages, rng, files_ratio=0.125):
                                    max(1, total_pages // 64))
 
 
+class _MappedIo(hcache.DirectIo):
+    """Direct I/O that keeps the hypervisor's P2S and S2P tables.
+
+    Lu and Shen's hypervisor sees every I/O of the VM, cached or not; a
+    hypervisor cache started later takes these tables over, so it admits
+    the pages the VM read before the cache existed.
+    """
+
+    def __init__(self, storage):
+        super().__init__(storage)
+        self.tables = hcache.MappingTables()
+
+    def read(self, page, block):
+        self.tables.insert(page, block)
+        return self.storage.read(block)
+
+    def write(self, page, block, signature):
+        self.tables.insert(page, block)
+        self.storage.write(block, signature)
+
+    def evict(self, page, signature):
+        self.tables.delete(page)
+
+    def release(self, page):
+        self.tables.delete(page)
+
+
+def _trim(cache, capacity):
+    """Make a hypervisor cache ``capacity`` pages, discarding its oldest
+    units (writing the dirty ones) as its own replacement does."""
+    cache.capacity = capacity
+    while len(cache.queue) > capacity:
+        block, (signature, dirty) = cache.queue.discard_head()
+        if dirty:
+            cache.storage.write(block, signature)
+
+
 class SimulatedVM:
+    """One VM: a workload generator over a guest page cache.
+
+    ``resize`` and ``run_guest`` are what the driver and the benchmarks
+    use; the driver serializes them.
+    """
+
     def __init__(self, host, index, memory_bytes, seed, interval_ns,
                  references_per_interval, kernel_bytes=0, files_ratio=0.125):
         self.uuid = instance_uuid(host, index)
@@ -85,10 +140,14 @@ class SimulatedVM:
         self.target_bytes = None
         self.kernel_bytes = kernel_bytes
         self.storage = hcache.Storage()
+        self._io = _MappedIo(self.storage)
         self.guest = guest_model.GuestPageCache(
-            memory_bytes // estimation.PAGE_SIZE,
-            hcache.DirectIo(self.storage))
+            memory_bytes // estimation.PAGE_SIZE, self._io)
+        # The hypervisor cache of a tracing window, or None.
+        self._tracing = None
+        # Which blocks the workload has ever written, by block.
         self._written = np.zeros(0, bool)
+        self.used_bytes = 0
         self._actuators = {}
         rng = np.random.default_rng(
             [seed, zlib.crc32(self.uuid.encode()), index])
@@ -97,27 +156,30 @@ class SimulatedVM:
         # The VM's clock advances one report interval per collection.
         self.workload.reference_ns = max(
             1, interval_ns // references_per_interval)
-        # When each page was last referenced (-1: never), in references
-        # since boot: the VM's LRU order, to fill a page cache model.
-        self._last_use = np.full(memory_bytes // estimation.PAGE_SIZE, -1,
-                                 np.int64)
-        self._references = 0
-        self._tracing = None
-
-    def record(self, trace):
-        """Note the pages ``trace`` referenced, the last use of each."""
-        if self._last_use.size <= trace.pages.max(initial=-1):
-            self._last_use = np.concatenate([self._last_use, np.full(
-                int(trace.pages.max()) + 1 - self._last_use.size, -1,
-                np.int64)])
-        reversed_pages = trace.pages[::-1]
-        pages, from_end = np.unique(reversed_pages, return_index=True)
-        self._last_use[pages] = self._references + len(trace) - 1 - from_end
-        self._references += len(trace)
 
     @property
     def memory_bytes(self):
-        return self.guest.capacity * estimation.PAGE_SIZE
+        pages = self.guest.capacity
+        if self._tracing is not None:
+            pages += self._tracing.capacity
+        return pages * estimation.PAGE_SIZE
+
+    @property
+    def loaded(self):
+        """Whether the guest used LOADED_USE of its memory in the last
+        interval: removing memory from it is slower (U-tube Fig. 5)."""
+        return self.used_bytes >= LOADED_USE * self.memory_bytes
+
+    def _in_memory(self, blocks, guest_blocks):
+        """Which of ``blocks`` the VM's memory holds: its page cache and,
+        while traced, the hypervisor cache its memory was lent to."""
+        held = np.isin(blocks, guest_blocks)
+        if self._tracing is not None:
+            queue = self._tracing.queue
+            held |= np.fromiter(
+                (queue.lookup(block) is not None for block in blocks.tolist()),
+                bool, blocks.size)
+        return held
 
     def run_guest(self, trace):
         """Run ``trace`` through the VM's memory; its guest statistics."""
@@ -128,90 +190,114 @@ class SimulatedVM:
             self._written = np.concatenate([self._written, np.zeros(
                 int(written.max()) + 1 - self._written.size, bool)])
         self._written[written] = True
-        blocks = self.guest.resident_blocks()
-        resident = np.zeros(max(self._written.size, int(
-            trace.pages.max(initial=-1)) + 1, int(
-                blocks.max(initial=-1)) + 1), bool)
-        resident[blocks] = True
+        guest_blocks = self.guest.resident_blocks()
         referenced = np.unique(trace.pages)
+        written_blocks = np.flatnonzero(self._written)
         page = estimation.PAGE_SIZE
-        used = self.kernel_bytes + int(resident[referenced].sum()) * page
-        written_pages = np.flatnonzero(self._written)
+        memory = self.memory_bytes
+        self.used_bytes = min(memory, self.kernel_bytes + page * int(
+            self._in_memory(referenced, guest_blocks).sum()))
+        paged_out = written_blocks.size - int(
+            self._in_memory(written_blocks, guest_blocks).sum())
         return {
             'accesses': float(self.guest.accesses - before[0]),
             'misses': float(self.guest.misses - before[1]),
             'major_faults': float(self.storage.reads - before[2]),
-            'memory_bytes': float(self.memory_bytes),
-            'used_bytes': float(min(used, self.memory_bytes)),
-            'swap_bytes': float(int((~resident[written_pages]).sum()) * page),
+            'memory_bytes': float(memory),
+            'used_bytes': float(self.used_bytes),
+            'swap_bytes': float(paged_out * page),
             'committed_bytes': float(self.kernel_bytes
-                                     + written_pages.size * page),
+                                     + written_blocks.size * page),
         }
 
+    def _actuator(self, mechanism):
+        if mechanism not in self._actuators:
+            self._actuators[mechanism] = (
+                actuators.Balloon(self.allocated_bytes, uuid=self.uuid)
+                if mechanism == 'balloon'
+                else actuators.Hotplug(self.allocated_bytes))
+        return self._actuators[mechanism]
+
     def resize(self, target_bytes, mechanism, loaded):
-        """Resize with ``mechanism``; returns a driver.Resize."""
-        if mechanism not in actuators.MECHANISMS:
+        """Resize to ``target_bytes`` (whole pages of it) with
+        ``mechanism``; a driver.Resize, or ResizeFailed and no change."""
+        if mechanism not in driver.MECHANISMS:
             raise exception.ResizeFailed(
                 uuid=self.uuid, reason='unknown mechanism %r' % (mechanism,))
-        if not isinstance(target_bytes, int) or (
-                target_bytes < estimation.PAGE_SIZE):
+        if (not isinstance(target_bytes, numbers.Integral)
+                or isinstance(target_bytes, bool)
+                or target_bytes < estimation.PAGE_SIZE):
             raise exception.ResizeFailed(
                 uuid=self.uuid, reason='a target is a whole number of bytes '
-                'of at least one page')
-        actuator = self._actuators.get(mechanism)
-        if actuator is None:
-            actuator = self._actuators[mechanism] = actuators.MECHANISMS[
-                mechanism](self.allocated_bytes)
+                'of at least one page, not %r' % (target_bytes,))
+        target_bytes = int(target_bytes)
+        pages = target_bytes // estimation.PAGE_SIZE
         previous = self.memory_bytes
-        seconds = actuator.resize(self.uuid, previous, target_bytes, loaded)
-        self.guest.resize(target_bytes // estimation.PAGE_SIZE)
+        seconds = self._actuator(mechanism).resize(
+            previous, pages * estimation.PAGE_SIZE, loaded)
+        if self._tracing is None:
+            self.guest.resize(pages)
+        else:
+            # The cache keeps its size while the VM keeps a page.
+            _trim(self._tracing, min(self._tracing.capacity, pages - 1))
+            self.guest.resize(pages - self._tracing.capacity)
         self.target_bytes = target_bytes
         return driver.Resize(mechanism, previous, target_bytes, seconds)
 
-    def pages_by_last_use(self):
-        used = np.flatnonzero(self._last_use >= 0)
-        return used[np.argsort(self._last_use[used], kind='stable')]
-
     def start_tracing(self, cache_bytes, write_policy):
-        """Lu and Shen's Fig. 6: the VM's memory as it was (every page it
-        used, least recent first, through a page cache of its size), then
-        ``cache_bytes`` of it handed to a hypervisor cache, into which the
-        VM evicts its least recently used pages."""
-        memory_pages = self.guest.capacity
+        """Lu and Shen's Fig. 6: lend ``cache_bytes`` of the VM's memory
+        (all but a page at most) to a hypervisor exclusive cache, into
+        which the guest evicts its least recently used pages."""
+        if self._tracing is not None:
+            self.stop_tracing()
         cache_pages = min(cache_bytes // estimation.PAGE_SIZE,
-                          memory_pages - 1)
-        ghost = hcache.GhostEvents()
-        hypervisor = hcache.HypervisorCache(
-            hcache.Storage(), cache_pages, write_policy, ghost=ghost)
-        guest = guest_model.GuestPageCache(memory_pages, hypervisor)
-        pages = self.pages_by_last_use()
-        guest.run(pages, np.zeros(pages.size, bool))
-        guest.resize(memory_pages - cache_pages)
-        self._tracing = (guest, ghost)
+                          self.guest.capacity - 1)
+        cache = hcache.HypervisorCache(self.storage, cache_pages,
+                                       write_policy,
+                                       ghost=hcache.GhostEvents())
+        cache.tables = self._io.tables
+        self.guest.io = cache
+        self._tracing = cache
+        self.guest.resize(self.guest.capacity - cache_pages)
 
     def stop_tracing(self):
+        """Give the cache's memory back to the guest. A sync first writes
+        what storage lacks: the guest's dirty pages, the cache's dirty
+        units and the pages the VM got from them; the clean units are
+        dropped with the cache, as a hypervisor reclaiming it would."""
+        cache = self._tracing
+        if cache is None:
+            return
+        self.guest.sync()
+        self.guest.io = self._io
         self._tracing = None
+        self.guest.resize(self.guest.capacity + cache.capacity)
 
-    def cache_trace(self, trace):
-        """What the hypervisor cache saw of ``trace``, or None when the VM
-        is not being traced."""
+    def cache_trace(self, accesses):
+        """What the hypervisor cache saw since the last call, for an
+        interval of ``accesses`` references, or None when not traced."""
         if self._tracing is None:
             return None
-        guest, ghost = self._tracing
-        guest.run(trace.pages, trace.writes)
+        ghost = self._tracing.ghost
         blocks, reads = ghost.arrays()
         ghost.clear()
-        return driver.CacheTrace(blocks, reads, guest.capacity, len(trace))
+        return driver.CacheTrace(blocks, reads, self.guest.capacity,
+                                 accesses)
 
 
 class SimulatedDriver(driver.HypervisorDriver):
-    """A host of ``[simulated] instances`` VMs, configured by [simulated]."""
+    """A host of ``[simulated] instances`` VMs, configured by [simulated].
+
+    One lock serializes what changes a VM's memory model (collections,
+    resizes, tracing); the guest models are pure Python, so the GIL
+    would serialize them anyway.
+    """
 
     def __init__(self, conf, host):
         options = conf.simulated
         self.references_per_interval = options.references_per_interval
         self.write_policy = conf.hcache.write_policy
-        self._failing = {instance_uuid(host, int(index))
+        self._failing = {instance_uuid(host, index)
                          for index in options.fail_resize_instances}
         self._host_info = driver.HostInfo(
             memory_total_bytes=options.host_memory_mb * 2 ** 20,
@@ -226,7 +312,6 @@ class SimulatedDriver(driver.HypervisorDriver):
                              options.file_server_memory_ratio)
             self._vms[vm.uuid] = vm
         self._lock = threading.Lock()
-        self._last_used = {}
 
     def host_info(self):
         return self._host_info
@@ -246,29 +331,30 @@ class SimulatedDriver(driver.HypervisorDriver):
     def collect(self, instance_uuid):
         vm = self._vm(instance_uuid)
         trace = vm.workload.take(self.references_per_interval)
-        vm.record(trace)
         with self._lock:
             stats = vm.run_guest(trace)
-            self._last_used[vm.uuid] = stats['used_bytes']
+            cache_trace = vm.cache_trace(len(trace))
         return driver.Sample(
             page_size=estimation.PAGE_SIZE, trace=trace,
             guest_stats=dict(stats, references=float(len(trace)),
                              writes=float(trace.writes.sum())),
-            cache_trace=vm.cache_trace(trace))
+            cache_trace=cache_trace)
 
     def start_tracing(self, instance_uuid, cache_bytes):
-        self._vm(instance_uuid).start_tracing(cache_bytes, self.write_policy)
+        vm = self._vm(instance_uuid)
+        with self._lock:
+            vm.start_tracing(cache_bytes, self.write_policy)
 
     def stop_tracing(self, instance_uuid):
-        self._vm(instance_uuid).stop_tracing()
+        vm = self._vm(instance_uuid)
+        with self._lock:
+            vm.stop_tracing()
 
     def apply_memory_target(self, instance_uuid, target_bytes,
                             mechanism='balloon'):
+        vm = self._vm(instance_uuid)
+        if vm.uuid in self._failing:
+            raise exception.ResizeFailed(
+                uuid=vm.uuid, reason='[simulated] fail_resize_instances')
         with self._lock:
-            vm = self._vm(instance_uuid)
-            if vm.uuid in self._failing:
-                raise exception.ResizeFailed(
-                    uuid=vm.uuid, reason='[simulated] fail_resize_instances')
-            # U-tube: removal is slower from a VM using most of its memory.
-            loaded = self._last_used.get(vm.uuid, 0) >= 0.9 * vm.memory_bytes
-            return vm.resize(target_bytes, mechanism, loaded)
+            return vm.resize(target_bytes, mechanism, vm.loaded)

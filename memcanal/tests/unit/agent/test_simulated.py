@@ -1,8 +1,12 @@
+import numpy as np
 import pytest
 
 from memcanal.agent import collector
 from memcanal.agent import driver
 from memcanal.agent.drivers import simulated
+from memcanal.agent import tracing
+from memcanal.estimation import hcache_runs
+from memcanal.estimation import traces
 from memcanal.estimation import workloads
 from memcanal import exception
 
@@ -124,14 +128,20 @@ def test_tracing_mode_moves_memory_to_the_hypervisor_cache(conf):
     hypervisor.start_tracing(uuid, 3584 * 1024)
     traced = hypervisor.collect(uuid).cache_trace
     assert (traced.direct_pages, traced.accesses) == (128, 4000)
-    # Filling the model of the VM's memory read the file's 256 pages;
-    # giving up memory evicted 128 of them into the cache.
-    assert traced.reads[:256].all() and not traced.reads[256:384].any()
+    # The VM had read the file's 256 pages; giving up memory evicted the
+    # 128 least recently used into the cache.
+    assert not traced.reads[:128].any()
     # The file server then cycles through the file: every access misses
-    # the direct memory and is seen.
-    assert traced.reads[384:].sum() == 4000
+    # the direct memory and is seen, and the cache serves it.
+    assert traced.reads[128:].sum() == 4000
+    sample = hypervisor.collect(uuid)
+    assert sample.guest_stats['misses'] == 4000
+    assert sample.guest_stats['major_faults'] == 0
+    assert sample.guest_stats['memory_bytes'] == 4 * 2 ** 20
     hypervisor.stop_tracing(uuid)
     assert hypervisor.collect(uuid).cache_trace is None
+    vm = hypervisor._vms[uuid]
+    assert vm.guest.capacity == 1024 and vm.guest.corrupted == 0
 
 
 def test_tracing_on_an_unknown_vm_raises(hypervisor):
@@ -177,10 +187,117 @@ def test_guest_statistics_are_consistent(file_server):
     stats = hypervisor.collect(uuid).guest_stats
     assert stats['memory_bytes'] == 4 * 2 ** 20
     assert 4 * 2 ** 20 >= stats['used_bytes'] >= 0
+    assert stats['accesses'] == stats['references'] == 20000
     assert stats['major_faults'] == stats['misses'] > 0
     assert stats['committed_bytes'] > 4 * 2 ** 20
     # The writes that no longer fit are paged out.
     assert stats['swap_bytes'] > 0
+    hypervisor.apply_memory_target(uuid, 64 * 2 ** 20, 'balloon')
+    hypervisor.collect(uuid)
+    stats = hypervisor.collect(uuid).guest_stats
+    # 4 MB of kernel and the 8 MB of files, all in memory now.
+    assert stats['used_bytes'] == 12 * 2 ** 20
+    assert stats['swap_bytes'] == 0
+    assert stats['committed_bytes'] >= 4 * 2 ** 20
+    assert all(isinstance(value, float) for value in stats.values())
+
+
+def test_a_vm_using_its_memory_is_slower_to_shrink(file_server):
+    hypervisor, uuid = file_server
+    idle = hypervisor.apply_memory_target(uuid, 32 * 2 ** 20, 'balloon')
+    assert idle.seconds == pytest.approx(32 / 128 * 0.056)
+    hypervisor.apply_memory_target(uuid, 8 * 2 ** 20, 'balloon')
+    # 4 MB of kernel and 4 MB of files in use: all its memory.
+    assert hypervisor.collect(uuid).guest_stats['used_bytes'] == 8 * 2 ** 20
+    loaded = hypervisor.apply_memory_target(uuid, 4 * 2 ** 20, 'balloon')
+    assert loaded.seconds == pytest.approx(4 / 128 * 0.056 * 4)
+
+
+def test_a_failed_resize_leaves_the_vm_unchanged(file_server):
+    hypervisor, uuid = file_server
+    hypervisor.apply_memory_target(uuid, 16 * 2 ** 20, 'balloon')
+    with pytest.raises(exception.ResizeFailed, match='booted with'):
+        hypervisor.apply_memory_target(uuid, 65 * 2 ** 20, 'balloon')
+    assert hypervisor.list_instances()[2].target_bytes == 16 * 2 ** 20
+    stats = hypervisor.collect(uuid).guest_stats
+    assert stats['memory_bytes'] == 16 * 2 ** 20
+    # The balloon still holds all it took.
+    balloon = hypervisor._vms[uuid]._actuators['balloon']
+    assert balloon.held_pages == 48 * 256
+    grown = hypervisor.apply_memory_target(uuid, 64 * 2 ** 20, 'balloon')
+    assert grown.previous_bytes == 16 * 2 ** 20
+
+
+def test_hotplug_grows_past_boot_memory_in_sections(file_server):
+    hypervisor, uuid = file_server
+    grown = hypervisor.apply_memory_target(uuid, 100 * 2 ** 20, 'hotplug')
+    assert grown == driver.Resize('hotplug', 64 * 2 ** 20, 100 * 2 ** 20,
+                                  pytest.approx(0.060))
+    actuator = hypervisor._vms[uuid]._actuators['hotplug']
+    assert (actuator.sections, actuator.offline_pages) == (2, 92 * 256)
+    onlined = hypervisor.apply_memory_target(uuid, 120 * 2 ** 20,
+                                             'hotplug')
+    assert actuator.sections == 2
+    assert onlined.seconds == pytest.approx(20 / 128 * 0.005)
+    assert hypervisor.collect(uuid).guest_stats['memory_bytes'] == (
+        120 * 2 ** 20)
+
+
+def test_resizing_a_traced_vm_keeps_its_cache_while_it_can(file_server):
+    hypervisor, uuid = file_server
+    vm = hypervisor._vms[uuid]
+    hypervisor.collect(uuid)
+    hypervisor.start_tracing(uuid, 16 * 2 ** 20)
+    hypervisor.apply_memory_target(uuid, 32 * 2 ** 20, 'hotplug')
+    traced = hypervisor.collect(uuid)
+    assert traced.cache_trace.direct_pages == 16 * 256
+    assert traced.guest_stats['memory_bytes'] == 32 * 2 ** 20
+    # Too small for the cache: it shrinks, the VM keeps a page.
+    hypervisor.apply_memory_target(uuid, 8 * 2 ** 20, 'hotplug')
+    traced = hypervisor.collect(uuid)
+    assert traced.cache_trace.direct_pages == 1
+    assert traced.guest_stats['memory_bytes'] == 8 * 2 ** 20
+    hypervisor.stop_tracing(uuid)
+    assert vm.guest.capacity == 8 * 256
+    hypervisor.collect(uuid)
+    assert vm.guest.corrupted == 0
+
+
+def test_the_curve_of_a_traced_vm_matches_its_misses(conf):
+    """The agent's path (start_tracing, the driver's CacheTraces,
+    CacheTracing) against a VM-only run of the same references."""
+    conf.set_override('instances', 3, 'simulated')
+    conf.set_override('instance_memory_mb', 16, 'simulated')
+    conf.set_override('references_per_interval', 10000, 'simulated')
+    # 8 files of 1 MB.
+    conf.set_override('file_server_memory_ratio', 0.5, 'simulated')
+    conf.set_override('report_interval', 1, 'agent')
+    conf.set_override('tracing_period', 100, 'hcache')
+    conf.set_override('tracing_window', 3, 'hcache')
+    hypervisor = driver.load('simulated', conf, 'compute-1')
+    uuid = hypervisor.list_instances()[2].uuid
+    windows = tracing.CacheTracing(conf, 4096)
+    samples = [hypervisor.collect(uuid)]
+    # 2 MB direct, 14 MB of hypervisor cache.
+    hypervisor.start_tracing(uuid, 14 * 2 ** 20)
+    windows.start()
+    for _ in range(3):
+        samples.append(hypervisor.collect(uuid))
+        windows.add(samples[-1].cache_trace)
+    points = windows.curves()['hcache']
+    assert points[0][0] == 2 * 2 ** 20
+    counted = samples[2:]
+    measured = sum(s.guest_stats['misses'] for s in counted) / sum(
+        s.guest_stats['accesses'] for s in counted)
+    assert points[0][1] == pytest.approx(measured, abs=0.01)
+    whole = traces.Trace.of(
+        np.concatenate([s.trace.pages for s in samples]),
+        writes=np.concatenate([s.trace.writes for s in samples]))
+    for size in (512, 768, 1024, 1536, 2048):
+        actual = hcache_runs.vm_only(whole, size, warmup=20_000).miss_ratio
+        predicted = [ratio for size_bytes, ratio in points
+                     if size_bytes <= size * 4096][-1]
+        assert predicted == pytest.approx(actual, abs=0.03)
 
 
 def test_mechanisms_and_failures(conf, file_server):
