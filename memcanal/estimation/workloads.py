@@ -16,6 +16,19 @@ the workload's rate, as a CPU-bound loop issues them.
   4 MB read or overwritten whole, in 64 KB chunks, picked Sequentially,
   at Random, by Zipf(1.0) or by Class (a tenth of the files ten times as
   popular), with a write ratio.
+- ``SpecWebLike``: SPECweb99's static content (Hcache 6.1): files of 1,
+  10, 100 and 1000 KB asked 35/50/14/1 % of the time, Zipf(1.0) within a
+  class, read whole. Its curve falls slowly, as a web server's does.
+- ``IndexSearchLike``: Ask Jeeves index search (Hcache 6.1): per keyword
+  a binary search of the mapping file, then its postings in the index.
+  Its popular postings fill ``hot_mb``, so it gains much from memory up
+  to there (Table 2: 0.06 of its 512 MB misses at 920 MB).
+- ``TpchLike``: 17 decision-support queries in turn, scanning segments of
+  a hot ``hot_mb`` of tables: no misses above it, LRU thrashing below.
+- ``TpccLike``: OLTP whose demand grows almost linearly in time (U-tube
+  Figs. 8-9); ``working_set_pages`` is the footprint so far.
+- ``DacapoLike``: the DaCapo programs one after another (U-tube 4.6),
+  the working set jumping at each program's start; ``phase_at``.
 - ``zipf_pages`` and ``uniform_pages``: plain page streams for benchmarks.
 """
 
