@@ -37,10 +37,24 @@ def test_balance_equalises_utilization():
     assert allocation.targets['busy'] > 1000 * MB > allocation.targets['calm']
 
 
-def test_nothing_moves_without_an_under_allocated_vm():
-    vms = [usage('a', 1000, 500, 450), usage('b', 1000, 200, 200)]
+def test_vms_keep_reclaimable_memory_while_no_use_grows():
+    vms = [usage('a', 1000, 500, 550), usage('b', 1000, 200, 200)]
     allocation = utube.balance(vms)
     assert allocation.targets == {'a': 1000 * MB, 'b': 1000 * MB}
+    assert allocation.details['growing'] == []
+
+
+def test_a_growing_vm_is_given_memory_before_it_is_short():
+    growing = usage('growing', 1000, 500, 450)
+    idle = usage('idle', 1000, 200, 250)
+    allocation = utube.balance([growing, idle])
+    assert allocation.details['under_allocated'] == []
+    assert allocation.details['growing'] == ['growing']
+    # The idle VM's use fell: it gives its reclaimable memory.
+    assert allocation.targets['growing'] > 1000 * MB
+    assert allocation.targets['idle'] < 1000 * MB
+    assert allocation.predicted['growing'] == pytest.approx(
+        allocation.predicted['idle'], rel=1e-6)
 
 
 def test_delta_suppresses_small_changes():
