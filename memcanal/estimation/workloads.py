@@ -83,6 +83,12 @@ class Workload:
         """The pages a correct WSS estimator should report."""
         raise NotImplementedError
 
+    @property
+    def allocated_pages(self):
+        """How many pages from ``base_page`` up the program holds now, for
+        a program that frees memory; None if it keeps what it wrote."""
+        return None
+
     def take(self, count):
         """The next ``count`` references as a Trace."""
         pages, writes = [self._pending_pages], [self._pending_writes]
@@ -472,6 +478,12 @@ class DacapoLike(Workload):
     @property
     def working_set_pages(self):
         return self.phase_at(self._generated * self.reference_ns / 1e9)[1]
+
+    @property
+    def allocated_pages(self):
+        """The running program's heap: an earlier program's exited with
+        its JVM."""
+        return self.working_set_pages
 
     def _round(self):
         count = self.references_per_round

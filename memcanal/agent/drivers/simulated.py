@@ -22,12 +22,15 @@ from that model (floats; counts are per collection interval):
   window lent to the hypervisor cache;
 - ``used_bytes``: U-tube's memory "actively used": the guest kernel
   (``[simulated] guest_kernel_mb``) plus the distinct pages referenced
-  this interval that are still in memory at its end, at most
-  ``memory_bytes``;
+  in the last ACTIVE_INTERVALS intervals that are still in memory at
+  this one's end, at most ``memory_bytes``. Linux's active lists age
+  pages over more than one look, and a single interval's sample of a
+  large footprint misses pages the program still holds;
 - ``swap_bytes``: the pages the workload has written that are not in
   memory: its anonymous memory paged out;
-- ``committed_bytes``: the guest kernel plus every distinct page ever
-  written, an estimate of Committed_AS.
+- ``committed_bytes``: the guest kernel plus every distinct page the
+  workload wrote and still holds (``Workload.allocated_pages``: a
+  program that exits frees its memory), an estimate of Committed_AS.
 
 In tracing mode (Lu and Shen's Fig. 6) the same guest gives
 ``cache_bytes`` of its memory to a hypervisor exclusive cache
@@ -53,6 +56,8 @@ from memcanal import exception
 # Fixed namespace so the same host and index always give the same uuid.
 _NAMESPACE = uuid.UUID('6d656d63-616e-616c-2073-696d756c6174')
 PROJECTS = ('simulated-project-a', 'simulated-project-b')
+ACTIVE_INTERVALS = 3
+"""Intervals over which a page referenced counts as in active use."""
 LOADED_USE = 0.9
 """U-tube's bound on a guest's memory utilization (section 3.3): a guest
 using this fraction of its memory is heavily loaded."""
@@ -147,6 +152,9 @@ class SimulatedVM:
         self._tracing = None
         # Which blocks the workload has ever written, by block.
         self._written = np.zeros(0, bool)
+        # The last interval each block was referenced in (-1: never).
+        self._last_interval = np.full(0, -1, np.int64)
+        self._intervals = 0
         self.used_bytes = 0
         self._actuators = {}
         rng = np.random.default_rng(
@@ -190,8 +198,15 @@ class SimulatedVM:
             self._written = np.concatenate([self._written, np.zeros(
                 int(written.max()) + 1 - self._written.size, bool)])
         self._written[written] = True
+        allocated = self.workload.allocated_pages
+        if allocated is not None:
+            # A program that exits frees what it wrote: it is no longer
+            # committed nor in swap.
+            self._written[self.workload.base_page + allocated:] = False
+        self._mark_referenced(trace.pages)
         guest_blocks = self.guest.resident_blocks()
-        referenced = np.unique(trace.pages)
+        referenced = np.flatnonzero(
+            self._last_interval > self._intervals - ACTIVE_INTERVALS)
         written_blocks = np.flatnonzero(self._written)
         page = estimation.PAGE_SIZE
         memory = self.memory_bytes
@@ -209,6 +224,15 @@ class SimulatedVM:
             'committed_bytes': float(self.kernel_bytes
                                      + written_blocks.size * page),
         }
+
+    def _mark_referenced(self, pages):
+        self._intervals += 1
+        if pages.size and pages.max() >= self._last_interval.size:
+            self._last_interval = np.concatenate([
+                self._last_interval, np.full(
+                    int(pages.max()) + 1 - self._last_interval.size, -1,
+                    np.int64)])
+        self._last_interval[pages] = self._intervals
 
     def _actuator(self, mechanism):
         if mechanism not in self._actuators:

@@ -319,3 +319,47 @@ def test_mechanisms_and_failures(conf, file_server):
     first = failing.list_instances()[0].uuid
     with pytest.raises(exception.ResizeFailed, match='fail_resize'):
         failing.apply_memory_target(first, 2 ** 20, 'balloon')
+
+
+def test_used_memory_counts_pages_of_the_last_intervals():
+    vm = simulated.SimulatedVM('compute-1', 0, 64 * 4096, 0, 10 ** 9, 100,
+                               kernel_bytes=2 * 4096)
+
+    def run(pages):
+        pages = np.array(pages, np.int64)
+        trace = traces.Trace.of(pages, writes=np.zeros(pages.size, bool))
+        return vm.run_guest(trace)['used_bytes'] / 4096
+
+    # The kernel's two pages plus what the guest touched lately.
+    assert run(range(10)) == 2 + 10
+    assert run(range(10, 15)) == 2 + 15
+    assert run([]) == 2 + 15
+    # Pages 0-9 were last used three intervals ago: no longer active.
+    assert run([20]) == 2 + 6
+    # Pages still active but evicted are not in use; nor is more than
+    # the VM's memory.
+    vm.resize(8 * 4096, 'balloon', loaded=False)
+    assert run(range(30, 40)) == 8
+    vm.kernel_bytes = 0
+    # Ten pages active, eight of them in memory.
+    assert run([]) == 8
+    assert run([]) == 8
+    assert run([]) == 0
+
+
+def test_a_program_that_exits_frees_its_committed_memory_and_swap():
+    vm = simulated.SimulatedVM('compute-1', 0, 64 * 4096, 0, 10 ** 9, 1000)
+    # 1000 references a second: a 100-page program for 10 s, then a
+    # 10-page one.
+    vm.workload = workloads.DacapoLike(
+        phases=[('big', 100 * 4096 / 2 ** 20, 10),
+                ('small', 10 * 4096 / 2 ** 20, 10)],
+        rng=np.random.default_rng(1), reference_ns=10 ** 6,
+        references_per_round=1000)
+    stats = vm.run_guest(vm.workload.take(9000))
+    assert stats['committed_bytes'] == 100 * 4096
+    assert stats['swap_bytes'] >= 36 * 4096
+    stats = vm.run_guest(vm.workload.take(2000))
+    assert vm.workload.allocated_pages == 10
+    assert stats['committed_bytes'] == 10 * 4096
+    assert stats['swap_bytes'] == 0
