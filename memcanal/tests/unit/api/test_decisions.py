@@ -47,7 +47,7 @@ def test_list_and_show(client, decision, hosts):
     shown = client.request('/decisions/%s' % decision['uuid'],
                            headers=V11).json
     assert [a['instance_uuid'] for a in shown['actions']] == [data.A1,
-                                                               data.A2]
+                                                              data.A2]
     assert shown['outputs']['instances'][data.A1] == {
         'predicted_miss_ratio': 0.1}
     assert shown['events'][0]['to_state'] == 'recommended'
