@@ -15,7 +15,9 @@ from that model (floats; counts are per collection interval):
 - ``references``, ``writes``: the references the workload made, and how
   many were writes;
 - ``accesses``: the references the guest's page cache served;
-- ``misses``: those that missed it;
+- ``misses``: those that missed the VM's memory (while the VM is
+  traced, a miss of its page cache served by the hypervisor cache its
+  memory was lent to is not one: the VM still has that memory);
 - ``major_faults``: the misses that read the storage device (while the
   VM is traced, a read the hypervisor cache serves is not one);
 - ``memory_bytes``: the VM's memory now, including what a tracing
@@ -191,7 +193,8 @@ class SimulatedVM:
 
     def run_guest(self, trace):
         """Run ``trace`` through the VM's memory; its guest statistics."""
-        before = (self.guest.accesses, self.guest.misses, self.storage.reads)
+        before = (self.guest.accesses, self.guest.misses, self.storage.reads,
+                  self._lent_hits())
         self.guest.run(trace.pages, trace.writes)
         written = trace.pages[trace.writes]
         if written.size and written.max() >= self._written.size:
@@ -216,7 +219,8 @@ class SimulatedVM:
             self._in_memory(written_blocks, guest_blocks).sum())
         return {
             'accesses': float(self.guest.accesses - before[0]),
-            'misses': float(self.guest.misses - before[1]),
+            'misses': float(self.guest.misses - before[1]
+                            - (self._lent_hits() - before[3])),
             'major_faults': float(self.storage.reads - before[2]),
             'memory_bytes': float(memory),
             'used_bytes': float(self.used_bytes),
@@ -224,6 +228,10 @@ class SimulatedVM:
             'committed_bytes': float(self.kernel_bytes
                                      + written_blocks.size * page),
         }
+
+    def _lent_hits(self):
+        """Reads the memory lent to a hypervisor cache served so far."""
+        return 0 if self._tracing is None else self._tracing.read_hits
 
     def _mark_referenced(self, pages):
         self._intervals += 1
