@@ -26,6 +26,8 @@ VERSIONS = [
     '1.0',  # Hosts, instances and their reports, read only.
     '1.1',  # Decisions (list, show, approve, reject, rollback) and
             # PATCH /instances/{uuid} (opt-out, floor, ceiling, mechanism).
+    '1.2',  # GET /instances/{uuid}: latest_report.logs, the PRL and PML
+            # log statistics of the report's interval.
 ]
 
 

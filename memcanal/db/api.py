@@ -96,6 +96,7 @@ def _report_dict(report):
         'wss': {w.estimator: w.wss_bytes for w in report.wss_estimates},
         'mrc': {m.method: m.points for m in report.mrc_curves},
         'guest_stats': report.guest_stats,
+        'log_stats': report.log_stats,
     }
 
 
@@ -177,6 +178,7 @@ def _store_report(context, report):
             sequence=report['sequence'], collected_at=collected_at,
             allocated_bytes=sample['allocated_bytes'],
             guest_stats=sample.get('guest_stats', {}),
+            log_stats=sample.get('logs'),
             wss_estimates=[
                 models.WssEstimate(estimator=estimator, wss_bytes=wss_bytes)
                 for estimator, wss_bytes in sample.get('wss', {}).items()],

@@ -120,6 +120,10 @@ class InstanceReport(Base):
     collected_at = sa.Column(sa.DateTime, nullable=False)
     allocated_bytes = sa.Column(sa.BigInteger, nullable=False)
     guest_stats = sa.Column(sa.JSON, nullable=False)
+    # What the PRL and PML logs did in the interval (memcanal.rpc.reports);
+    # NULL when the agent did not say, as agents before the field do not
+    # (none_as_null: None is SQL NULL, not the JSON text 'null').
+    log_stats = sa.Column(sa.JSON(none_as_null=True), nullable=True)
 
     wss_estimates = orm.relationship(
         'WssEstimate', order_by='WssEstimate.estimator', lazy='selectin')

@@ -10,7 +10,18 @@ A report is a dict::
          "allocated_bytes": 1073741824, "target_bytes": null,
          "wss": {"<estimator>": <bytes>, ...},
          "mrc": {"<method>": [[<size bytes>, <miss ratio>], ...], ...},
-         "guest_stats": {"<name>": <number>, ...}}]}
+         "guest_stats": {"<name>": <number>, ...},
+         "logs": {"prl": <log stats>, "pml": <log stats>}}]}
+
+``logs`` says what the VM's page-reference logs did during this
+report's interval (not since boot); an older agent sends none. Each log,
+and each of its keys, is optional; all are integers >= 0::
+
+    {"events": 120,        # log-full events
+     "logged": 61440,      # GPAs written to the log
+     "missed": 3,          # GPAs lost while a log-full handler ran
+     "handler_ns": 250000, # CPU time of the log-full handlers
+     "vm_cpu_ns": 0}       # of which taken from the VM's own CPU
 
 The service validates every report before storing anything from it, so a
 malformed one is rejected whole with a stable code.
@@ -27,6 +38,12 @@ NAME_PATTERN = '^[a-z][a-z0-9_]{0,31}$'
 UUID_PATTERN = ('^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?'
                 '[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$')
 NON_NEGATIVE_INT = {'type': 'integer', 'minimum': 0}
+LOG_STATS_SCHEMA = {
+    'type': 'object',
+    'additionalProperties': False,
+    'properties': {key: NON_NEGATIVE_INT for key in (
+        'events', 'logged', 'missed', 'handler_ns', 'vm_cpu_ns')},
+}
 
 INSTANCE_SCHEMA = {
     'type': 'object',
@@ -54,6 +71,11 @@ INSTANCE_SCHEMA = {
             'type': 'object',
             'propertyNames': {'maxLength': 64},
             'additionalProperties': {'type': 'number'},
+        },
+        'logs': {
+            'type': 'object',
+            'additionalProperties': False,
+            'properties': {'prl': LOG_STATS_SCHEMA, 'pml': LOG_STATS_SCHEMA},
         },
     },
 }

@@ -44,6 +44,13 @@ def _view(req, instance):
     return body
 
 
+def _report_view(req, report):
+    body = views.report(report)
+    if microversion.is_supported(req, '1.2'):
+        body['logs'] = views.report_logs(report)
+    return body
+
+
 def _listed_project(context, requested):
     """The project to filter on: None for all, when policy allows."""
     if policy.authorize(context, policies.LIST_ALL_PROJECTS,
@@ -108,7 +115,7 @@ def get_instance(req):
     util.validate_query_params(req, schemas.SHOW)
     body = _view(req, instance)
     latest = instance['latest_report']
-    body['latest_report'] = views.report(latest) if latest else None
+    body['latest_report'] = _report_view(req, latest) if latest else None
     return util.json_response(body)
 
 

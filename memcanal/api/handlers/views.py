@@ -56,6 +56,23 @@ def report(value):
     }
 
 
+def _missed_per_event(stats):
+    events = stats.get('events', 0)
+    return stats.get('missed', 0) / events if events else 0.0
+
+
+def report_logs(value):
+    """Microversion 1.2 adds what the PRL and PML logs did in a report's
+    interval, each with ``missed_per_event`` (GPAs lost per log-full
+    event, 0.0 without events), or None when the agent did not say.
+    """
+    logs = value['log_stats']
+    if logs is None:
+        return None
+    return {name: dict(stats, missed_per_event=_missed_per_event(stats))
+            for name, stats in logs.items()}
+
+
 def instance_settings(value):
     """Microversion 1.1 adds how the VM is resized and when memcanal last
     changed its target."""

@@ -5,6 +5,9 @@ import urllib.parse
 import pytest
 
 from memcanal.api import errors
+from memcanal import context
+from memcanal.db import api as db_api
+from memcanal.rpc import reports
 from memcanal.tests.unit.api import base
 from memcanal.tests.unit.api import data
 
@@ -185,6 +188,46 @@ def test_show_instance_with_latest_report(client, hosts):
     assert latest['wss'] == data.wss(data.HOST_A_REPORTS)
     assert latest['mrc'] == data.mrc(data.HOST_A_REPORTS)
     assert latest['guest_stats'] == {'major_faults': 30.0}
+
+
+def store_logs(host_uuid, logs):
+    """host-a's next report, of A1 only, with ``logs``."""
+    sequence = data.HOST_A_REPORTS + 1
+    assert db_api.store_report(
+        context.get_admin_context(), reports.validate_report(
+            {'host_uuid': host_uuid, 'sequence': sequence,
+             'collected_at': '2026-11-22T09:%02d:30Z' % sequence,
+             'instances': [{'uuid': data.A1, 'project_id': data.PROJECT_A,
+                            'allocated_bytes': 4 * data.GIB,
+                            'logs': logs}]},
+            max_mrc_points=100, max_instances=100))
+
+
+def show_latest(client, version):
+    response = client.admin('/instances/%s' % data.A1, headers={
+        'OpenStack-API-Version': 'memcanal %s' % version})
+    assert response.status_int == 200, response.body
+    return response.json['latest_report']
+
+
+def test_logs_from_microversion_1_2(client, hosts):
+    prl = {'events': 120, 'logged': 61440, 'missed': 3,
+           'handler_ns': 250000, 'vm_cpu_ns': 0}
+    store_logs(hosts['host-a'], {'prl': prl, 'pml': {'logged': 1024}})
+    assert show_latest(client, '1.2')['logs'] == {
+        'prl': dict(prl, missed_per_event=0.025),
+        # No events: nothing was missed per event.
+        'pml': {'logged': 1024, 'missed_per_event': 0.0}}
+
+
+@pytest.mark.parametrize('version', ['1.0', '1.1'])
+def test_no_logs_before_microversion_1_2(client, hosts, version):
+    store_logs(hosts['host-a'], {'prl': {'events': 4, 'missed': 2}})
+    assert 'logs' not in show_latest(client, version)
+
+
+def test_logs_are_null_when_the_report_had_none(client, hosts):
+    assert show_latest(client, '1.2')['logs'] is None
 
 
 def test_show_matches_list_entry(client, hosts):

@@ -4,9 +4,11 @@ import datetime
 
 from oslo_db import exception as db_exc
 import pytest
+import sqlalchemy as sa
 
 from memcanal import context as memcanal_context
 from memcanal.db import api as db_api
+from memcanal.db import models
 from memcanal import exception
 from memcanal.rpc import reports
 
@@ -65,6 +67,27 @@ def test_report_round_trips_whole(ctx):
     assert latest['wss'] == {'distinct': 2 ** 20, 'prl': 2 ** 21}
     assert latest['mrc'] == sample(VM_1, 1)['mrc']
     assert latest['guest_stats'] == {'major_faults': 2.5}
+
+
+def test_log_stats_round_trip_and_are_null_without_logs(ctx):
+    host = register(ctx)
+    logs = {'prl': {'events': 120, 'logged': 61440, 'missed': 3,
+                    'handler_ns': 250000, 'vm_cpu_ns': 0},
+            'pml': {'events': 0}}
+    db_api.store_report(ctx, report(host, 1, dict(sample(VM_1, 1), logs=logs),
+                                    sample(VM_2, 1)))
+    assert db_api.get_instance(ctx, VM_1)['latest_report']['log_stats'] == \
+        logs
+    assert [r['log_stats'] for r in db_api.list_instance_reports(
+        ctx, VM_1)] == [logs]
+    assert [i['reports'][0]['log_stats'] for i in db_api.host_policy_inputs(
+        ctx, host)] == [logs, None]
+    # An older agent's report is stored with SQL NULL, not JSON 'null'.
+    with db_api.context_manager.reader.using(ctx):
+        assert ctx.session.execute(
+            sa.select(models.InstanceReport.log_stats.is_(None))
+            .order_by(models.InstanceReport.id)).scalars().all() == [
+                False, True]
 
 
 def test_same_sequence_is_stored_once(ctx):

@@ -21,6 +21,11 @@ def good_report():
             'wss': {'distinct': 2 ** 20},
             'mrc': {'exact': [[4096, 0.9], [8192, 0.5], [2 ** 20, 0.0]]},
             'guest_stats': {'references': 100.0},
+            'logs': {
+                'prl': {'events': 120, 'logged': 61440, 'missed': 3,
+                        'handler_ns': 250000, 'vm_cpu_ns': 0},
+                'pml': {'events': 2, 'logged': 1024, 'missed': 0,
+                        'handler_ns': 4000, 'vm_cpu_ns': 4000}},
         }],
     }
 
@@ -74,11 +79,33 @@ def mutate(path, value):
      'report.not_finite'),
     (('instances', 0, 'mrc', 'exact', 1, 0), 4096, 'report.mrc_unordered'),
     (('instances', 0, 'project_id'), '', 'report.malformed'),
+    (('instances', 0, 'logs', 'prl', 'missed'), -1, 'report.malformed'),
+    (('instances', 0, 'logs', 'prl', 'events'), 1.5, 'report.malformed'),
+    (('instances', 0, 'logs', 'prl', 'events'), True, 'report.malformed'),
+    (('instances', 0, 'logs', 'pml', 'handler_ns'), '4000',
+     'report.malformed'),
+    (('instances', 0, 'logs', 'pml', 'vm_cpu_ns'), None,
+     'report.malformed'),
+    (('instances', 0, 'logs', 'prl', 'dropped'), 1, 'report.malformed'),
+    (('instances', 0, 'logs', 'ept'), {'events': 1}, 'report.malformed'),
+    (('instances', 0, 'logs', 'prl'), [120, 61440], 'report.malformed'),
+    (('instances', 0, 'logs'), None, 'report.malformed'),
 ])
 def test_bad_reports_are_rejected_with_a_stable_code(path, value, code):
     with pytest.raises(exception.InvalidReport) as err:
         validate(mutate(path, value))
     assert err.value.code == code
+
+
+@pytest.mark.parametrize('logs', [
+    KeyError,  # an agent older than the field
+    {},
+    {'pml': {}},
+    {'prl': {'missed': 0}},
+])
+def test_logs_and_each_of_their_keys_are_optional(logs):
+    report = mutate(('instances', 0, 'logs'), logs)
+    assert validate(report)['instances'] == report['instances']
 
 
 def test_oversized_mrc_is_rejected():
