@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the test guest and the guest-tracing plugin into build/test-guest:
 #   vmlinuz          Debian's kernel (linux-image-amd64's, unpacked)
+#   vmlinux          the same kernel uncompressed, booted through PVH
 #   initramfs.gz     busybox-static, hypervisor-patches/test-guest/init,
 #                    wsswork (static), and the virtio balloon/mem modules
 #   memtrace.so      the QEMU TCG plugin (hypervisor-patches/memtrace)
@@ -24,7 +25,9 @@ if [ ! -d "$kernel_dir" ]; then
     dpkg-deb -x "$downloads/$kernel_package"_*.deb "$kernel_dir.tmp"
     mv "$kernel_dir.tmp" "$kernel_dir"
 fi
-cp "$kernel_dir"/boot/vmlinuz-* "$out/vmlinuz"
+cp -p "$kernel_dir"/boot/vmlinuz-* "$out/vmlinuz"
+[ "$out/vmlinux" -nt "$out/vmlinuz" ] || python3 \
+    hypervisor-patches/test-guest/extract-vmlinux.py "$out/vmlinuz" "$out/vmlinux"
 
 # The initramfs.
 root=$(mktemp -d)
@@ -34,7 +37,7 @@ cp /bin/busybox "$root/bin/busybox"
 cp hypervisor-patches/test-guest/init "$root/init"
 gcc -O2 -static -Wall -o "$root/bin/wsswork" \
     hypervisor-patches/test-guest/wsswork.c
-for module in virtio virtio_ring virtio_pci_legacy_dev \
+for module in virtio_ring virtio virtio_pci_legacy_dev \
         virtio_pci_modern_dev virtio_pci virtio_balloon virtio_mem; do
     find "$kernel_dir/lib/modules" -name "$module.ko" \
         -exec cp {} "$root/lib/modules/" \;
@@ -44,4 +47,4 @@ done
 make -s -C hypervisor-patches/memtrace BUILD="$PWD/build/memtrace" \
     DOWNLOADS="$PWD/$downloads"
 cp build/memtrace/memtrace.so "$out/memtrace.so"
-echo "build-test-guest: $out/vmlinuz, $out/initramfs.gz, $out/memtrace.so"
+echo "build-test-guest: $out/{vmlinuz,vmlinux,initramfs.gz,memtrace.so}"

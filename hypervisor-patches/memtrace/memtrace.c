@@ -29,7 +29,7 @@
  *
  * Options: mode=prl|pml|both|off (off watches references and logs
  * nothing: the cost of instrumentation alone), log_entries=512,
- * tlb_entries=64, ring_logs=256 (logs each vCPU's ring holds),
+ * tlb_entries=64, ring_logs=2048 (logs each vCPU's ring holds),
  * handler_base_ns=1000, epoch_ms=0 (a new dirty epoch every so often;
  * 0: only when the consumer asks), socket=PATH, wait=on|off (hold the
  * guest until a consumer connects; default on), max_gpa_gb=64 (the
@@ -109,7 +109,7 @@ struct vcpu {
 };
 
 static int mode = MODE_PRL | MODE_PML;
-static unsigned log_entries = 512, tlb_entries = 64, ring_logs = 256;
+static unsigned log_entries = 512, tlb_entries = 64, ring_logs = 2048;
 static unsigned n_vcpus;
 static uint64_t handler_base_ns = 1000, epoch_ns, dirty_words;
 static bool wait_for_consumer = true;
@@ -319,7 +319,7 @@ static void accept_consumer(int timeout_ms)
 /* The handler thread: every millisecond it drains the rings and looks at
  * the consumer's connection, its commands and the epoch. It polls rather
  * than being woken, because waking a thread costs the vCPU a system call
- * per log; a ring of 256 logs holds some 20 ms of the busiest guest. */
+ * per log; a ring of 2048 logs holds some 150 ms of the busiest guest. */
 static void *handler_main(void *unused)
 {
     uint64_t next_epoch = now_ns() + epoch_ns;

@@ -7,6 +7,7 @@ memcanal.estimation's VmObserver, the same pipeline memcanal-trace and the
 benchmarks use, once per report interval (the estimators' mu).
 """
 
+import dataclasses
 import zlib
 
 from memcanal.agent import tracing
@@ -24,6 +25,13 @@ def settings(conf, page_size):
         log_entries=options.log_entries, tlb_entries=options.tlb_entries,
         esx_sample_pages=options.esx_sample_pages,
         esx_period_s=options.esx_period, page_size=page_size)
+
+
+def report_stats(stats):
+    """LogStats by log name as a report's ``logs`` (memcanal.rpc.reports)."""
+    return {name: {field.name: int(getattr(log, field.name))
+                   for field in dataclasses.fields(log)}
+            for name, log in stats.items()}
 
 
 class InstanceCollector:
@@ -44,30 +52,41 @@ class InstanceCollector:
         self._now_ns = 0
 
     def collect(self, sample):
-        """WSS by estimator and MRC by method after one more interval.
+        """WSS by estimator, MRC by method and what the logs did, after one
+        more interval.
 
-        A sample without a trace (a driver that cannot see references)
-        yields only its guest statistics and any hypervisor-cache curve.
-        Estimators that have not converged yet are left out of ``wss``.
+        Real logs (``sample.logs``) go straight to the handlers; a trace
+        goes through the emulated logs first. A sample with neither (a
+        driver that cannot see references) yields only its guest
+        statistics and any hypervisor-cache curve. Estimators that have
+        not converged yet are left out of ``wss``.
         """
-        if sample.trace is None:
-            summary = {'wss': {}, 'mrc': {}}
-        else:
+        if sample.logs is not None:
+            logs = sample.logs
+            summary = self.handle_logs(logs.prl_gpas, logs.pml_gpas,
+                                       logs.now_ns, logs.dirty_log)
+            summary['logs'] = report_stats(logs.stats)
+        elif sample.trace is not None:
             prl, pml = self.observer.emulate(sample.trace)
             self.observer.esx.feed(sample.trace)
             if len(sample.trace):
                 trace = sample.trace
                 self._now_ns = int(trace.times[-1]) * trace.time_unit_ns + 1
             summary = self.handle_logs(prl.gpas, pml.gpas, self._now_ns)
+            summary['logs'] = report_stats({'prl': prl.stats,
+                                            'pml': pml.stats})
+        else:
+            summary = {'wss': {}, 'mrc': {}}
         self.tracing.add(sample.cache_trace)
         summary['mrc'].update(self.tracing.curves())
         return dict(summary, guest_stats=sample.guest_stats)
 
-    def handle_logs(self, prl_gpas, pml_gpas, now_ns):
+    def handle_logs(self, prl_gpas, pml_gpas, now_ns, dirty_log=None):
         """The agent's own work for one interval of delivered logs: the
-        log-full handlers, one estimator iteration, the curves."""
+        log-full handlers, one estimator iteration, the curves.
+        ``dirty_log`` is the VM's PML log when it is not emulated."""
         self.observer.handle(prl_gpas, pml_gpas)
-        self.observer.iterate(now_ns)
+        self.observer.iterate(now_ns, dirty_log)
         curves = {}
         for window in self.curves:
             window.add(prl_gpas)

@@ -67,19 +67,42 @@ class CacheTrace:
 
 
 @dataclasses.dataclass(frozen=True)
+class LogDelivery:
+    """The PRL and PML logs a hypervisor delivered for one VM in one
+    interval, as hardware (or memcanal's memtrace plugin) produces them.
+
+    ``prl_gpas`` and ``pml_gpas`` are the pages of the logs that filled,
+    in order; ``dirty_log`` is the VM's PML dirty log (``flush()`` returns
+    the partial logs, ``clear_dirty()`` starts a new dirty epoch, as
+    memcanal.estimation.logsim.PmlLog does for emulated logs); ``stats``
+    are this interval's memcanal.estimation.logsim.LogStats by log
+    (``prl``, ``pml``); ``now_ns`` is when the interval ended.
+    """
+
+    prl_gpas: np.ndarray
+    pml_gpas: np.ndarray
+    dirty_log: object
+    stats: dict
+    now_ns: int
+
+
+@dataclasses.dataclass(frozen=True)
 class Sample:
     """What one VM's memory did during one collection interval.
 
     ``trace`` is the guest-page references the hypervisor saw, a
-    memcanal.estimation.traces.Trace (None where the driver cannot observe
-    references); ``guest_stats`` are the guest's own counters, by name;
-    ``cache_trace`` is set while the VM runs in tracing mode.
+    memcanal.estimation.traces.Trace, for the agent to run through
+    emulated logs; ``logs`` is what real logs delivered instead; both are
+    None where the driver can observe neither. ``guest_stats`` are the
+    guest's own counters, by name; ``cache_trace`` is set while the VM
+    runs in tracing mode.
     """
 
     page_size: int
     trace: traces.Trace | None
     guest_stats: dict
     cache_trace: CacheTrace | None = None
+    logs: LogDelivery | None = None
 
 
 class HypervisorDriver(abc.ABC):

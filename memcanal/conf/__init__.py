@@ -13,6 +13,7 @@ from memcanal.conf import database
 from memcanal.conf import estimation
 from memcanal.conf import hcache
 from memcanal.conf import optimizer
+from memcanal.conf import qemu
 from memcanal.conf import service
 from memcanal.conf import simulated
 
@@ -25,5 +26,6 @@ database.register_opts(CONF)
 estimation.register_opts(CONF)
 hcache.register_opts(CONF)
 optimizer.register_opts(CONF)
+qemu.register_opts(CONF)
 service.register_opts(CONF)
 simulated.register_opts(CONF)

@@ -70,16 +70,18 @@ class VmObserver:
         self.esx.feed(trace)
         return prl
 
-    def iterate(self, now_ns):
+    def iterate(self, now_ns, dirty_log=None):
         """One observation interval has passed (at ``now_ns``).
 
         The PML estimator reads the partial logs too, as KVM's dirty-log
-        sync does; PRL's handler only ever sees full logs.
+        sync does, of ``dirty_log`` (the emulated PML log unless real logs
+        came from elsewhere); PRL's handler only ever sees full logs.
         """
+        dirty_log = dirty_log or self.pml_log
         self.prl.iterate()
-        self.pml.handle(self.pml_log.flush())
+        self.pml.handle(dirty_log.flush())
         if self.pml.iterate() is not None:
-            self.pml_log.clear_dirty()
+            dirty_log.clear_dirty()
         self.esx.advance(now_ns)
 
     def estimates(self):

@@ -7,6 +7,7 @@ the reason, so unit work stays possible on a laptop.
 """
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -118,3 +119,28 @@ def keystone(state_dir):
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(30)
         log.close()
+
+
+TEST_GUEST_DIR = os.environ.get(
+    'MEMCANAL_TEST_GUEST_DIR',
+    os.path.join(os.path.dirname(__file__), '..', '..', '..', 'build',
+                 'test-guest'))
+
+
+def require_test_guest():
+    """The test guest and the memtrace plugin that
+    tools/build-test-guest.sh builds, by file name, and QEMU to run them;
+    skip (or fail) if any is missing."""
+    files = {name: os.path.abspath(os.path.join(TEST_GUEST_DIR, name))
+             for name in ('vmlinux', 'vmlinuz', 'initramfs.gz',
+                          'memtrace.so')}
+    missing = [path for path in files.values() if not os.path.exists(path)]
+    if shutil.which('qemu-system-x86_64') is None:
+        missing.append('qemu-system-x86_64')
+    if missing:
+        message = ('the test guest is not built (tools/build-test-guest.sh):'
+                   ' missing %s' % ', '.join(missing))
+        if os.environ.get('MEMCANAL_REQUIRE_SERVICES'):
+            pytest.fail(message)
+        pytest.skip(message)
+    return files

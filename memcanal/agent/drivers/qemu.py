@@ -1,0 +1,229 @@
+"""The qemu driver: real guests, their references logged by memtrace.
+
+Each guest runs under QEMU TCG with the memtrace plugin
+(hypervisor-patches/memtrace), which turns its real loads and stores into
+PRL and PML logs. The driver is the plugin's consumer, the "dom0 CPU" of
+the PRL paper: it attaches to every plugin socket in ``[qemu]
+socket_dir``, and at each report hands the logs delivered since the last
+one to the agent as a LogDelivery, which the agent's estimators handle
+exactly as they handle emulated logs. It can also start guests itself
+(``[qemu] instances``) from a kernel and initrd, as the functional tests
+and benchmarks do.
+
+Resizing is the libvirt driver's job; this one observes.
+"""
+
+import glob
+import os
+import subprocess
+import uuid
+
+import numpy as np
+from oslo_log import log as logging
+
+from memcanal.agent import driver
+from memcanal.agent.drivers import memtrace
+from memcanal.estimation import logsim
+from memcanal import exception
+
+LOG = logging.getLogger(__name__)
+MiB = 2 ** 20
+
+
+def plugin_argument(plugin, socket_path, instance_uuid, memory_mb,
+                    log_entries, tlb_entries, handler_base_ns, ring_logs,
+                    mode='both'):
+    """QEMU's ``-plugin`` argument for memtrace with these settings."""
+    options = dict(mode=mode, socket=socket_path, uuid=instance_uuid,
+                   memory_mb=memory_mb, log_entries=log_entries,
+                   tlb_entries=tlb_entries, handler_base_ns=handler_base_ns,
+                   ring_logs=ring_logs)
+    return ','.join([plugin] + ['%s=%s' % item for item in options.items()])
+
+
+def guest_command(binary, kernel, initrd, append, memory_mb, vcpus,
+                  instance_uuid, console, plugin=None):
+    """The command line of a TCG guest booted from ``kernel`` and
+    ``initrd``, its serial console in the file ``console``, with
+    ``plugin`` (a -plugin argument) if given."""
+    command = [binary, '-machine', 'q35', '-accel', 'tcg',
+               '-m', str(memory_mb), '-smp', str(vcpus),
+               '-uuid', instance_uuid, '-kernel', kernel, '-initrd', initrd,
+               '-append', append, '-display', 'none', '-monitor', 'none',
+               '-serial', 'file:%s' % console, '-no-reboot']
+    return command + (['-plugin', plugin] if plugin else [])
+
+
+class DirtyLog:
+    """A guest's PML dirty log as the PML estimator reads it: the partial
+    logs of the last sync, and a new dirty epoch on demand."""
+
+    def __init__(self, connection, partial):
+        self._connection = connection
+        self._partial = partial
+
+    def flush(self):
+        partial, self._partial = self._partial, np.zeros(0, np.int64)
+        return partial
+
+    def clear_dirty(self):
+        self._connection.new_dirty_epoch()
+
+
+def interval_stats(previous, counters):
+    """This interval's LogStats by log, from the plugin's counters."""
+    delta = {name: counters[name] - previous.get(name, 0)
+             for name in counters}
+    return {
+        'prl': logsim.LogStats(
+            events=delta['prl_events'], logged=delta['prl_logged'],
+            missed=delta['prl_missed'], handler_ns=delta['prl_handler_ns']),
+        'pml': logsim.LogStats(
+            events=delta['pml_events'], logged=delta['pml_logged'],
+            handler_ns=delta['pml_vm_ns'], vm_cpu_ns=delta['pml_vm_ns']),
+    }
+
+
+class Guest:
+    """One traced guest: its plugin connection and, if the driver started
+    it, its QEMU process."""
+
+    def __init__(self, connection, process=None):
+        self.connection = connection
+        self.process = process
+        self.counters = {}
+        self.finished = False
+        # A plugin started without uuid= is named by its socket.
+        self.uuid = connection.hello.uuid or os.path.basename(
+            connection.path).removesuffix('.sock')
+
+    def collect(self, timeout):
+        delivered = self.connection.sync(timeout)
+        stats = interval_stats(self.counters, delivered.counters)
+        references = delivered.counters['references'] - self.counters.get(
+            'references', 0)
+        self.counters = delivered.counters
+        # Once the guest has exited and this last delivery is taken, the
+        # guest is gone.
+        self.finished = self.connection.closed
+        return driver.Sample(
+            page_size=self.connection.hello.page_size, trace=None,
+            guest_stats={'references': float(references)},
+            logs=driver.LogDelivery(
+                prl_gpas=delivered.prl, pml_gpas=delivered.pml,
+                dirty_log=DirtyLog(self.connection, delivered.pml_partial),
+                stats=stats, now_ns=delivered.time_ns))
+
+    def stop(self):
+        self.connection.close()
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+
+
+class QemuDriver(driver.HypervisorDriver):
+
+    def __init__(self, conf, host):
+        self.conf = conf
+        self.host = host
+        self.options = conf.qemu
+        self.socket_dir = self.options.socket_dir
+        os.makedirs(self.socket_dir, exist_ok=True)
+        self.guests = {}
+        self._attached = set()
+        for index in range(self.options.instances):
+            self.start_guest(str(uuid.uuid5(uuid.NAMESPACE_DNS, '%s-%d' % (
+                host, index))))
+
+    def socket_path(self, instance_uuid):
+        return os.path.join(self.socket_dir, instance_uuid + '.sock')
+
+    def console_path(self, instance_uuid):
+        return os.path.join(self.socket_dir, instance_uuid + '.console')
+
+    def start_guest(self, instance_uuid, append=None, mode='both'):
+        """Start a guest from [qemu] kernel and initrd with the plugin, and
+        attach to it; ``append`` adds to [qemu] append."""
+        options = self.options
+        if not (options.plugin and options.kernel and options.initrd):
+            raise exception.MemcanalException(
+                '[qemu] plugin, kernel and initrd are needed to start '
+                'guests')
+        socket_path = self.socket_path(instance_uuid)
+        plugin = plugin_argument(
+            options.plugin, socket_path, instance_uuid, options.memory_mb,
+            self.conf.estimation.log_entries,
+            self.conf.estimation.tlb_entries, options.handler_base_ns,
+            options.ring_logs, mode)
+        command = guest_command(
+            options.binary, options.kernel, options.initrd,
+            ' '.join(filter(None, [options.append, append])),
+            options.memory_mb, options.vcpus, instance_uuid,
+            self.console_path(instance_uuid), plugin)
+        LOG.info('Starting traced guest %s', instance_uuid)
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL)
+        try:
+            self._attach(socket_path, process)
+        except memtrace.MemtraceError:
+            process.kill()
+            raise
+        return instance_uuid
+
+    def _attach(self, socket_path, process=None):
+        guest = Guest(memtrace.Connection(socket_path), process)
+        self._attached.add(socket_path)
+        self.guests[guest.uuid] = guest
+        LOG.info('Attached to memtrace of %s (%d MiB, %d vCPUs)',
+                 guest.uuid, guest.connection.hello.memory_mb,
+                 guest.connection.hello.vcpus)
+
+    def _discover(self):
+        """Attach to plugins that appeared in the socket directory."""
+        for path in glob.glob(os.path.join(self.socket_dir, '*.sock')):
+            if path in self._attached:
+                continue
+            try:
+                self._attach(path)
+            except (memtrace.MemtraceError, OSError) as error:
+                LOG.warning('Cannot attach to %s: %s', path, error)
+
+    def host_info(self):
+        pages = os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')
+        return driver.HostInfo(memory_total_bytes=pages,
+                               memory_reserved_bytes=0)
+
+    def list_instances(self):
+        self._discover()
+        for instance_uuid, guest in list(self.guests.items()):
+            if guest.finished:
+                guest.stop()
+                del self.guests[instance_uuid]
+                self._attached.discard(guest.connection.path)
+        return [driver.InstanceInfo(
+            uuid=guest.uuid, project_id=self.options.project_id,
+            allocated_bytes=guest.connection.hello.memory_mb * MiB,
+            target_bytes=None) for guest in self.guests.values()]
+
+    def _guest(self, instance_uuid):
+        try:
+            return self.guests[instance_uuid]
+        except KeyError:
+            raise exception.InstanceNotFound(uuid=instance_uuid)
+
+    def collect(self, instance_uuid):
+        return self._guest(instance_uuid).collect(self.options.sync_timeout)
+
+    def apply_memory_target(self, instance_uuid, target_bytes,
+                            mechanism='balloon'):
+        self._guest(instance_uuid)
+        raise exception.ResizeFailed(
+            uuid=instance_uuid, reason='the qemu driver only observes; '
+            'resize through the libvirt driver')
+
+    def stop(self):
+        """Detach from every guest and stop those the driver started."""
+        for guest in self.guests.values():
+            guest.stop()
+        self.guests.clear()
+        self._attached.clear()
