@@ -1,5 +1,7 @@
 """pytest fixtures wrapping memcanal.tests.fixtures for every test."""
 
+import tempfile
+
 import pytest
 
 from memcanal.tests import fixtures as memcanal_fixtures
@@ -23,3 +25,11 @@ def conf():
 def database():
     """memcanal.db.api on a private in-memory SQLite schema."""
     yield from use_fixture(memcanal_fixtures.Database())
+
+
+@pytest.fixture
+def short_tmp_path():
+    """A temporary directory with a short path: Unix socket paths have at
+    most 107 bytes, and pytest's tmp_path can be longer."""
+    with tempfile.TemporaryDirectory(prefix='mc-') as path:
+        yield path

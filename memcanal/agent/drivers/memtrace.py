@@ -155,7 +155,8 @@ class Connection:
     def sync(self, timeout=10.0):
         """Everything delivered since the previous sync, once the plugin
         has flushed its partial PML logs and sent its counters. After the
-        guest exited, what it delivered last."""
+        guest exited, what it delivered last. Raises MemtraceError if the
+        plugin does not answer, or sent something else."""
         with self._condition:
             wanted = self._syncs + 1
         self._send(b'S')
@@ -164,6 +165,9 @@ class Connection:
                     lambda: self._syncs >= wanted or self.closed, timeout):
                 raise MemtraceError('the plugin on %s did not answer a sync '
                                     'within %.0fs' % (self.path, timeout))
+            if self.error is not None:
+                raise MemtraceError('the plugin on %s sent what is not '
+                                    'memtrace: %s' % (self.path, self.error))
             chunks = self._chunks
             self._chunks = {PRL: [], PML: [], PML_PARTIAL: []}
             return Delivered(_pages(chunks[PRL]), _pages(chunks[PML]),

@@ -28,6 +28,8 @@ from memcanal import exception
 
 LOG = logging.getLogger(__name__)
 MiB = 2 ** 20
+# sockaddr_un's sun_path, with its terminating NUL.
+SOCKET_PATH_MAX = 108
 
 
 def plugin_argument(plugin, socket_path, instance_uuid, memory_mb,
@@ -128,12 +130,22 @@ class QemuDriver(driver.HypervisorDriver):
         self.host = host
         self.options = conf.qemu
         self.socket_dir = self.options.socket_dir
+        if len(self.socket_path(str(uuid.UUID(int=0))).encode()) \
+                >= SOCKET_PATH_MAX:
+            raise exception.MemcanalException(
+                '[qemu] socket_dir %s is too long for Unix sockets (%d '
+                'bytes with a socket name)' % (self.socket_dir,
+                                               SOCKET_PATH_MAX))
         os.makedirs(self.socket_dir, exist_ok=True)
         self.guests = {}
         self._attached = set()
+        # Guests an earlier agent started still run: attach, not restart.
+        self._discover()
         for index in range(self.options.instances):
-            self.start_guest(str(uuid.uuid5(uuid.NAMESPACE_DNS, '%s-%d' % (
-                host, index))))
+            instance_uuid = str(uuid.uuid5(uuid.NAMESPACE_DNS, '%s-%d' % (
+                host, index)))
+            if instance_uuid not in self.guests:
+                self.start_guest(instance_uuid)
 
     def socket_path(self, instance_uuid):
         return os.path.join(self.socket_dir, instance_uuid + '.sock')
@@ -212,7 +224,16 @@ class QemuDriver(driver.HypervisorDriver):
             raise exception.InstanceNotFound(uuid=instance_uuid)
 
     def collect(self, instance_uuid):
-        return self._guest(instance_uuid).collect(self.options.sync_timeout)
+        """The guest's logs since the last collection. A plugin that fails
+        is detached, and its guest gives an empty sample and leaves."""
+        guest = self._guest(instance_uuid)
+        try:
+            return guest.collect(self.options.sync_timeout)
+        except memtrace.MemtraceError as error:
+            LOG.error('Detaching from %s: %s', instance_uuid, error)
+            guest.finished = True
+            return driver.Sample(page_size=guest.connection.hello.page_size,
+                                 trace=None, guest_stats={})
 
     def apply_memory_target(self, instance_uuid, target_bytes,
                             mechanism='balloon'):

@@ -17,6 +17,8 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
+from memcanal.agent import guest_runs
+
 RABBIT_URL = os.environ.get('MEMCANAL_TEST_RABBIT_URL',
                             'rabbit://guest:guest@127.0.0.1:5672/')
 MYSQL_ADMIN_URL = os.environ.get('MEMCANAL_TEST_MYSQL_URL',
@@ -131,10 +133,7 @@ def require_test_guest():
     """The test guest and the memtrace plugin that
     tools/build-test-guest.sh builds, by file name, and QEMU to run them;
     skip (or fail) if any is missing."""
-    files = {name: os.path.abspath(os.path.join(TEST_GUEST_DIR, name))
-             for name in ('vmlinux', 'vmlinuz', 'initramfs.gz',
-                          'memtrace.so')}
-    missing = [path for path in files.values() if not os.path.exists(path)]
+    files, missing = guest_runs.guest_files(TEST_GUEST_DIR)
     if shutil.which('qemu-system-x86_64') is None:
         missing.append('qemu-system-x86_64')
     if missing:
