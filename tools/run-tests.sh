@@ -9,6 +9,9 @@ venv=${MEMCANAL_VENV:-.venv}
 "$venv/bin/pip" install -q --disable-pip-version-check \
     -r requirements.txt -r test-requirements.txt -e .
 bash tools/start-services.sh
+# QEMU, the test guest and the memtrace plugin; libvirtd and libvirt-python.
+bash tools/build-test-guest.sh
+bash tools/install-libvirt.sh "$venv"
 # A real keystone for the API's authentication tests, in its own venv.
 bash tools/keystone.sh install
 # Functional tests fail, rather than skip, when a service is missing.

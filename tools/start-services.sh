@@ -3,6 +3,7 @@
 # functional tests and production path use: RabbitMQ, MariaDB, PostgreSQL.
 # Idempotent; listens on loopback only. Needs root for installs.
 set -euo pipefail
+. "$(dirname "$0")/apt.sh"
 
 listening() { (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -14,15 +15,6 @@ wait_port() {
     done
     echo "start-services: $what did not start listening on $port" >&2
     return 1
-}
-
-apt_install() {
-    if [ -z "${APT_UPDATED:-}" ]; then
-        apt-get -o DPkg::Lock::Timeout=600 update -qq
-        APT_UPDATED=1
-    fi
-    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 \
-        install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
 if ! listening 5672; then
