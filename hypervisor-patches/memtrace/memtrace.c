@@ -473,9 +473,11 @@ static void plugin_exit(qemu_plugin_id_t id, void *unused)
     fprintf(stderr, "memtrace: references=%" PRIu64 " tlb_misses=%" PRIu64
             " prl_events=%" PRIu64 " prl_logged=%" PRIu64 " prl_missed=%"
             PRIu64 " prl_handler_ns=%" PRIu64 " pml_events=%" PRIu64
-            " pml_logged=%" PRIu64 " pml_vm_ns=%" PRIu64 "\n",
+            " pml_logged=%" PRIu64 " pml_vm_ns=%" PRIu64 " epochs=%" PRIu64
+            " beyond_bitmap=%" PRIu64 "\n",
             totals[0], totals[1], totals[2], totals[3], totals[4],
-            totals[5], totals[6], totals[7], totals[8]);
+            totals[5], totals[6], totals[7], totals[8], totals[9],
+            totals[10]);
     if (consumer_fd >= 0)
         close(consumer_fd);
     if (socket_path)

@@ -71,3 +71,25 @@ def test_rrww_on_a_real_guest(qemu_agent, conf):
     # PML's handler runs on the VM's CPU, PRL's never does.
     assert totals['pml']['vm_cpu_ns'] > 0
     assert totals['prl']['vm_cpu_ns'] == 0
+
+
+@pytest.mark.parametrize('options, logs', [
+    ({'mode': 'prl'}, 'prl'),
+    ({'mode': 'pml', 'epoch_ms': 250}, 'pml'),
+])
+def test_plugin_modes(short_tmp_path, options, logs):
+    """mode chooses the logs; epoch_ms starts dirty epochs on its own."""
+    guest = services.require_test_guest()
+    console, counters = guest_runs.run_unattended(
+        'qemu-system-x86_64', guest, 'WWRR', 16, 1,
+        short_tmp_path + '/guest.console', options)
+    assert 'wsswork: done' in console
+    other = 'pml' if logs == 'prl' else 'prl'
+    assert counters[logs + '_events'] > 0
+    assert counters[other + '_events'] == counters[other + '_logged'] == 0
+    if logs == 'pml':
+        assert counters['tlb_misses'] == 0
+        # A new epoch every 250 ms of a run of several seconds.
+        assert counters['epochs'] >= 8
+    else:
+        assert counters['epochs'] == 0
