@@ -31,9 +31,15 @@ def qemu_agent(conf, short_tmp_path):
     hypervisor.stop()
 
 
+def miss_ratio_at(curve, size):
+    """The miss ratio a reported curve gives at ``size`` bytes."""
+    return [ratio for point_size, ratio in curve if point_size <= size][-1]
+
+
 def test_rrww_on_a_real_guest(qemu_agent, conf):
     """Fig. 8: PRL within 1 MB of the working set, PML blind to the read
-    phase; Table 2: log-full events and missed GPAs in every report."""
+    phase; the miss-ratio curve of the logged references; Table 2:
+    log-full events and missed GPAs in every report."""
     agent, hypervisor = qemu_agent
     intervals = guest_runs.run_workload(agent, hypervisor, INSTANCE, 'RRWW',
                                         WORKING_SET_MB, PHASE_SECONDS)
@@ -58,6 +64,14 @@ def test_rrww_on_a_real_guest(qemu_agent, conf):
     assert pml_writing, 'no PML round ran inside the write phase'
     for estimate in pml_writing:
         assert abs(estimate - working_set) < MiB, pml_writing
+
+    # The curve of the PRL log's references over the last intervals, all
+    # of them inside the read phase: a cyclic scan of 64 MiB misses at
+    # every size below it under LRU, and hardly ever above it.
+    curve = [interval['sample']['mrc']['shards'] for interval in intervals
+             if interval['phase'] == 'RR'][-1]
+    assert miss_ratio_at(curve, working_set // 2) > 0.9, curve
+    assert miss_ratio_at(curve, 2 * working_set) < 0.1, curve
 
     totals = guest_runs.log_totals(intervals)
     entries = conf.estimation.log_entries
