@@ -29,6 +29,7 @@ import argparse
 import os
 import sys
 import tempfile
+import time
 
 from memcanal.agent import guest_runs
 from memcanal.conf import CONF
@@ -41,14 +42,20 @@ PAPER_TABLE2 = {512: (17094, 0, 0.0), 1024: (8543, 213, 0.02)}
 
 
 def agent_run(guest, state, order, args, log_entries=512):
-    """The workload under the agent; the intervals of guest_runs."""
+    """The workload under the agent; the intervals of guest_runs, and the
+    share of one core the agent used (this process: its reader thread,
+    handlers, estimators and curves)."""
     CONF.set_override('log_entries', log_entries, 'estimation')
     agent, hypervisor = guest_runs.traced_agent(CONF, guest, state)
+    started, cpu = time.monotonic(), time.process_time()
     try:
-        return guest_runs.run_workload(agent, hypervisor, INSTANCE, order,
-                                       args.size_mb, args.phase_seconds)
+        intervals = guest_runs.run_workload(
+            agent, hypervisor, INSTANCE, order, args.size_mb,
+            args.phase_seconds)
     finally:
         hypervisor.stop()
+    return intervals, (time.process_time() - cpu) / (
+        time.monotonic() - started)
 
 
 def phase_rates(console_text):
@@ -71,7 +78,7 @@ def slowdown(guest, state, args):
             args.phase_seconds, console, options)
         rows.append((name, phase_rates(text), counters))
         print('  %s: done' % name, file=sys.stderr, flush=True)
-    intervals = agent_run(guest, state, 'RRWW', args)
+    intervals, agent_cpu = agent_run(guest, state, 'RRWW', args)
     text = open(os.path.join(CONF.qemu.socket_dir, INSTANCE + '.console'),
                 errors='replace').read()
     rows.append(('PRL+PML, agent consuming', phase_rates(text), None))
@@ -91,6 +98,8 @@ def slowdown(guest, state, args):
                                                        + prl['missed']),
               prl['missed'] / max(1, prl['events']),
               workload['pml']['vm_cpu_ns'] / 1e6))
+    print('The agent used %.0f %% of a core over the whole run (boot '
+          'included)' % (100 * agent_cpu))
     return intervals
 
 
@@ -103,7 +112,7 @@ def fig8(guest, state, args, rrww):
     failures, results = [], {}
     for order in ORDERS:
         intervals = rrww if order == 'RRWW' else agent_run(
-            guest, state, order, args)
+            guest, state, order, args)[0]
         results[order] = (
             guest_runs.rounds_within(intervals, 'prl', WORKLOAD),
             guest_runs.rounds_within(intervals, 'pml', ('WW', 'RW')),
@@ -130,7 +139,7 @@ def table2(guest, state, args, rrww):
         'missed', 'per ev.'))
     for entries in (512, 1024):
         intervals = rrww if entries == 512 else agent_run(
-            guest, state, 'RRWW', args, entries)
+            guest, state, 'RRWW', args, entries)[0]
         for span, phases in (('run', None), ('workload', WORKLOAD)):
             prl = guest_runs.log_totals(intervals, phases)['prl']
             print('%-8d %-9s %9d %11d %10.2f | %15d %7d %7.2f' % (

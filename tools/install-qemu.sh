@@ -5,7 +5,7 @@
 # Idempotent; needs root.
 set -euo pipefail
 . "$(dirname "$0")/apt.sh"
-apt_install qemu-system-x86 busybox-static cpio gzip gcc libc6-dev make
+apt_install qemu-system-x86 busybox-static cpio gzip gcc libc6-dev make dpkg-dev
 # Debian's QEMU source (for qemu-plugin.h) needs deb-src entries: the same
 # archives as the binary entries, so nothing new is trusted.
 sources=/etc/apt/sources.list.d/memcanal-deb-src.sources
