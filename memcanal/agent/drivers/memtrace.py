@@ -81,7 +81,11 @@ class Connection:
         self._syncs = 0
         self.closed = False
         self.error = None
-        self.hello = self._read_hello()
+        try:
+            self.hello = self._read_hello()
+        except (MemtraceError, OSError):
+            self._socket.close()
+            raise
         self._reader = threading.Thread(
             target=self._read, name='memtrace-%s' % self.hello.uuid,
             daemon=True)
