@@ -11,6 +11,15 @@ cd "$(dirname "$0")/.."
 venv=${1:-.venv}
 apt_install libvirt-daemon-system libvirt-daemon-driver-qemu \
     qemu-system-x86 libvirt-dev pkg-config
+# Without udev, /dev/kvm keeps root-only permissions. libvirt probes QEMU
+# with KVM, then finds KVM unusable by its QEMU user and throws the probe
+# away: every call that needs capabilities (defineXML) probes again, ~50 s
+# here. udev's default rule for the device (root:kvm 0660, the QEMU user
+# in group kvm) is what libvirt expects.
+if [ -c /dev/kvm ] && getent group kvm >/dev/null; then
+    chgrp kvm /dev/kvm
+    chmod 0660 /dev/kvm
+fi
 # virtlogd collects the QEMU processes' output; libvirtd needs it first.
 pgrep -x virtlogd >/dev/null || virtlogd -d
 if ! pgrep -x libvirtd >/dev/null; then

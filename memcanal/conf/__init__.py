@@ -12,6 +12,7 @@ from memcanal.conf import base
 from memcanal.conf import database
 from memcanal.conf import estimation
 from memcanal.conf import hcache
+from memcanal.conf import libvirt
 from memcanal.conf import optimizer
 from memcanal.conf import qemu
 from memcanal.conf import service
@@ -25,6 +26,7 @@ api.register_opts(CONF)
 database.register_opts(CONF)
 estimation.register_opts(CONF)
 hcache.register_opts(CONF)
+libvirt.register_opts(CONF)
 optimizer.register_opts(CONF)
 qemu.register_opts(CONF)
 service.register_opts(CONF)

@@ -6,13 +6,14 @@ from memcanal.conf import base
 from memcanal.conf import database
 from memcanal.conf import estimation
 from memcanal.conf import hcache
+from memcanal.conf import libvirt
 from memcanal.conf import optimizer
 from memcanal.conf import qemu
 from memcanal.conf import service
 from memcanal.conf import simulated
 
-_MODULES = (base, agent, api, database, estimation, hcache, optimizer,
-            qemu, service, simulated)
+_MODULES = (base, agent, api, database, estimation, hcache, libvirt,
+            optimizer, qemu, service, simulated)
 
 
 def list_opts():

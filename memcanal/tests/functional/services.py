@@ -28,16 +28,19 @@ POSTGRES_ADMIN_URL = os.environ.get(
     'postgresql+psycopg2://postgres@127.0.0.1:5432/postgres')
 
 
+def missing(message):
+    """Skip the test, or fail it under MEMCANAL_REQUIRE_SERVICES."""
+    if os.environ.get('MEMCANAL_REQUIRE_SERVICES'):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
 def require(host, port, what):
-    """Skip (or, under MEMCANAL_REQUIRE_SERVICES, fail) if nothing listens."""
+    """Skip (or fail) if nothing listens."""
     try:
         socket.create_connection((host, port), timeout=2).close()
     except OSError as err:
-        message = '%s is not reachable on %s:%d: %s' % (what, host, port,
-                                                        err)
-        if os.environ.get('MEMCANAL_REQUIRE_SERVICES'):
-            pytest.fail(message)
-        pytest.skip(message)
+        missing('%s is not reachable on %s:%d: %s' % (what, host, port, err))
 
 
 def require_rabbit():
@@ -92,11 +95,8 @@ def keystone(state_dir):
     """
     if not os.path.exists(os.path.join(KEYSTONE_VENV, 'bin',
                                        'keystone-manage')):
-        message = ('keystone is not installed in %s; run tools/keystone.sh '
-                   'install' % KEYSTONE_VENV)
-        if os.environ.get('MEMCANAL_REQUIRE_SERVICES'):
-            pytest.fail(message)
-        pytest.skip(message)
+        missing('keystone is not installed in %s; run tools/keystone.sh '
+                'install' % KEYSTONE_VENV)
     port = _free_port()
     log = open(os.path.join(state_dir, 'keystone.out'), 'wb')
     process = subprocess.Popen(
@@ -133,13 +133,10 @@ def require_test_guest():
     """The test guest and the memtrace plugin that
     tools/build-test-guest.sh builds, by file name, and QEMU to run them;
     skip (or fail) if any is missing."""
-    files, missing = guest_runs.guest_files(TEST_GUEST_DIR)
+    files, absent = guest_runs.guest_files(TEST_GUEST_DIR)
     if shutil.which('qemu-system-x86_64') is None:
-        missing.append('qemu-system-x86_64')
-    if missing:
-        message = ('the test guest is not built (tools/build-test-guest.sh):'
-                   ' missing %s' % ', '.join(missing))
-        if os.environ.get('MEMCANAL_REQUIRE_SERVICES'):
-            pytest.fail(message)
-        pytest.skip(message)
+        absent.append('qemu-system-x86_64')
+    if absent:
+        missing('the test guest is not built (tools/build-test-guest.sh): '
+                'missing %s' % ', '.join(absent))
     return files

@@ -1,0 +1,393 @@
+"""The libvirt hypervisor driver: a real compute node's VMs under nova.
+
+It reads what libvirt offers without tracing the guest (no page
+references, so ``Sample.trace`` is None and the agent reports guest
+statistics only): each domain's memory, its balloon statistics, and on
+QEMU its dirty rate. It resizes domains by balloon (``setMemoryFlags``)
+or by virtio-mem (``updateDeviceFlags`` of the device's ``<requested>``).
+
+Sizes, as libvirt and QEMU count them (measured on QEMU 7.2, libvirt 9.0):
+
+- boot memory: the domain's ``<memory>`` less its memory devices'
+  ``<size>``; the most a balloon can give (libvirt refuses more). This is
+  ``InstanceInfo.allocated_bytes``: the flavor's memory, which the
+  service's policies use as a VM's baseline and balloon ceiling;
+- the VM's memory now: ``virDomainGetInfo``'s memory, which on QEMU is
+  the balloon's size plus what virtio-mem devices have plugged (the
+  balloon's own ``actual`` statistic leaves virtio-mem out);
+- a balloon target T gives the VM T plus what virtio-mem has plugged.
+
+Guest statistics of each Sample (floats), where the balloon driver
+reports them (``memoryStats``; a virtio memballoon and a guest driver):
+
+- ``memory_bytes``: the VM's memory now, as above;
+- ``used_bytes``: ``available`` - ``usable`` (MemTotal - MemAvailable):
+  what the guest could not free without paging, U-tube's memory in use;
+- ``major_faults``: major faults since the previous collection;
+- the raw statistics, ``balloon_<name>`` (``_bytes`` for those libvirt
+  gives in KiB; ``rss`` is the QEMU process's host RSS, so
+  ``host_rss_bytes``); counters are cumulative since the guest booted;
+- ``dirty_rate_mib_per_s``: the last completed dirty-rate calculation
+  ([libvirt] dirty_rate_mode), with ``dirty_rate_period_s``.
+
+The simulated driver's ``swap_bytes`` and ``committed_bytes`` have no
+balloon statistic of the same meaning, so they are not reported.
+"""
+
+import math
+import threading
+import time
+from xml.etree import ElementTree
+
+from oslo_log import log as logging
+from oslo_utils import importutils
+
+from memcanal.agent import driver
+from memcanal import exception
+
+libvirt = importutils.try_import('libvirt')
+
+LOG = logging.getLogger(__name__)
+
+NOVA_NS = 'http://openstack.org/xmlns/libvirt/nova/1.1'
+KIB = 1024
+PAGE_SIZE = 4096
+# Balloon statistics libvirt gives in KiB, and those it gives as counts.
+_KIB_STATS = ('actual', 'available', 'unused', 'usable', 'disk_caches',
+              'swap_in', 'swap_out')
+_COUNT_STATS = ('major_fault', 'minor_fault', 'hugetlb_pgalloc',
+                'hugetlb_pgfail', 'last_update')
+_MEASURED = 2
+"""virDomainDirtyRateStatus: VIR_DOMAIN_DIRTYRATE_MEASURED."""
+_MEASURING = 1
+
+
+def _unsupported_codes():
+    return {libvirt.VIR_ERR_NO_SUPPORT, libvirt.VIR_ERR_OPERATION_UNSUPPORTED,
+            libvirt.VIR_ERR_ARGUMENT_UNSUPPORTED}
+
+
+def _kib(element):
+    """An XML size element in KiB (libvirt's live XML uses KiB)."""
+    if element is None or element.text is None:
+        return 0
+    scale = {'b': 1.0 / KIB, 'bytes': 1.0 / KIB, 'k': 1, 'kib': 1,
+             'm': KIB, 'mib': KIB, 'g': KIB ** 2, 'gib': KIB ** 2}
+    return int(int(element.text) * scale[
+        element.get('unit', 'KiB').lower()])
+
+
+class _Domain:
+    """What the driver remembers of one domain between calls."""
+
+    def __init__(self):
+        self.target_bytes = None
+        self.stats_period_set = False
+        self.dirty_rate = True
+        self.dirty_rate_mib = None
+        self.major_fault = None
+
+
+class LibvirtDriver(driver.HypervisorDriver):
+    """Domains of ``[libvirt] connection_uri``, or of ``connection``.
+
+    ``connection`` (an open virConnect) lets tests share one private
+    ``test:///default`` connection with the driver; ``self.connection``
+    is the one used.
+    """
+
+    def __init__(self, conf, host, connection=None):
+        if libvirt is None:
+            raise exception.DriverNotFound(
+                name='libvirt (libvirt-python is not installed)')
+        self.conf = conf
+        self.options = conf.libvirt
+        # libvirt prints every error to stderr unless told otherwise;
+        # errors reach us as exceptions.
+        libvirt.registerErrorHandler(lambda _ctx, _error: None, None)
+        self.connection = connection or libvirt.open(
+            self.options.connection_uri)
+        self._domains = {}
+        self._lock = threading.Lock()
+
+    # -- host and instances ----------------------------------------------
+
+    def host_info(self):
+        try:
+            total = self.connection.getMemoryStats(
+                libvirt.VIR_NODE_MEMORY_STATS_ALL_CELLS)['total'] * KIB
+        except (libvirt.libvirtError, KeyError):
+            # Drivers without virNodeGetMemoryStats (test, some libxl
+            # versions) give getInfo()'s MiB.
+            total = self.connection.getInfo()[1] * 2 ** 20
+        return driver.HostInfo(
+            memory_total_bytes=total,
+            memory_reserved_bytes=self.options.reserved_host_memory_mb
+            * 2 ** 20)
+
+    def _state(self, uuid):
+        with self._lock:
+            return self._domains.setdefault(uuid, _Domain())
+
+    def _project(self, root):
+        project = root.find('metadata/{%s}instance/{%s}owner/{%s}project' % (
+            NOVA_NS, NOVA_NS, NOVA_NS))
+        if project is not None and project.get('uuid'):
+            return project.get('uuid')
+        return self.options.unowned_project_id
+
+    @staticmethod
+    def _boot_kib(root):
+        """``<memory>`` less the memory devices: what the domain booted
+        with, the balloon's ceiling."""
+        devices = sum(_kib(device.find('target/size'))
+                      for device in root.findall('devices/memory'))
+        return _kib(root.find('memory')) - devices
+
+    def list_instances(self):
+        instances = []
+        domains = self.connection.listAllDomains(
+            libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)
+        for domain in domains:
+            try:
+                root = ElementTree.fromstring(domain.XMLDesc(0))
+                current = domain.info()[2] * KIB
+            except libvirt.libvirtError as error:
+                # A domain that stopped since it was listed is gone.
+                LOG.debug('Skipping domain %s: %s', domain.UUIDString(),
+                          error)
+                continue
+            uuid = domain.UUIDString()
+            boot = self._boot_kib(root) * KIB
+            target = self._state(uuid).target_bytes
+            if target is None and current != boot:
+                # Resized before this agent started (or by an operator):
+                # the memory the VM is set to is what it has.
+                target = current
+            instances.append(driver.InstanceInfo(
+                uuid, self._project(root), boot, target))
+        return instances
+
+    def _domain(self, uuid):
+        try:
+            return self.connection.lookupByUUIDString(uuid)
+        except libvirt.libvirtError as error:
+            if error.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
+                raise exception.InstanceNotFound(uuid=uuid)
+            raise
+
+    # -- collection ----------------------------------------------------------
+
+    def collect(self, instance_uuid):
+        domain = self._domain(instance_uuid)
+        state = self._state(instance_uuid)
+        root = ElementTree.fromstring(domain.XMLDesc(0))
+        if not state.stats_period_set:
+            self._enable_stats(domain, root)
+            state.stats_period_set = True
+        stats = {'memory_bytes': float(domain.info()[2] * KIB)}
+        try:
+            balloon = domain.memoryStats()
+        except libvirt.libvirtError as error:
+            LOG.debug('No balloon statistics of %s: %s', instance_uuid,
+                      error)
+            balloon = {}
+        stats.update(self._balloon_stats(balloon, state))
+        if state.dirty_rate:
+            self._dirty_rate(domain, root, state)
+        if state.dirty_rate_mib is not None:
+            stats['dirty_rate_mib_per_s'] = float(state.dirty_rate_mib)
+            stats['dirty_rate_period_s'] = float(
+                self.options.dirty_rate_period)
+        return driver.Sample(page_size=PAGE_SIZE, trace=None,
+                             guest_stats=stats)
+
+    @staticmethod
+    def _balloon_stats(balloon, state):
+        stats = {}
+        for name in _KIB_STATS:
+            if name in balloon:
+                stats['balloon_%s_bytes' % name] = float(balloon[name] * KIB)
+        for name in _COUNT_STATS:
+            if name in balloon:
+                stats['balloon_%s' % name] = float(balloon[name])
+        if 'rss' in balloon:
+            stats['host_rss_bytes'] = float(balloon['rss'] * KIB)
+        if 'available' in balloon and 'usable' in balloon:
+            stats['used_bytes'] = float(
+                max(0, balloon['available'] - balloon['usable']) * KIB)
+        if 'major_fault' in balloon:
+            if state.major_fault is not None:
+                stats['major_faults'] = float(
+                    max(0, balloon['major_fault'] - state.major_fault))
+            state.major_fault = balloon['major_fault']
+        return stats
+
+    def _stats_period(self):
+        period = self.options.memory_stats_period
+        if period is None:
+            period = math.ceil(self.conf.agent.report_interval)
+        return period
+
+    def _enable_stats(self, domain, root):
+        """Ask the guest for balloon statistics every period, once per
+        domain, unless it already sends them as often."""
+        period = self._stats_period()
+        balloon = root.find('devices/memballoon')
+        if period == 0 or balloon is None or balloon.get('model') == 'none':
+            return
+        stats = balloon.find('stats')
+        current = int(stats.get('period', 0)) if stats is not None else 0
+        if 0 < current <= period:
+            return
+        try:
+            domain.setMemoryStatsPeriod(period, libvirt.VIR_DOMAIN_AFFECT_LIVE)
+        except libvirt.libvirtError as error:
+            LOG.warning('Cannot enable balloon statistics of %s: %s',
+                        domain.UUIDString(), error)
+
+    def _dirty_rate_flags(self, root):
+        mode = self.options.dirty_rate_mode
+        kvm = root.get('type') == 'kvm'
+        if mode == 'auto':
+            mode = 'dirty-bitmap' if kvm else 'page-sampling'
+        elif mode in ('dirty-bitmap', 'dirty-ring') and not kvm:
+            # Both need KVM's dirty logging; QEMU 7.2 under TCG crashes on
+            # a dirty-bitmap calculation.
+            mode = 'page-sampling'
+        return {
+            'page-sampling': libvirt.VIR_DOMAIN_DIRTYRATE_MODE_PAGE_SAMPLING,
+            'dirty-bitmap': libvirt.VIR_DOMAIN_DIRTYRATE_MODE_DIRTY_BITMAP,
+            'dirty-ring': libvirt.VIR_DOMAIN_DIRTYRATE_MODE_DIRTY_RING,
+        }[mode]
+
+    def _dirty_rate(self, domain, root, state):
+        """Keep the last completed calculation; start the next one unless
+        one is running."""
+        if self.options.dirty_rate_mode == 'off':
+            state.dirty_rate = False
+            return
+        uuid = domain.UUIDString()
+        try:
+            [(_, result)] = self.connection.domainListGetStats(
+                [domain], libvirt.VIR_DOMAIN_STATS_DIRTYRATE)
+            status = result.get('dirtyrate.calc_status')
+            if (status == _MEASURED
+                    and 'dirtyrate.megabytes_per_second' in result):
+                state.dirty_rate_mib = result[
+                    'dirtyrate.megabytes_per_second']
+            if status != _MEASURING:
+                domain.startDirtyRateCalc(self.options.dirty_rate_period,
+                                          self._dirty_rate_flags(root))
+        except libvirt.libvirtError as error:
+            if error.get_error_code() in _unsupported_codes():
+                LOG.info('No dirty-rate measurement of %s: %s', uuid, error)
+                state.dirty_rate = False
+            else:
+                LOG.warning('Dirty-rate measurement of %s failed: %s', uuid,
+                            error)
+
+    # -- resizing ------------------------------------------------------------
+
+    def apply_memory_target(self, instance_uuid, target_bytes,
+                            mechanism='balloon'):
+        if mechanism not in driver.MECHANISMS:
+            raise exception.ResizeFailed(
+                uuid=instance_uuid,
+                reason='unknown mechanism %r' % (mechanism,))
+        if (not isinstance(target_bytes, int) or isinstance(
+                target_bytes, bool) or target_bytes < PAGE_SIZE):
+            raise exception.ResizeFailed(
+                uuid=instance_uuid, reason='a target is a whole number of '
+                'bytes of at least one page, not %r' % (target_bytes,))
+        domain = self._domain(instance_uuid)
+        started = time.monotonic()
+        try:
+            root = ElementTree.fromstring(domain.XMLDesc(0))
+            previous = domain.info()[2] * KIB
+            if mechanism == 'balloon':
+                self._balloon(domain, root, instance_uuid, target_bytes)
+            else:
+                self._hotplug(domain, root, instance_uuid, target_bytes,
+                              previous)
+        except libvirt.libvirtError as error:
+            raise exception.ResizeFailed(uuid=instance_uuid,
+                                         reason=str(error))
+        self._state(instance_uuid).target_bytes = target_bytes
+        # The guest completes the change after libvirt returns; this is
+        # how long libvirt took to accept it.
+        return driver.Resize(mechanism, previous, target_bytes,
+                             time.monotonic() - started)
+
+    @staticmethod
+    def _virtio_mem(root):
+        for device in root.findall('devices/memory'):
+            if device.get('model') == 'virtio-mem':
+                return device
+        return None
+
+    @staticmethod
+    def _plugged_kib(root):
+        plugged = 0
+        for device in root.findall('devices/memory'):
+            if device.get('model') == 'virtio-mem':
+                target = device.find('target')
+                current = target.find('current')
+                plugged += _kib(current if current is not None
+                                else target.find('requested'))
+        return plugged
+
+    def _balloon(self, domain, root, uuid, target_bytes):
+        """The balloon's size is the target less what virtio-mem plugged;
+        it cannot pass the boot memory."""
+        boot = self._boot_kib(root)
+        balloon = target_bytes // KIB - self._plugged_kib(root)
+        if balloon > boot:
+            raise exception.ResizeFailed(
+                uuid=uuid, reason='a balloon cannot give the domain more '
+                'than its boot memory of %d KiB (use hotplug)' % boot)
+        if balloon < PAGE_SIZE // KIB:
+            raise exception.ResizeFailed(
+                uuid=uuid, reason='virtio-mem holds more than the target; '
+                'shrink it by hotplug first')
+        domain.setMemoryFlags(balloon, libvirt.VIR_DOMAIN_AFFECT_LIVE)
+
+    def _hotplug(self, domain, root, uuid, target_bytes, previous):
+        """The boot memory whole (an inflated balloon is emptied first),
+        and the rest from the virtio-mem device, in whole blocks."""
+        device = self._virtio_mem(root)
+        if device is None:
+            raise exception.ResizeFailed(
+                uuid=uuid, reason='the domain has no virtio-mem device')
+        boot = self._boot_kib(root)
+        target = device.find('target')
+        block = _kib(target.find('block')) or 2048
+        size = _kib(target.find('size'))
+        needed = target_bytes // KIB - boot
+        if needed < 0:
+            raise exception.ResizeFailed(
+                uuid=uuid, reason='virtio-mem cannot take a domain below '
+                'its boot memory of %d KiB (use balloon)' % boot)
+        requested = -(-needed // block) * block
+        if requested > size:
+            raise exception.ResizeFailed(
+                uuid=uuid, reason='%d KiB above the boot memory is more '
+                'than the virtio-mem device\'s %d KiB' % (requested, size))
+        balloon = previous // KIB - self._plugged_kib(root)
+        if balloon < boot:
+            domain.setMemoryFlags(boot, libvirt.VIR_DOMAIN_AFFECT_LIVE)
+        element = target.find('requested')
+        if element is None:
+            element = ElementTree.SubElement(target, 'requested')
+        element.text = str(requested)
+        element.set('unit', 'KiB')
+        try:
+            # The device as the live XML has it (with its address), only
+            # <requested> changed: libvirt matches the device by it.
+            domain.updateDeviceFlags(
+                ElementTree.tostring(device, encoding='unicode'),
+                libvirt.VIR_DOMAIN_AFFECT_LIVE)
+        except libvirt.libvirtError:
+            if balloon < boot:
+                domain.setMemoryFlags(balloon, libvirt.VIR_DOMAIN_AFFECT_LIVE)
+            raise

@@ -1,0 +1,60 @@
+"""Options of the libvirt hypervisor driver
+(memcanal.agent.drivers.libvirt)."""
+
+from oslo_config import cfg
+
+DIRTY_RATE_MODES = ('auto', 'page-sampling', 'dirty-bitmap', 'dirty-ring',
+                    'off')
+
+libvirt_group = cfg.OptGroup(
+    'libvirt', title='libvirt hypervisor driver options',
+    help='The driver of a real compute node: the domains nova runs under '
+         'libvirt (QEMU/KVM, or Xen through libxl), their balloon '
+         'statistics and dirty rate, and their resizes by balloon or '
+         'virtio-mem.')
+
+libvirt_opts = [
+    cfg.StrOpt('connection_uri', default='qemu:///system',
+               help='libvirt connection URI; the same as nova-compute\'s '
+                    '[libvirt] connection_uri (xen:///system for libxl).'),
+    cfg.IntOpt('memory_stats_period', min=0,
+               help='Seconds between two balloon-statistics updates the '
+                    'guest sends. Unset: [agent] report_interval rounded '
+                    'up. A domain that already updates at least this '
+                    'often (nova\'s mem_stats_period_seconds) is left as '
+                    'it is; 0 never changes any domain.'),
+    cfg.StrOpt('dirty_rate_mode', default='auto',
+               choices=[('auto', 'dirty-bitmap on KVM domains (KVM dirty '
+                                 'logging, PML-backed on Intel), '
+                                 'page-sampling on the others'),
+                        ('page-sampling', 'hash sampled pages; any QEMU '
+                                          'accelerator'),
+                        ('dirty-bitmap', 'KVM dirty logging; only used on '
+                                         'KVM domains (QEMU 7.2 under TCG '
+                                         'crashes on it)'),
+                        ('dirty-ring', 'KVM dirty ring; QEMU must run with '
+                                       'dirty-ring-size set'),
+                        ('off', 'do not measure the dirty rate')],
+               help='How libvirt measures each QEMU domain\'s dirty rate '
+                    '(virDomainStartDirtyRateCalc), reported as the '
+                    'dirty_rate_mib_per_s guest statistic.'),
+    cfg.IntOpt('dirty_rate_period', default=1, min=1, max=60,
+               help='Seconds each dirty-rate calculation lasts; keep it '
+                    'below [agent] report_interval.'),
+    cfg.IntOpt('reserved_host_memory_mb', default=0, min=0,
+               help='Memory kept for the host itself, MiB; set it to '
+                    'nova\'s reserved_host_memory_mb.'),
+    cfg.StrOpt('unowned_project_id', default='unowned',
+               help='Project reported for domains without nova\'s owner '
+                    'metadata (not started by nova). List it in '
+                    '[optimizer] opt_out_projects to leave them alone.'),
+]
+
+
+def register_opts(conf):
+    conf.register_group(libvirt_group)
+    conf.register_opts(libvirt_opts, group=libvirt_group)
+
+
+def list_opts():
+    return {libvirt_group: libvirt_opts}
