@@ -11,7 +11,9 @@ from xml.etree import ElementTree
 
 import pytest
 
+from memcanal.agent import manager
 from memcanal import exception
+from memcanal.rpc import reports
 
 libvirt = pytest.importorskip('libvirt',
                               reason='libvirt-python is not installed')
@@ -91,6 +93,22 @@ def test_collect_maps_balloon_stats(driver):
     assert 'dirty_rate_mib_per_s' not in stats
     assert driver._domains[vm].dirty_rate is False
     assert all(isinstance(value, float) for value in stats.values())
+
+
+def test_the_agent_reports_libvirt_domains(driver, conf, tmp_path):
+    """An agent on this driver sends a report the service accepts: guest
+    statistics, no estimates (libvirt sees no page references)."""
+    vm = start(driver, 'vm1')
+    conf.set_override('state_path', str(tmp_path))
+    agent = manager.AgentManager(conf, 'compute-1', driver)
+    agent.host_uuid = str(uuid.uuid4())
+    report = agent.build_report()
+    reports.validate_report(report, conf.service.max_mrc_points,
+                            conf.service.max_instances_per_report)
+    [sample] = report['instances']
+    assert (sample['uuid'], sample['project_id']) == (vm, PROJECT)
+    assert sample['wss'] == {} and 'logs' not in sample
+    assert sample['guest_stats']['memory_bytes'] == 1024 * MIB
 
 
 def test_balloon_resize_reads_back(driver):
