@@ -6,6 +6,7 @@ Without them the test skips, or fails under MEMCANAL_REQUIRE_SERVICES.
 """
 
 import os
+import shutil
 import time
 import uuid
 from xml.etree import ElementTree
@@ -63,10 +64,20 @@ def _wait(what, check, seconds, log):
 
 
 @pytest.fixture
-def guest(tmp_path):
+def guest(short_tmp_path):
     """A running TCG guest: 512 MiB boot memory, a 512 MiB virtio-mem
-    device of 2 MiB blocks (nothing requested), a virtio balloon."""
-    files = services.require_test_guest()
+    device of 2 MiB blocks (nothing requested), a virtio balloon.
+
+    QEMU runs as libvirt's unprivileged user, which cannot reach files
+    below a private directory (a clone in ``mktemp -d``), so the guest's
+    kernel and initramfs are copied where it can, as an operator puts
+    images where QEMU can read them.
+    """
+    images = short_tmp_path
+    os.chmod(images, 0o755)
+    files = {name: shutil.copy(path, images) for name, path in
+             services.require_test_guest().items()
+             if name in ('vmlinux', 'initramfs.gz')}
     if libvirt is None:
         services.missing('libvirt-python is not installed '
                          '(tools/install-libvirt.sh)')
@@ -76,8 +87,7 @@ def guest(tmp_path):
     except libvirt.libvirtError as error:
         services.missing('libvirtd is not reachable on %s '
                          '(tools/install-libvirt.sh): %s' % (URI, error))
-    os.chmod(tmp_path, 0o755)
-    log = str(tmp_path / 'serial.log')
+    log = os.path.join(images, 'serial.log')
     instance = str(uuid.uuid4())
     domain = connection.defineXML(DOMAIN % {
         'short': instance[:8], 'uuid': instance, 'kernel': files['vmlinux'],
