@@ -96,7 +96,7 @@ def run_workload(agent, hypervisor, instance_uuid, order, size_mb,
                                % timeout)
         report = agent.build_report()
         now = time.monotonic()
-        estimators = agent._collectors[instance_uuid].observer
+        estimators = agent.estimators(instance_uuid)
         intervals.append(dict(
             phase=phase(console), sample=report['instances'][0],
             report=report, prl_rounds=estimators.prl.rounds,

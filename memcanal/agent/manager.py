@@ -51,6 +51,11 @@ class AgentManager:
             self._service_api = service_api.ServiceAPI()
         return self._service_api
 
+    def estimators(self, instance_uuid):
+        """The estimators (a memcanal.estimation.observer.VmObserver) the
+        agent keeps for a VM it has reported."""
+        return self._collectors[instance_uuid].observer
+
     def register(self):
         """Register this host; return True once the service has answered."""
         info = self.driver.host_info()

@@ -54,6 +54,23 @@ def test_reports_carry_each_vms_estimates_once_they_converge(agent, conf):
             assert estimates['prl'] == workload.working_set_pages * 4096
         assert set(estimates) <= {'prl', 'pml', 'esx'}
         assert 'esx' in estimates
+        assert agent.estimators(uuid).prl.rounds >= 1
+
+
+def test_reports_say_what_the_emulated_logs_did(agent):
+    """Each interval's log-full events and GPAs logged, by log; PML's
+    handler runs on the VM's CPU, PRL's never does."""
+    logs = [sample['logs'] for _ in range(3)
+            for sample in agent.report()['instances']]
+    assert all(set(log) == {'prl', 'pml'} for log in logs)
+    total = {key: sum(log['prl'][key] for log in logs)
+             for key in ('events', 'logged')}
+    # A log may fill with entries of an earlier interval: only over the
+    # whole run is every event a full log.
+    assert 0 < total['events'] * 512 <= total['logged']
+    for log in logs:
+        assert log['prl']['vm_cpu_ns'] == 0
+        assert log['pml']['vm_cpu_ns'] == log['pml']['handler_ns']
 
 
 def test_vanished_vm_loses_its_estimators(agent):
