@@ -5,7 +5,8 @@ Fig. 8 and Table 2 from a running Linux VM.
     .venv/bin/python benchmarks/guest_tracing.py [--plot fig8-guest.png]
 
 The test guest (Debian's kernel, QEMU TCG, 256 MiB) runs wsswork, the
-paper's synthetic application, over a 64 MiB array. Three parts:
+paper's synthetic application, over a 64 MiB array; the agent reports
+every second (mu = omega = 1 s, tau = 50). Three parts:
 
 1. Slowdown. The workload's own throughput (operations per microsecond,
    the paper's Listing 1 metric) with no plugin, with the plugin

@@ -40,9 +40,15 @@ def guest_files(directory):
 
 
 def traced_agent(conf, guest, state_path, memory_mb=256, interval=1.0,
-                 stability_window=2.0):
+                 stability_window=1.0):
     """An agent on the qemu driver, set to start the test guest, already
-    registered (it builds reports, nothing sends them)."""
+    registered (it builds reports, nothing sends them).
+
+    PRL's hot-page count must not change over ``stability_window``. On a
+    real kernel it creeps, a page every other second as kernel pages
+    reach tau, so a window of two intervals waits for the creep to pause
+    (rounds of 3 to 12 s) where one interval gives a round every two.
+    """
     conf.set_override('state_path', state_path)
     conf.set_override('report_interval', interval, 'agent')
     conf.set_override('prl_stability_window', stability_window, 'estimation')

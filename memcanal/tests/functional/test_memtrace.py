@@ -3,10 +3,11 @@
 The test guest (tools/build-test-guest.sh) boots under QEMU TCG with the
 memtrace plugin and runs the PRL paper's synthetic application over a
 64 MiB array in RRWW order (a phase of reads, then a phase of writes).
-The agent, with the qemu driver, builds a report every second from the
-logs the plugin delivers, as it would on a compute host. The paper's
-Fig. 8 claims, on a real guest: PRL's estimate is within 1 MB of the
-working set, and PML misses the read-only phase.
+The agent, with the qemu driver, builds a report every second (mu, and
+PRL's stability window omega) from the logs the plugin delivers, as it
+would on a compute host. The paper's Fig. 8 claims, on a real guest:
+PRL's estimate is within 1 MB of the working set, and PML misses the
+read-only phase.
 """
 
 import pytest
