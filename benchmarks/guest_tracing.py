@@ -104,10 +104,19 @@ def slowdown(guest, state, args):
     return intervals
 
 
+def rounds_summary(estimates):
+    """'rounds x MiB', or 'rounds x lowest-highest MiB'; '-' for none."""
+    if not estimates:
+        return '-'
+    low, high = min(estimates) / MiB, max(estimates) / MiB
+    return '%d x %.2f' % (len(estimates), low) if low == high else \
+        '%d x %.2f-%.2f' % (len(estimates), low, high)
+
+
 def fig8(guest, state, args, rrww):
     print('\n2. Fig. 8 on a real guest: estimates (MiB) of the rounds that '
           'ran inside the workload; true WSS %d MiB' % args.size_mb)
-    print('%-6s %-20s %-32s %-16s | paper: PRL err, PML' % (
+    print('%-6s %-20s %-20s %-20s | paper: PRL err, PML' % (
         'order', 'PRL', 'PML in write phases', 'PML in reads'))
     true = args.size_mb * MiB
     failures, results = [], {}
@@ -118,8 +127,8 @@ def fig8(guest, state, args, rrww):
             guest_runs.rounds_within(intervals, 'prl', WORKLOAD),
             guest_runs.rounds_within(intervals, 'pml', ('WW', 'RW')),
             guest_runs.rounds_within(intervals, 'pml', ('RR',)))
-        print('%-6s %-20s %-32s %-16s | %s' % (
-            order, *(' '.join('%.2f' % (v / MiB) for v in estimates) or '-'
+        print('%-6s %-20s %-20s %-20s | %s' % (
+            order, *(rounds_summary(estimates)
                      for estimates in results[order]),
             '< 1 MB, ' + ('misses reads' if order == 'RRWW' else 'correct')))
         prl = results[order][0]
