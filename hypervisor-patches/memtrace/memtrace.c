@@ -359,6 +359,18 @@ static bool tlb_lookup(struct vcpu *v, uint64_t page)
     return false;
 }
 
+/* The full PRL log to the ring, if it has room: the index is reset and
+ * the log is busy for handler_base_ns more. False if the ring is full. */
+static bool hand_over_prl(struct vcpu *v)
+{
+    if (!push_log(v, RECORD_PRL, v->prl_full_at, v->prl))
+        return false;
+    v->prl_index = 0;
+    v->prl_busy_until = now_ns() + handler_base_ns;
+    atomic_fetch_add(&v->prl_handler_ns, v->prl_busy_until - v->prl_full_at);
+    return true;
+}
+
 /* A TLB miss under PRL_PAML (section 3.2's algorithm). */
 static void log_prl(struct vcpu *v, uint64_t page)
 {
@@ -368,13 +380,9 @@ static void log_prl(struct vcpu *v, uint64_t page)
         v->prl_busy_until = 0;
     }
     if (v->prl_index == log_entries) {
-        /* Full: the handler takes it once the ring has room. */
-        if (!push_log(v, RECORD_PRL, v->prl_full_at, v->prl))
-            goto missed;
-        v->prl_index = 0;
-        v->prl_busy_until = now_ns() + handler_base_ns;
-        atomic_fetch_add(&v->prl_handler_ns,
-                         v->prl_busy_until - v->prl_full_at);
+        /* Still full, the ring had no room: the handler takes it when it
+         * can; this reference is missed either way. */
+        hand_over_prl(v);
         goto missed;
     }
     v->prl[v->prl_index++] = page;
@@ -382,12 +390,7 @@ static void log_prl(struct vcpu *v, uint64_t page)
     if (v->prl_index == log_entries) {
         v->prl_full_at = now_ns();
         atomic_fetch_add(&v->prl_events, 1);
-        if (push_log(v, RECORD_PRL, v->prl_full_at, v->prl)) {
-            v->prl_index = 0;
-            v->prl_busy_until = now_ns() + handler_base_ns;
-            atomic_fetch_add(&v->prl_handler_ns,
-                             v->prl_busy_until - v->prl_full_at);
-        }
+        hand_over_prl(v);
     }
     return;
 missed:

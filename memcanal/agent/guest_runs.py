@@ -17,6 +17,7 @@ import time
 from memcanal.agent import driver
 from memcanal.agent.drivers import qemu
 from memcanal.agent import manager
+from memcanal.conf import qemu as qemu_conf
 
 PHASE_LINE = re.compile(r'^wsswork: phase=(\w\w) start$|^wsswork: (done)$',
                         re.MULTILINE)
@@ -148,19 +149,17 @@ def run_unattended(binary, guest, order, size_mb, phase_seconds, console,
     and the plugin's counters, which it prints when QEMU exits."""
     plugin = None
     if plugin_options is not None:
-        plugin = ','.join([guest['memtrace.so']] + [
-            '%s=%s' % item for item in plugin_options.items()])
+        plugin = qemu.plugin_argument(guest['memtrace.so'], **plugin_options)
     command = qemu.guest_command(
         binary, guest['vmlinux'], guest['initramfs.gz'],
-        'console=ttyS0 quiet panic=-1 ' + workload_argument(
-            order, size_mb, phase_seconds),
+        '%s %s' % (qemu_conf.GUEST_APPEND, workload_argument(
+            order, size_mb, phase_seconds)),
         memory_mb, 1, '00000000-0000-0000-0000-000000000000', console,
         plugin)
     finished = subprocess.run(command, stdin=subprocess.DEVNULL,
                               capture_output=True, text=True,
                               timeout=timeout, check=True)
-    counters = {}
-    for line in COUNTERS_LINE.findall(finished.stderr):
-        counters = dict((key, int(value)) for key, value in (
-            pair.split('=') for pair in line.split()))
+    lines = COUNTERS_LINE.findall(finished.stderr)
+    counters = {key: int(value) for key, value in (
+        pair.split('=') for pair in lines[-1].split())} if lines else {}
     return _console(console), counters

@@ -12,6 +12,9 @@ qemu_group = cfg.OptGroup(
          'plugin socket in socket_dir and can start guests itself. The '
          'log and TLB sizes are [estimation] log_entries and tlb_entries.')
 
+# The test guest's serial console, quiet, and no reboot on a panic.
+GUEST_APPEND = 'console=ttyS0 quiet panic=-1'
+
 qemu_opts = [
     cfg.StrOpt('binary', default='qemu-system-x86_64',
                help='The QEMU system emulator the driver starts guests '
@@ -30,7 +33,7 @@ qemu_opts = [
                     'someone else.'),
     cfg.StrOpt('kernel', help='Kernel of the guests the driver starts.'),
     cfg.StrOpt('initrd', help='Initramfs of the guests the driver starts.'),
-    cfg.StrOpt('append', default='console=ttyS0 quiet panic=-1',
+    cfg.StrOpt('append', default=GUEST_APPEND,
                help='Kernel command line of the guests the driver starts.'),
     cfg.IntOpt('memory_mb', default=512, min=16,
                help='Memory of each guest the driver starts, in MiB.'),

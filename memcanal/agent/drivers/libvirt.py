@@ -43,6 +43,7 @@ from oslo_log import log as logging
 from oslo_utils import importutils
 
 from memcanal.agent import driver
+from memcanal import estimation
 from memcanal import exception
 
 libvirt = importutils.try_import('libvirt')
@@ -51,15 +52,11 @@ LOG = logging.getLogger(__name__)
 
 NOVA_NS = 'http://openstack.org/xmlns/libvirt/nova/1.1'
 KIB = 1024
-PAGE_SIZE = 4096
 # Balloon statistics libvirt gives in KiB, and those it gives as counts.
 _KIB_STATS = ('actual', 'available', 'unused', 'usable', 'disk_caches',
               'swap_in', 'swap_out')
 _COUNT_STATS = ('major_fault', 'minor_fault', 'hugetlb_pgalloc',
                 'hugetlb_pgfail', 'last_update')
-_MEASURED = 2
-"""virDomainDirtyRateStatus: VIR_DOMAIN_DIRTYRATE_MEASURED."""
-_MEASURING = 1
 
 
 def _unsupported_codes():
@@ -199,7 +196,7 @@ class LibvirtDriver(driver.HypervisorDriver):
             stats['dirty_rate_mib_per_s'] = float(state.dirty_rate_mib)
             stats['dirty_rate_period_s'] = float(
                 self.options.dirty_rate_period)
-        return driver.Sample(page_size=PAGE_SIZE, trace=None,
+        return driver.Sample(page_size=estimation.PAGE_SIZE, trace=None,
                              guest_stats=stats)
 
     @staticmethod
@@ -272,11 +269,11 @@ class LibvirtDriver(driver.HypervisorDriver):
             [(_, result)] = self.connection.domainListGetStats(
                 [domain], libvirt.VIR_DOMAIN_STATS_DIRTYRATE)
             status = result.get('dirtyrate.calc_status')
-            if (status == _MEASURED
+            if (status == libvirt.VIR_DOMAIN_DIRTYRATE_MEASURED
                     and 'dirtyrate.megabytes_per_second' in result):
                 state.dirty_rate_mib = result[
                     'dirtyrate.megabytes_per_second']
-            if status != _MEASURING:
+            if status != libvirt.VIR_DOMAIN_DIRTYRATE_MEASURING:
                 domain.startDirtyRateCalc(self.options.dirty_rate_period,
                                           self._dirty_rate_flags(root))
         except libvirt.libvirtError as error:
@@ -296,7 +293,7 @@ class LibvirtDriver(driver.HypervisorDriver):
                 uuid=instance_uuid,
                 reason='unknown mechanism %r' % (mechanism,))
         if (not isinstance(target_bytes, int) or isinstance(
-                target_bytes, bool) or target_bytes < PAGE_SIZE):
+                target_bytes, bool) or target_bytes < estimation.PAGE_SIZE):
             raise exception.ResizeFailed(
                 uuid=instance_uuid, reason='a target is a whole number of '
                 'bytes of at least one page, not %r' % (target_bytes,))
@@ -346,7 +343,7 @@ class LibvirtDriver(driver.HypervisorDriver):
             raise exception.ResizeFailed(
                 uuid=uuid, reason='a balloon cannot give the domain more '
                 'than its boot memory of %d KiB (use hotplug)' % boot)
-        if balloon < PAGE_SIZE // KIB:
+        if balloon < estimation.PAGE_SIZE // KIB:
             raise exception.ResizeFailed(
                 uuid=uuid, reason='virtio-mem holds more than the target; '
                 'shrink it by hotplug first')

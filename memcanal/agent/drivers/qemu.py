@@ -32,14 +32,9 @@ MiB = 2 ** 20
 SOCKET_PATH_MAX = 108
 
 
-def plugin_argument(plugin, socket_path, instance_uuid, memory_mb,
-                    log_entries, tlb_entries, handler_base_ns, ring_logs,
-                    mode='both'):
-    """QEMU's ``-plugin`` argument for memtrace with these settings."""
-    options = dict(mode=mode, socket=socket_path, uuid=instance_uuid,
-                   memory_mb=memory_mb, log_entries=log_entries,
-                   tlb_entries=tlb_entries, handler_base_ns=handler_base_ns,
-                   ring_logs=ring_logs)
+def plugin_argument(plugin, **options):
+    """QEMU's ``-plugin`` argument: memtrace at ``plugin`` with
+    ``options`` (hypervisor-patches/memtrace/memtrace.c), in order."""
     return ','.join([plugin] + ['%s=%s' % item for item in options.items()])
 
 
@@ -72,10 +67,8 @@ class DirtyLog:
         self._connection.new_dirty_epoch()
 
 
-def interval_stats(previous, counters):
-    """This interval's LogStats by log, from the plugin's counters."""
-    delta = {name: counters[name] - previous.get(name, 0)
-             for name in counters}
+def interval_stats(delta):
+    """LogStats by log from the growth of the plugin's counters."""
     return {
         'prl': logsim.LogStats(
             events=delta['prl_events'], logged=delta['prl_logged'],
@@ -101,20 +94,19 @@ class Guest:
 
     def collect(self, timeout):
         delivered = self.connection.sync(timeout)
-        stats = interval_stats(self.counters, delivered.counters)
-        references = delivered.counters['references'] - self.counters.get(
-            'references', 0)
+        delta = {name: value - self.counters.get(name, 0)
+                 for name, value in delivered.counters.items()}
         self.counters = delivered.counters
         # Once the guest has exited and this last delivery is taken, the
         # guest is gone.
         self.finished = self.connection.closed
         return driver.Sample(
             page_size=self.connection.hello.page_size, trace=None,
-            guest_stats={'references': float(references)},
+            guest_stats={'references': float(delta['references'])},
             logs=driver.LogDelivery(
                 prl_gpas=delivered.prl, pml_gpas=delivered.pml,
                 dirty_log=DirtyLog(self.connection, delivered.pml_partial),
-                stats=stats, now_ns=delivered.time_ns))
+                stats=interval_stats(delta), now_ns=delivered.time_ns))
 
     def stop(self):
         self.connection.close()
@@ -138,7 +130,6 @@ class QemuDriver(driver.HypervisorDriver):
                                                SOCKET_PATH_MAX))
         os.makedirs(self.socket_dir, exist_ok=True)
         self.guests = {}
-        self._attached = set()
         # Guests an earlier agent started still run: attach, not restart.
         self._discover()
         for index in range(self.options.instances):
@@ -153,7 +144,7 @@ class QemuDriver(driver.HypervisorDriver):
     def console_path(self, instance_uuid):
         return os.path.join(self.socket_dir, instance_uuid + '.console')
 
-    def start_guest(self, instance_uuid, append=None, mode='both'):
+    def start_guest(self, instance_uuid, append=None):
         """Start a guest from [qemu] kernel and initrd with the plugin, and
         attach to it; ``append`` adds to [qemu] append."""
         options = self.options
@@ -163,10 +154,12 @@ class QemuDriver(driver.HypervisorDriver):
                 'guests')
         socket_path = self.socket_path(instance_uuid)
         plugin = plugin_argument(
-            options.plugin, socket_path, instance_uuid, options.memory_mb,
-            self.conf.estimation.log_entries,
-            self.conf.estimation.tlb_entries, options.handler_base_ns,
-            options.ring_logs, mode)
+            options.plugin, mode='both', socket=socket_path,
+            uuid=instance_uuid, memory_mb=options.memory_mb,
+            log_entries=self.conf.estimation.log_entries,
+            tlb_entries=self.conf.estimation.tlb_entries,
+            handler_base_ns=options.handler_base_ns,
+            ring_logs=options.ring_logs)
         command = guest_command(
             options.binary, options.kernel, options.initrd,
             ' '.join(filter(None, [options.append, append])),
@@ -184,7 +177,6 @@ class QemuDriver(driver.HypervisorDriver):
 
     def _attach(self, socket_path, process=None):
         guest = Guest(memtrace.Connection(socket_path), process)
-        self._attached.add(socket_path)
         self.guests[guest.uuid] = guest
         LOG.info('Attached to memtrace of %s (%d MiB, %d vCPUs)',
                  guest.uuid, guest.connection.hello.memory_mb,
@@ -192,8 +184,9 @@ class QemuDriver(driver.HypervisorDriver):
 
     def _discover(self):
         """Attach to plugins that appeared in the socket directory."""
+        attached = {guest.connection.path for guest in self.guests.values()}
         for path in glob.glob(os.path.join(self.socket_dir, '*.sock')):
-            if path in self._attached:
+            if path in attached:
                 continue
             try:
                 self._attach(path)
@@ -211,7 +204,6 @@ class QemuDriver(driver.HypervisorDriver):
             if guest.finished:
                 guest.stop()
                 del self.guests[instance_uuid]
-                self._attached.discard(guest.connection.path)
         return [driver.InstanceInfo(
             uuid=guest.uuid, project_id=self.options.project_id,
             allocated_bytes=guest.connection.hello.memory_mb * MiB,
@@ -247,4 +239,3 @@ class QemuDriver(driver.HypervisorDriver):
         for guest in self.guests.values():
             guest.stop()
         self.guests.clear()
-        self._attached.clear()

@@ -133,8 +133,10 @@ def test_starting_guests_needs_a_plugin_kernel_and_initrd(hypervisor):
 
 
 def test_guest_command_line():
-    plugin = qemu.plugin_argument('/p/memtrace.so', '/s/g.sock', UUID, 256,
-                                  512, 64, 1000, 2048)
+    plugin = qemu.plugin_argument(
+        '/p/memtrace.so', mode='both', socket='/s/g.sock', uuid=UUID,
+        memory_mb=256, log_entries=512, tlb_entries=64, handler_base_ns=1000,
+        ring_logs=2048)
     assert plugin.split(',') == [
         '/p/memtrace.so', 'mode=both', 'socket=/s/g.sock', 'uuid=' + UUID,
         'memory_mb=256', 'log_entries=512', 'tlb_entries=64',
