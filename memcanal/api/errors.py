@@ -30,6 +30,10 @@ METHOD_NOT_ALLOWED = 'memcanal.method.not_allowed'
 # Query strings and request bodies.
 QUERY_INVALID = 'memcanal.query.invalid'
 BODY_INVALID = 'memcanal.body.invalid'
+# The body is larger than [api] max_request_body_size.
+BODY_TOO_LARGE = 'memcanal.body.too_large'
+# The body's Content-Type is not application/json.
+BODY_UNSUPPORTED_MEDIA_TYPE = 'memcanal.body.unsupported_media_type'
 MARKER_NOT_FOUND = 'memcanal.marker.not_found'
 
 # Resources.

@@ -28,6 +28,18 @@ JSON = 'application/json'
 _INTEGER = re.compile(r'^-?[0-9]+$')
 # Headers of a webob exception that describe webob's own body, not ours.
 _BODY_HEADERS = ('content-type', 'content-length')
+# The most characters an error detail quotes of one value of the request
+# (jsonschema quotes the offending value whole), and the most any detail
+# has: a detail quoting a multi-megabyte field must not send it back.
+MAX_QUOTED = 200
+MAX_DETAIL = 500
+
+
+def shorten(text, limit=MAX_QUOTED):
+    """``text``, cut to ``limit`` characters and saying its full length."""
+    if len(text) <= limit:
+        return text
+    return '%s... (%d characters in all)' % (text[:limit], len(text))
 
 
 def error_response(environ, exc, code=None, **extra):
@@ -37,12 +49,15 @@ def error_response(environ, exc, code=None, **extra):
     handlers put it, as placement's do), else ``errors.DEFAULT``. Headers
     the exception carries, such as Allow or WWW-Authenticate, are kept.
     ``extra`` adds fields to the error, e.g. a 406's supported versions.
+    The detail is cut to MAX_DETAIL characters, as it may quote the
+    request (a path, a header, a body's field name).
     """
     error = {
         'status': exc.code,
         'code': code or exc.comment or errors.DEFAULT,
         'title': exc.title,
-        'detail': str(exc.detail) if exc.detail else exc.explanation,
+        'detail': shorten(str(exc.detail) if exc.detail else exc.explanation,
+                          MAX_DETAIL),
     }
     req_id = environ.get(request_id.ENV_REQUEST_ID)
     if req_id:
@@ -132,15 +147,39 @@ def validate_query_params(req, schema):
     if error is not None:
         name = error.absolute_path[0] if error.absolute_path else None
         if name is None:
-            raise _bad_query('Invalid query string: %s' % error.message)
+            raise _bad_query('Invalid query string: %s' % _schema_message(
+                error))
         raise _bad_query('Invalid query parameter %s: %s' % (
-            name, error.message))
+            name, _schema_message(error)))
     return params
 
 
+def _schema_message(error):
+    """jsonschema's message for ``error``, with the value it quotes cut.
+
+    jsonschema quotes the offending value whole (``'aaa...' is too
+    long``); only its start is kept, so the message still says what is
+    wrong after it.
+    """
+    quoted = repr(error.instance)
+    return error.message.replace(quoted, shorten(quoted))
+
+
 def extract_json(req, schema):
-    """The request body as JSON checked against ``schema``; 400
-    ``memcanal.body.invalid`` naming the field at fault otherwise."""
+    """The request body as JSON checked against ``schema``.
+
+    A body that is not ``application/json`` is 415
+    ``memcanal.body.unsupported_media_type``, as placement's
+    ``require_content`` answers (no body at all is JSON ``null``, for
+    bodies a schema makes optional); a body that is not JSON or breaks the
+    schema is 400 ``memcanal.body.invalid`` naming the field at fault.
+    """
+    if req.body and req.content_type != JSON:
+        raise webob.exc.HTTPUnsupportedMediaType(
+            'The body is %s; only %s is accepted.' % (
+                'of type %s' % req.content_type if req.content_type
+                else 'without a Content-Type', JSON),
+            comment=errors.BODY_UNSUPPORTED_MEDIA_TYPE)
     try:
         body = jsonutils.loads(req.body or b'null')
     except ValueError as exc:
@@ -152,7 +191,7 @@ def extract_json(req, schema):
         where = '/'.join(str(part) for part in error.absolute_path)
         raise webob.exc.HTTPBadRequest(
             'Invalid body%s: %s' % (' at %s' % where if where else '',
-                                    error.message),
+                                    _schema_message(error)),
             comment=errors.BODY_INVALID)
     return body
 

@@ -24,6 +24,14 @@ api_opts = [
                min=1,
                help='Largest page a collection request may ask for with '
                     '"limit", and the page size when it gives none.'),
+    cfg.IntOpt('max_request_body_size',
+               default=256 * 1024,
+               min=1,
+               help='Largest request body, in bytes, the API reads; a '
+                    'larger one is refused with 413 before it is read '
+                    '(a chunked one after this many bytes plus one). The '
+                    'largest body memcanal takes, a decision\'s reason, '
+                    'is at most 4000 characters.'),
 ]
 
 

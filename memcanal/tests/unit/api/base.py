@@ -25,12 +25,16 @@ class Client:
 
     def request(self, path, method='GET', token='admin', project=None,
                 roles=None, headers=None, body=None):
-        """``body``: bytes as they are, anything else as JSON."""
+        """``body``: bytes as they are, anything else as JSON; either
+        with Content-Type application/json unless ``headers`` has one."""
         if body is not None and not isinstance(body, bytes):
             body = json.dumps(body).encode()
+        headers = auth_headers(token, project, roles, headers)
+        if body is not None:
+            # As a JSON client sends it, unless the test says otherwise.
+            headers.setdefault('Content-Type', 'application/json')
         return webob.Request.blank(
-            path, method=method, body=body,
-            headers=auth_headers(token, project, roles, headers)
+            path, method=method, body=body, headers=headers
         ).get_response(self.app)
 
     def admin(self, path, **kwargs):
