@@ -63,6 +63,7 @@ class AgentManager:
             host = self.service_api.register_host(
                 memcanal_context.get_admin_context(), self.host,
                 info.memory_total_bytes, info.memory_reserved_bytes,
+                self.conf.agent.report_interval,
                 timeout=self.conf.agent.register_timeout)
         except messaging.MessagingTimeout:
             LOG.warning('The memcanal service did not answer the '
@@ -94,7 +95,7 @@ class AgentManager:
             samples.append(dict(
                 summary, uuid=instance.uuid, project_id=instance.project_id,
                 allocated_bytes=instance.allocated_bytes,
-                target_bytes=instance.target_bytes))
+                observed_bytes=instance.target_bytes))
         return {
             'host_uuid': self.host_uuid,
             'sequence': self.sequence.next(),

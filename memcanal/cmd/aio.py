@@ -107,8 +107,11 @@ def _configure(args, oslo_args):
     # memory that the policies help.
     CONF.set_default('file_server_memory_ratio', 2.0, 'simulated')
     CONF.set_override('instances', args.vms, 'simulated')
-    CONF.set_override('host_down_after', max(1, int(3 * args.interval)),
-                      'service')
+    # A real compute node's agent defaults to libvirt; here the hosts
+    # are simulated.
+    CONF.set_override('driver', 'simulated', 'agent')
+    # VMs of an earlier run with more VMs per host leave after a while.
+    CONF.set_default('instance_gone_after', 10 * args.interval, 'service')
     CONF.set_override('periodic_interval', max(1, int(args.interval)),
                       'service')
     if args.api_port is not None:

@@ -6,9 +6,12 @@ agent_group = cfg.OptGroup('agent', title='Compute agent options')
 
 agent_opts = [
     cfg.StrOpt('driver',
-               default='simulated',
+               default='libvirt',
                help='Hypervisor driver, by its name in the '
-                    '"memcanal.agent.drivers" entry point group.'),
+                    '"memcanal.agent.drivers" entry point group: libvirt '
+                    '(a compute node\'s domains), qemu (guests traced '
+                    'by memtrace) or simulated (invented VMs, for trying '
+                    'memcanal out; memcanal-aio uses it).'),
     cfg.FloatOpt('report_interval',
                  default=60.0,
                  min=0.1,

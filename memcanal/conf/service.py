@@ -5,11 +5,27 @@ from oslo_config import cfg
 service_group = cfg.OptGroup('service', title='Central service options')
 
 service_opts = [
-    cfg.IntOpt('host_down_after',
-               default=180,
+    cfg.IntOpt('missed_heartbeats',
+               default=3,
                min=1,
-               help='Seconds without a report or registration after which '
-                    'a compute host is marked down.'),
+               help='A compute host is down once it has sent no report or '
+                    'registration for this many of its own report '
+                    'intervals (plus heartbeat_grace).'),
+    cfg.FloatOpt('heartbeat_grace',
+                 default=10.0,
+                 min=0.0,
+                 help='Seconds added to missed_heartbeats intervals before '
+                      'a host is down: the time a report may take to be '
+                      'delivered and stored.'),
+    cfg.FloatOpt('instance_gone_after',
+                 default=600.0,
+                 min=0.0,
+                 help='Seconds an instance may be missing from its host\'s '
+                      'reports before it is marked deleted: it then leaves '
+                      'the optimizer\'s inputs and is listed only on '
+                      'request (GET /instances?deleted=true). Judged '
+                      'against the host\'s own last report, so the VMs '
+                      'of a host whose agent stopped are kept.'),
     cfg.IntOpt('periodic_interval',
                default=10,
                min=1,

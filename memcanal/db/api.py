@@ -11,6 +11,7 @@ from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
+from memcanal import conf as memcanal_conf
 from memcanal import exception
 from memcanal.db import models
 
@@ -52,6 +53,31 @@ retry_on_conflict = oslo_db_api.wrap_db_retry(
     exception_checker=_is_sqlite_busy)
 
 
+# The interval of hosts whose agent registered none (older agents): the
+# agent's default.
+DEFAULT_REPORT_INTERVAL = 60.0
+
+
+def host_state(last_heartbeat_at, report_interval, now=None):
+    """'up' until the host has missed [service] missed_heartbeats of its
+    own report intervals (plus [service] heartbeat_grace for delivery),
+    then 'down'.
+
+    Derived on every read rather than stored, so it is never stale when
+    the service that would have marked a host down is itself stopped,
+    and a host reporting every second is judged by its own interval.
+    """
+    if last_heartbeat_at is None:
+        return 'down'
+    options = memcanal_conf.CONF.service
+    silence = ((now or timeutils.utcnow()) - last_heartbeat_at
+               ).total_seconds()
+    allowed = (options.missed_heartbeats
+               * (report_interval or DEFAULT_REPORT_INTERVAL)
+               + options.heartbeat_grace)
+    return 'up' if silence <= allowed else 'down'
+
+
 def _host_dict(host, instance_count, rejected_count):
     return {
         'id': host.id,
@@ -59,7 +85,8 @@ def _host_dict(host, instance_count, rejected_count):
         'name': host.name,
         'memory_total_bytes': host.memory_total_bytes,
         'memory_reserved_bytes': host.memory_reserved_bytes,
-        'state': host.state,
+        'state': host_state(host.last_heartbeat_at, host.report_interval),
+        'report_interval': host.report_interval,
         'last_heartbeat_at': host.last_heartbeat_at,
         'last_sequence': host.last_sequence,
         'instance_count': instance_count,
@@ -77,11 +104,14 @@ def _instance_dict(instance, host_uuid):
         'project_id': instance.project_id,
         'allocated_bytes': instance.allocated_bytes,
         'target_bytes': instance.target_bytes,
+        'observed_bytes': instance.observed_bytes,
         'floor_bytes': instance.floor_bytes,
         'ceiling_bytes': instance.ceiling_bytes,
         'opt_out': instance.opt_out,
         'mechanism': instance.mechanism,
         'target_changed_at': instance.target_changed_at,
+        'last_reported_at': instance.last_reported_at,
+        'deleted_at': instance.deleted_at,
         'created_at': instance.created_at,
         'updated_at': instance.updated_at,
     }
@@ -102,8 +132,10 @@ def _report_dict(report):
 
 @retry_on_conflict
 @context_manager.writer
-def register_host(context, name, memory_total_bytes, memory_reserved_bytes):
-    """Create or refresh the host called ``name``; mark it up.
+def register_host(context, name, memory_total_bytes, memory_reserved_bytes,
+                  report_interval=None):
+    """Create or refresh the host called ``name``; its registration is a
+    heartbeat.
 
     Returns the host's uuid and the highest report sequence stored for it,
     so a restarted agent continues numbering after what was stored.
@@ -118,14 +150,20 @@ def register_host(context, name, memory_total_bytes, memory_reserved_bytes):
         context.session.add(host)
     host.memory_total_bytes = memory_total_bytes
     host.memory_reserved_bytes = memory_reserved_bytes
-    host.state = 'up'
+    host.report_interval = report_interval
     host.last_heartbeat_at = now
     context.session.flush()
     return {'uuid': host.uuid, 'last_sequence': host.last_sequence}
 
 
-def _upsert_instances(session, host, samples):
-    """The report's instances, created or updated, by uuid; one query."""
+def _upsert_instances(session, host, samples, now):
+    """The report's instances, created or updated, by uuid; one query.
+
+    A report describes: it sets what the agent observed, never the
+    target (only decisions do, memcanal.db.decisions), and lists the
+    instance as present on the host, undeleting one that was thought
+    gone.
+    """
     by_uuid = {instance.uuid: instance for instance in session.execute(
         sa.select(models.Instance).where(
             models.Instance.uuid.in_([s['uuid'] for s in samples]))
@@ -139,7 +177,9 @@ def _upsert_instances(session, host, samples):
         instance.host_id = host.id
         instance.project_id = sample['project_id']
         instance.allocated_bytes = sample['allocated_bytes']
-        instance.target_bytes = sample.get('target_bytes')
+        instance.observed_bytes = sample.get('observed_bytes')
+        instance.last_reported_at = now
+        instance.deleted_at = None
     return by_uuid
 
 
@@ -167,7 +207,8 @@ def _store_report(context, report):
                                     sequence=report['sequence'],
                                     collected_at=collected_at)
     session.add(host_report)
-    instances = _upsert_instances(session, host, report['instances'])
+    now = timeutils.utcnow()
+    instances = _upsert_instances(session, host, report['instances'], now)
     # One flush gives the new rows their ids; the per-instance rows then
     # go in with the commit, in a few multi-row INSERTs.
     session.flush()
@@ -186,8 +227,7 @@ def _store_report(context, report):
                 models.MrcCurve(method=method, points=points)
                 for method, points in sample.get('mrc', {}).items()]))
     host.last_sequence = max(host.last_sequence, report['sequence'])
-    host.last_heartbeat_at = timeutils.utcnow()
-    host.state = 'up'
+    host.last_heartbeat_at = now
     return True
 
 
@@ -224,24 +264,33 @@ def count_rejections(context, host_uuid=None):
 
 @retry_on_conflict
 @context_manager.writer
-def mark_hosts_down(context, cutoff):
-    """Mark down every up host not heard from since ``cutoff``.
+def mark_gone_instances(context, gone_after):
+    """Mark deleted every instance its host's reports have left out for
+    more than ``gone_after`` seconds; returns their uuids.
 
-    Returns the names of the hosts that went down.
+    Judged against the host's own last report, not the clock: the VMs of
+    a host whose agent stopped are not known to be gone.
     """
-    stale = context.session.execute(
-        sa.select(models.Host).where(
-            models.Host.state == 'up',
-            models.Host.last_heartbeat_at < cutoff)
-    ).scalars().all()
-    for host in stale:
-        host.state = 'down'
-    return [host.name for host in stale]
+    session = context.session
+    rows = session.execute(
+        sa.select(models.Instance, models.Host.last_heartbeat_at)
+        .join(models.Host, models.Instance.host_id == models.Host.id)
+        .where(models.Instance.deleted_at.is_(None))).all()
+    now = timeutils.utcnow()
+    gone = []
+    for instance, heartbeat in rows:
+        last = instance.last_reported_at or instance.created_at
+        if heartbeat is not None and (
+                heartbeat - last).total_seconds() > gone_after:
+            instance.deleted_at = now
+            gone.append(instance.uuid)
+    return gone
 
 
 def _host_counts(session):
     instances = dict(session.execute(
         sa.select(models.Instance.host_id, sa.func.count(models.Instance.id))
+        .where(models.Instance.deleted_at.is_(None))
         .group_by(models.Instance.host_id)).all())
     rejected = dict(session.execute(
         sa.select(models.ReportRejection.host_uuid,
@@ -278,9 +327,15 @@ def _instance_query():
 
 @context_manager.reader
 def list_instances(context, project_id=None, host_uuid=None, limit=None,
-                   marker=None):
-    """Instances ordered by uuid; ``marker`` is the last uuid of a page."""
-    query = _instance_query().order_by(models.Instance.uuid)
+                   marker=None, deleted=False):
+    """Instances ordered by uuid; ``marker`` is the last uuid of a page.
+
+    Deleted instances (gone from their host's reports) only when
+    ``deleted`` is true: then only those.
+    """
+    query = _instance_query().order_by(models.Instance.uuid).where(
+        models.Instance.deleted_at.is_not(None) if deleted
+        else models.Instance.deleted_at.is_(None))
     if project_id is not None:
         query = query.where(models.Instance.project_id == project_id)
     if host_uuid is not None:
@@ -370,8 +425,9 @@ def update_instance_settings(context, instance_uuid, values):
 
 @context_manager.reader
 def host_policy_inputs(context, host_uuid):
-    """Every instance of a host with its last ``reports`` (newest first,
-    at most two: U-tube compares a VM's use with the report before)."""
+    """Every instance still on a host (not deleted) with its last
+    ``reports`` (newest first, at most two: U-tube compares a VM's use
+    with the report before)."""
     session = context.session
     host_id = session.execute(
         sa.select(models.Host.id).where(models.Host.uuid == host_uuid)
@@ -379,7 +435,9 @@ def host_policy_inputs(context, host_uuid):
     if host_id is None:
         raise exception.HostNotFound(host=host_uuid)
     instances = session.execute(
-        sa.select(models.Instance).where(models.Instance.host_id == host_id)
+        sa.select(models.Instance).where(
+            models.Instance.host_id == host_id,
+            models.Instance.deleted_at.is_(None))
         .order_by(models.Instance.uuid)).scalars().all()
     result = []
     for instance in instances:

@@ -18,6 +18,8 @@ DECISION_STATES = ('recommended', 'approved', 'applied', 'failed',
 DECISION_MODES = ('recommend', 'auto')
 # 'skipped': not applied because an earlier action of its decision failed.
 ACTION_STATES = ('pending', 'sent', 'applied', 'failed', 'skipped')
+# Derived, never stored: a host is down once it missed
+# [service] missed_heartbeats of its own report intervals.
 HOST_STATES = ('up', 'down')
 
 
@@ -47,8 +49,10 @@ class Host(TimestampMixin, Base):
     memory_total_bytes = sa.Column(sa.BigInteger, nullable=False)
     memory_reserved_bytes = sa.Column(sa.BigInteger, nullable=False,
                                       default=0)
-    state = sa.Column(sa.String(16), nullable=False, default='up')
     last_heartbeat_at = sa.Column(sa.DateTime, nullable=True)
+    # Seconds between the agent's reports, as it registered; its state
+    # is derived from this and last_heartbeat_at.
+    report_interval = sa.Column(sa.Float, nullable=True)
     # Highest report sequence stored; a restarted agent resumes after it.
     last_sequence = sa.Column(sa.BigInteger, nullable=False, default=0)
 
@@ -61,6 +65,7 @@ class Instance(TimestampMixin, Base):
         sa.UniqueConstraint('uuid', name='uniq_instances0uuid'),
         sa.Index('instances_project_id_idx', 'project_id'),
         sa.Index('instances_host_id_idx', 'host_id'),
+        sa.Index('instances_deleted_at_idx', 'deleted_at'),
     )
 
     id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
@@ -69,7 +74,11 @@ class Instance(TimestampMixin, Base):
                         nullable=True)
     project_id = sa.Column(sa.String(255), nullable=False)
     allocated_bytes = sa.Column(sa.BigInteger, nullable=False)
+    # Set only by applied decisions (memcanal.db.decisions).
     target_bytes = sa.Column(sa.BigInteger, nullable=True)
+    # The memory the agent last saw the VM at; reports set it, and it
+    # never feeds a decision's previous size.
+    observed_bytes = sa.Column(sa.BigInteger, nullable=True)
     floor_bytes = sa.Column(sa.BigInteger, nullable=True)
     ceiling_bytes = sa.Column(sa.BigInteger, nullable=True)
     opt_out = sa.Column(sa.Boolean, nullable=False, default=False)
@@ -78,6 +87,10 @@ class Instance(TimestampMixin, Base):
     mechanism = sa.Column(sa.String(16), nullable=True)
     # When memcanal last changed its target, for the hold time.
     target_changed_at = sa.Column(sa.DateTime, nullable=True)
+    # When a report of its host last listed it; an instance its host has
+    # stopped listing for [service] instance_gone_after is deleted.
+    last_reported_at = sa.Column(sa.DateTime, nullable=True)
+    deleted_at = sa.Column(sa.DateTime, nullable=True)
 
     host = orm.relationship(Host)
 

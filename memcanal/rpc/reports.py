@@ -7,7 +7,7 @@ A report is a dict::
      "collected_at": "2026-11-22T09:00:00Z",
      "instances": [
         {"uuid": "<instance uuid>", "project_id": "<project>",
-         "allocated_bytes": 1073741824, "target_bytes": null,
+         "allocated_bytes": 1073741824, "observed_bytes": null,
          "wss": {"<estimator>": <bytes>, ...},
          "mrc": {"<method>": [[<size bytes>, <miss ratio>], ...], ...},
          "guest_stats": {"<name>": <number>, ...},
@@ -53,6 +53,10 @@ INSTANCE_SCHEMA = {
         'uuid': {'type': 'string', 'pattern': UUID_PATTERN},
         'project_id': {'type': 'string', 'minLength': 1, 'maxLength': 255},
         'allocated_bytes': NON_NEGATIVE_INT,
+        # The memory the hypervisor shows the VM at (null: its boot
+        # memory). Agents before 1.2 called it target_bytes; it is read
+        # as observed_bytes.
+        'observed_bytes': {'type': ['integer', 'null'], 'minimum': 0},
         'target_bytes': {'type': ['integer', 'null'], 'minimum': 0},
         'wss': {
             'type': 'object',
@@ -161,8 +165,20 @@ def _check_instance(index, sample, max_mrc_points):
             'instances.%d.guest_stats.%s' % (index, bad_key))
 
 
+def _observed(sample):
+    """``sample`` with an older agent's target_bytes read as what it is,
+    observed_bytes."""
+    if 'target_bytes' not in sample:
+        return sample
+    sample = dict(sample)
+    legacy = sample.pop('target_bytes')
+    sample.setdefault('observed_bytes', legacy)
+    return sample
+
+
 def validate_report(report, max_mrc_points, max_instances):
-    """Return ``report`` with collected_at parsed, or raise InvalidReport."""
+    """Return ``report`` with collected_at parsed and every instance's
+    observed memory under observed_bytes, or raise InvalidReport."""
     if not isinstance(report, dict):
         raise exception.InvalidReport('report.malformed',
                                       'a report must be an object')
@@ -188,4 +204,5 @@ def validate_report(report, max_mrc_points, max_instances):
     except ValueError as err:
         raise exception.InvalidReport('report.malformed',
                                       'collected_at: %s' % err)
-    return dict(report, collected_at=collected_at)
+    return dict(report, collected_at=collected_at,
+                instances=[_observed(s) for s in report['instances']])

@@ -4,6 +4,8 @@ API version history:
 
 * 1.0 - Initial version: register_host (call), report (cast).
 * 1.1 - actions_done (cast): what an agent did with a decision.
+* 1.2 - register_host takes the agent's report_interval, from which the
+        service derives whether the host is up.
 """
 
 import oslo_messaging as messaging
@@ -14,7 +16,7 @@ from memcanal import rpc
 class ServiceAPI:
     """What a compute agent may ask of the central service."""
 
-    VERSION = '1.1'
+    VERSION = '1.2'
 
     def __init__(self):
         target = messaging.Target(topic=rpc.SERVICE_TOPIC,
@@ -22,15 +24,17 @@ class ServiceAPI:
         self.client = rpc.get_client(target, version_cap=self.VERSION)
 
     def register_host(self, ctxt, name, memory_total_bytes,
-                      memory_reserved_bytes, timeout=None):
+                      memory_reserved_bytes, report_interval,
+                      timeout=None):
         """Register (or refresh) a host; returns its uuid and last sequence.
 
         A call, so the agent knows where to resume numbering its reports.
         """
-        cctxt = self.client.prepare(version='1.0', timeout=timeout)
+        cctxt = self.client.prepare(version='1.2', timeout=timeout)
         return cctxt.call(ctxt, 'register_host', name=name,
                           memory_total_bytes=memory_total_bytes,
-                          memory_reserved_bytes=memory_reserved_bytes)
+                          memory_reserved_bytes=memory_reserved_bytes,
+                          report_interval=report_interval)
 
     def report(self, ctxt, report):
         """Send one host report (see memcanal.rpc.reports for its schema)."""

@@ -8,12 +8,10 @@ agents (memcanal.service.actions) and records what they did
 (``actions_done``).
 """
 
-import datetime
 import threading
 
 import oslo_messaging as messaging
 from oslo_log import log as logging
-from oslo_utils import timeutils
 
 from memcanal import context as memcanal_context
 from memcanal.db import api as db_api
@@ -29,7 +27,7 @@ LOG = logging.getLogger(__name__)
 class ServiceManager:
     """Endpoint for memcanal.rpc.service_api.ServiceAPI (version 1.x)."""
 
-    target = messaging.Target(version='1.1')
+    target = messaging.Target(version='1.2')
 
     def __init__(self, conf):
         self.conf = conf
@@ -45,9 +43,9 @@ class ServiceManager:
             self.counters[outcome] += 1
 
     def register_host(self, context, name, memory_total_bytes,
-                      memory_reserved_bytes):
+                      memory_reserved_bytes, report_interval=None):
         host = db_api.register_host(context, name, memory_total_bytes,
-                                    memory_reserved_bytes)
+                                    memory_reserved_bytes, report_interval)
         LOG.info('Host %s registered as %s (last sequence %d)', name,
                  host['uuid'], host['last_sequence'])
         return host
@@ -96,15 +94,15 @@ class ServiceManager:
             sequence if isinstance(sequence, int) else None, code,
             detail[:4000])
 
-    def mark_down_silent_hosts(self):
-        """Periodic: hosts without a heartbeat for host_down_after go down."""
-        cutoff = timeutils.utcnow() - datetime.timedelta(
-            seconds=self.conf.service.host_down_after)
-        down = db_api.mark_hosts_down(memcanal_context.get_admin_context(),
-                                      cutoff)
-        for name in down:
-            LOG.warning('Host %s missed its heartbeats; marked down', name)
-        return down
+    def mark_gone_instances(self):
+        """Periodic: instances their host stopped reporting are deleted."""
+        gone = db_api.mark_gone_instances(
+            memcanal_context.get_admin_context(),
+            self.conf.service.instance_gone_after)
+        for uuid in gone:
+            LOG.info('Instance %s left its host\'s reports; marked deleted',
+                     uuid)
+        return gone
 
     def actions_done(self, context, decision_uuid, results):
         """Record what an agent did with a decision's actions."""
@@ -130,7 +128,7 @@ class ServiceManager:
     def periodic_jobs(self):
         """(interval, callable) pairs the service runs."""
         jobs = [(self.conf.service.periodic_interval,
-                 self.mark_down_silent_hosts),
+                 self.mark_gone_instances),
                 (self.conf.service.periodic_interval,
                  self.carry_out_decisions)]
         if self.conf.optimizer.optimize_interval > 0:

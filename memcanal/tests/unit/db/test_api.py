@@ -1,8 +1,10 @@
 """memcanal.db.api on in-memory SQLite: what it stores and reads back."""
 
 import datetime
+from unittest import mock
 
 from oslo_db import exception as db_exc
+from oslo_utils import timeutils
 import pytest
 import sqlalchemy as sa
 
@@ -25,7 +27,7 @@ def ctx(database):
 def sample(uuid, sequence, project='p1'):
     return {'uuid': uuid, 'project_id': project,
             # Above 2**32: sizes must not be truncated to 32 bits.
-            'allocated_bytes': 8 * GIB, 'target_bytes': None,
+            'allocated_bytes': 8 * GIB, 'observed_bytes': None,
             'wss': {'distinct': sequence * 2 ** 20, 'prl': 2 ** 21},
             'mrc': {'exact': [[4096, 1.0], [2 ** 20, 0.125],
                               [8 * GIB, 0.0]]},
@@ -163,14 +165,24 @@ def test_reports_newest_first_after_marker(ctx):
         db_api.list_instance_reports(ctx, VM_2)
 
 
-def test_silent_hosts_go_down_and_come_back(ctx):
-    host = register(ctx)
-    future = datetime.datetime.utcnow() + datetime.timedelta(seconds=1)
-    assert db_api.mark_hosts_down(ctx, future) == ['compute-1']
-    assert db_api.mark_hosts_down(ctx, future) == []
-    assert db_api.get_host(ctx, host)['state'] == 'down'
-    db_api.store_report(ctx, report(host, 1))
-    assert db_api.get_host(ctx, host)['state'] == 'up'
+def test_host_state_follows_the_hosts_own_interval(ctx):
+    """Down once missed_heartbeats (3) of its intervals and the grace
+    (10 s) have passed, whatever any periodic job did; up again with
+    its next report."""
+    fast = db_api.register_host(ctx, 'fast', 2 ** 34, 0, 1.0)['uuid']
+    slow = db_api.register_host(ctx, 'slow', 2 ** 34, 0, 60.0)['uuid']
+    now = timeutils.utcnow()
+    later = now + datetime.timedelta(seconds=14)
+    with mock.patch.object(timeutils, 'utcnow', return_value=later):
+        states = {h['name']: h['state'] for h in db_api.list_hosts(ctx)}
+    assert states == {'fast': 'down', 'slow': 'up'}
+    with mock.patch.object(timeutils, 'utcnow', return_value=later):
+        db_api.store_report(ctx, report(fast, 1))
+        assert db_api.get_host(ctx, fast)['state'] == 'up'
+    much_later = now + datetime.timedelta(seconds=191)
+    with mock.patch.object(timeutils, 'utcnow', return_value=much_later):
+        assert db_api.get_host(ctx, slow)['state'] == 'down'
+    assert db_api.get_host(ctx, slow)['report_interval'] == 60.0
 
 
 def test_rejections_are_counted_per_host(ctx):
@@ -185,3 +197,51 @@ def test_rejections_are_counted_per_host(ctx):
 def test_unknown_host_lookup(ctx):
     with pytest.raises(exception.HostNotFound):
         db_api.get_host(ctx, VM_1)
+
+
+def test_a_report_sets_what_was_observed_never_the_target(ctx):
+    """A report collected before a resize and stored after it must not
+    undo the target the decision set."""
+    host = register(ctx)
+    db_api.store_report(ctx, report(host, 1))
+    with db_api.context_manager.writer.using(ctx):
+        ctx.session.execute(sa.update(models.Instance).values(
+            target_bytes=4 * GIB))
+    stale = dict(sample(VM_1, 2), observed_bytes=6 * GIB)
+    db_api.store_report(ctx, report(host, 2, stale))
+    instance = db_api.get_instance(ctx, VM_1)
+    assert (instance['target_bytes'], instance['observed_bytes']) == (
+        4 * GIB, 6 * GIB)
+
+
+def test_instances_left_out_of_their_hosts_reports_are_deleted(ctx):
+    host = register(ctx)
+    db_api.store_report(ctx, report(host, 1, sample(VM_1, 1),
+                                    sample(VM_2, 1)))
+    later = timeutils.utcnow() + datetime.timedelta(seconds=30)
+    with mock.patch.object(timeutils, 'utcnow', return_value=later):
+        db_api.store_report(ctx, report(host, 2, sample(VM_1, 2)))
+    assert db_api.mark_gone_instances(ctx, gone_after=60) == []
+    assert db_api.mark_gone_instances(ctx, gone_after=20) == [VM_2]
+    assert db_api.mark_gone_instances(ctx, gone_after=20) == []
+    assert [i['uuid'] for i in db_api.list_instances(ctx)] == [VM_1]
+    assert [i['uuid'] for i in db_api.list_instances(ctx, deleted=True)] \
+        == [VM_2]
+    assert [i['uuid'] for i in db_api.host_policy_inputs(ctx, host)] == [
+        VM_1]
+    assert db_api.get_host(ctx, host)['instance_count'] == 1
+    assert db_api.get_instance(ctx, VM_2)['deleted_at'] is not None
+    # Listed again by its host (it came back), it is no longer deleted.
+    db_api.store_report(ctx, report(host, 3, sample(VM_1, 3),
+                                    sample(VM_2, 3)))
+    assert db_api.get_instance(ctx, VM_2)['deleted_at'] is None
+
+
+def test_a_silent_hosts_instances_are_not_deleted(ctx):
+    """Only the host's own reports tell that a VM left: when the agent
+    stops, its VMs are kept however long it stays silent."""
+    host = register(ctx)
+    db_api.store_report(ctx, report(host, 1))
+    much_later = timeutils.utcnow() + datetime.timedelta(days=1)
+    with mock.patch.object(timeutils, 'utcnow', return_value=much_later):
+        assert db_api.mark_gone_instances(ctx, gone_after=60) == []

@@ -17,7 +17,7 @@ def good_report():
         'collected_at': '2026-11-22T09:00:00Z',
         'instances': [{
             'uuid': VM, 'project_id': 'p1', 'allocated_bytes': 2 ** 30,
-            'target_bytes': None,
+            'observed_bytes': None,
             'wss': {'distinct': 2 ** 20},
             'mrc': {'exact': [[4096, 0.9], [8192, 0.5], [2 ** 20, 0.0]]},
             'guest_stats': {'references': 100.0},
@@ -38,6 +38,16 @@ def test_good_report_is_accepted_with_time_parsed():
     valid = validate(good_report())
     assert valid['collected_at'] == datetime.datetime(2026, 11, 22, 9, 0)
     assert valid['instances'] == good_report()['instances']
+
+
+def test_an_older_agents_target_bytes_is_read_as_observed_bytes():
+    report = good_report()
+    sample = report['instances'][0]
+    del sample['observed_bytes']
+    sample['target_bytes'] = 2 ** 30
+    valid = validate(report)['instances'][0]
+    assert valid['observed_bytes'] == 2 ** 30
+    assert 'target_bytes' not in valid
 
 
 def mutate(path, value):

@@ -77,22 +77,17 @@ def test_register_host_returns_last_stored_sequence(service_manager, ctx):
     assert again['last_sequence'] == 7
 
 
-def test_silent_hosts_are_marked_down(service_manager, ctx, conf):
-    service_manager.register_host(ctx, 'compute-1', 2 ** 34, 0)
-    assert service_manager.mark_down_silent_hosts() == []
-    later = timeutils.utcnow() + datetime.timedelta(
-        seconds=conf.service.host_down_after + 1)
-    with mock.patch.object(timeutils, 'utcnow', return_value=later):
-        assert service_manager.mark_down_silent_hosts() == ['compute-1']
-    assert db_api.list_hosts(ctx)[0]['state'] == 'down'
-    service_manager.register_host(ctx, 'compute-1', 2 ** 34, 0)
-    assert db_api.list_hosts(ctx)[0]['state'] == 'up'
+def test_registration_records_the_hosts_interval(service_manager, ctx):
+    service_manager.register_host(ctx, 'compute-1', 2 ** 34, 0, 5.0)
+    host = db_api.list_hosts(ctx)[0]
+    assert (host['report_interval'], host['state']) == (5.0, 'up')
 
 
-def test_periodic_jobs_include_marking_hosts_down(service_manager, conf):
+def test_periodic_jobs_include_deleting_gone_instances(service_manager,
+                                                       conf):
     jobs = service_manager.periodic_jobs()
     assert (conf.service.periodic_interval,
-            service_manager.mark_down_silent_hosts) in jobs
+            service_manager.mark_gone_instances) in jobs
 
 
 def test_database_failure_is_counted_not_raised(service_manager, ctx):

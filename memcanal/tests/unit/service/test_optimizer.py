@@ -169,5 +169,5 @@ def test_results_arrive_through_the_manager(conf, ctx, host):
     # Unknown decisions are logged, not raised.
     service_manager.actions_done(ctx, WEB, [])
     jobs = [job.__name__ for _, job in service_manager.periodic_jobs()]
-    assert jobs == ['mark_down_silent_hosts', 'carry_out_decisions',
+    assert jobs == ['mark_gone_instances', 'carry_out_decisions',
                     'optimize']
