@@ -142,24 +142,44 @@ class AgentManager:
         """RPC 1.1: carry out a decision's actions, then report them.
 
         VMs shrink before others grow, so the host never holds more than
-        before; after a failure the rest are skipped, each VM keeping its
-        previous target.
+        the decision planned. One failed action does not stop the others:
+        a VM that vanished frees its memory anyway, and for a shrink that
+        failed on a VM still there, only the growth its memory would have
+        paid for is skipped (largest growths first), each skipped VM
+        keeping its previous target.
         """
         current = {instance.uuid: instance.target_bytes
                    or instance.allocated_bytes
                    for instance in self.driver.list_instances()}
-        results = []
-        failed = False
-        for action in sorted(actions, key=lambda a: a['target_bytes'] - (
-                current.get(a['instance_uuid']) or 0)):
-            if failed:
-                results.append({'uuid': action['uuid'], 'state': 'skipped',
-                                'error': 'An earlier action of the decision '
-                                         'failed.', 'result': None})
-                continue
-            result = self._apply(action)
-            failed = result['state'] == 'failed'
-            results.append(result)
+
+        def change(action):
+            return action['target_bytes'] - (
+                current.get(action['instance_uuid']) or 0)
+
+        ordered = sorted(actions, key=change)
+        shrinks = [a for a in ordered if change(a) < 0]
+        growths = [a for a in ordered if change(a) >= 0]
+        results = [self._apply(action) for action in shrinks]
+        shortfall = sum(-change(action) for action, result in zip(
+            shrinks, results) if result['state'] == 'failed'
+            and action['instance_uuid'] in current
+            and not result.get('vanished'))
+        skipped = set()
+        for action in sorted(growths, key=change, reverse=True):
+            if shortfall <= 0:
+                break
+            skipped.add(action['uuid'])
+            shortfall -= change(action)
+        for action in growths:
+            if action['uuid'] in skipped:
+                results.append({
+                    'uuid': action['uuid'], 'state': 'skipped',
+                    'error': 'A shrink that would have made room for it '
+                             'failed.', 'result': None})
+            else:
+                results.append(self._apply(action))
+        results = [{key: value for key, value in result.items()
+                    if key != 'vanished'} for result in results]
         self.service_api.actions_done(
             memcanal_context.get_admin_context(), decision_uuid, results)
         return results
@@ -179,7 +199,9 @@ class AgentManager:
         except (exception.ResizeFailed, exception.InstanceNotFound) as error:
             LOG.warning('Action %s failed: %s', action['uuid'], error)
             result = {'uuid': action['uuid'], 'state': 'failed',
-                      'error': str(error), 'result': None}
+                      'error': str(error), 'result': None,
+                      'vanished': isinstance(error,
+                                             exception.InstanceNotFound)}
         else:
             LOG.info('Applied action %s: %s -> %d bytes by %s in %.3fs',
                      action['uuid'], action['instance_uuid'],

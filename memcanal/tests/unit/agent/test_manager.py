@@ -155,16 +155,41 @@ def test_apply_decision_shrinks_first_and_reports(agent):
     assert call.args[1:] == ('decision-1', results)
 
 
-def test_a_failed_action_skips_the_rest(agent):
+def test_a_failed_shrink_skips_only_the_growth_it_paid_for(agent):
+    """The VMs have 64 MiB; the failed shrink (-32) would have paid for
+    the larger growth (+32), not for the smaller (+16)."""
     failing = agent.driver.list_instances()[1].uuid
     done = resize_recorder(agent, fail_on={failing})
     results = agent.apply_decision(None, 'd', actions(agent, 96, 32, 80))
     by_uuid = {r['uuid']: r for r in results}
     assert by_uuid['action-1']['state'] == 'failed'
     assert 'cap' in by_uuid['action-1']['error']
-    assert by_uuid['action-2']['state'] == 'skipped'
     assert by_uuid['action-0']['state'] == 'skipped'
-    assert done == []
+    assert by_uuid['action-2']['state'] == 'applied'
+    assert [target // MIB for _, target, _ in done] == [80]
+    assert all(set(r) == {'uuid', 'state', 'error', 'result'}
+               for r in results)
+
+
+def test_an_action_for_a_vanished_vm_does_not_stop_the_others(agent):
+    vms = agent.driver.list_instances()
+    done = resize_recorder(agent)
+    decision = actions(agent, 96, 32) + [{
+        'uuid': 'action-gone', 'instance_uuid':
+        '99999999-0000-4000-8000-000000000009', 'target_bytes': 16 * MIB,
+        'mechanism': 'hotplug'}]
+    real = agent.driver.apply_memory_target
+
+    def resize(uuid, target_bytes, mechanism='balloon'):
+        if uuid not in {vm.uuid for vm in vms}:
+            raise exception.InstanceNotFound(uuid=uuid)
+        return real(uuid, target_bytes, mechanism)
+    agent.driver.apply_memory_target = resize
+    results = agent.apply_decision(None, 'd', decision)
+    states = {r['uuid']: r['state'] for r in results}
+    assert states == {'action-gone': 'failed', 'action-1': 'applied',
+                      'action-0': 'applied'}
+    assert sorted(target // MIB for _, target, _ in done) == [32, 96]
 
 
 def test_redelivered_decision_is_applied_once(agent):
