@@ -57,6 +57,22 @@ class DecisionNotFound(NotFound):
     msg_fmt = 'Decision %(uuid)s could not be found.'
 
 
+class DecisionSuperseded(MemcanalException):
+    """Rolling back a decision that a newer one of its host changed
+    since: undoing it would put back sizes the newer one moved on from,
+    behind that one's back."""
+
+    msg_fmt = ('Decision %(uuid)s was superseded by decision %(newer)s '
+               '(%(newer_state)s); roll that one back first.')
+
+
+class HostBusy(MemcanalException):
+    """Another decision of the host is being carried out."""
+
+    msg_fmt = ('Decision %(busy)s of host %(host)s is being carried out; '
+               'wait until it is done.')
+
+
 class DecisionStateConflict(MemcanalException):
     """A decision asked to move to a state its current one does not lead
     to (approving a rejected decision, rolling back a pending one)."""

@@ -43,3 +43,9 @@ DECISION_NOT_FOUND = 'memcanal.decision.not_found'
 # The decision's state does not allow what was asked (approving a rejected
 # decision, rolling back one still waiting for approval).
 DECISION_STATE_CONFLICT = 'memcanal.decision.state_conflict'
+# Rolling back a decision a newer one of the same host changed since; the
+# error's ``newer_decision`` names that one, to roll back first.
+DECISION_SUPERSEDED = 'memcanal.decision.superseded'
+# Another decision of the host is being carried out (approved or rolling
+# back); the error's ``busy_decision`` names it.
+DECISION_HOST_BUSY = 'memcanal.decision.host_busy'

@@ -12,6 +12,12 @@ Its life:
 
 Every change of state is a DecisionEvent with who made it (None: the
 service itself) and when, so an operator can audit what happened.
+
+What decides the host's VMs happens under the host's row lock (SELECT
+... FOR UPDATE on hosts), taken first by every function that creates,
+approves or rolls back a decision: of two optimizers, or an approval
+racing the optimizer, one waits for the other and then sees what it did,
+so at most one decision of a host is ever being carried out.
 """
 
 from oslo_utils import timeutils
@@ -21,6 +27,7 @@ import sqlalchemy as sa
 from memcanal.db import api as db_api
 from memcanal.db import models
 from memcanal import exception
+from memcanal.policy import guardrails
 
 # What a user may ask of a decision: (states it may be in, state it goes to).
 DECISION_TRANSITIONS = {
@@ -35,6 +42,10 @@ IN_FLIGHT = {
     'rolling_back': ('restore', 'rolled_back', 'rollback_failed'),
 }
 OPEN_ACTION_STATES = ('pending', 'sent')
+# Decisions whose actions changed, or are changing, some VM's target: a
+# decision older than one of these may no longer be rolled back.
+CHANGED_TARGETS = ('approved', 'applied', 'failed', 'rolling_back',
+                   'rollback_failed')
 
 
 def _event_dict(event):
@@ -101,28 +112,68 @@ def _move(session, decision, to_state, user_id=None, project_id=None,
     decision.state = to_state
 
 
-def _host(session, host_uuid):
-    host = session.execute(
-        sa.select(models.Host).where(models.Host.uuid == host_uuid)
-    ).scalar_one_or_none()
+def _lock_host(session, host_uuid=None, host_id=None):
+    """The host's row, locked until the transaction ends (a no-op on
+    SQLite, where BEGIN IMMEDIATE already serialises writers)."""
+    query = sa.select(models.Host).with_for_update()
+    query = query.where(models.Host.uuid == host_uuid if host_id is None
+                        else models.Host.id == host_id)
+    host = session.execute(query).scalar_one_or_none()
     if host is None:
-        raise exception.HostNotFound(host=host_uuid)
+        raise exception.HostNotFound(host=host_uuid or host_id)
     return host
+
+
+def _check_not_busy(session, host, decision_id=None):
+    """HostBusy if a decision of the host (other than ``decision_id``) is
+    being carried out."""
+    busy = session.execute(
+        sa.select(models.Decision.uuid).where(
+            models.Decision.host_id == host.id,
+            models.Decision.id != (decision_id or 0),
+            models.Decision.state.in_(list(IN_FLIGHT)))
+        .limit(1)).scalar_one_or_none()
+    if busy is not None:
+        raise exception.HostBusy(busy=busy, host=host.name)
+
+
+def _current_bytes(instance):
+    return instance.target_bytes or instance.allocated_bytes
 
 
 @db_api.retry_on_conflict
 @db_api.context_manager.writer
 def create_decision(context, host_uuid, kind, policy, mode, inputs, outputs,
                     changes):
-    """Record a decision for a host and an action per VM it changes.
+    """Record a decision for a host and an action per VM it changes;
+    returns it, or None when no VM would change.
 
     ``changes`` are dicts of instance_uuid, target_bytes, previous_bytes
-    and mechanism. Older decisions of the host still waiting for an
-    operator are superseded: only the newest reflects the VMs as they
-    are. In ``auto`` mode the decision is approved at once.
+    and mechanism. Under the host's lock, each change's previous size is
+    taken from the instance as decisions left it (not from what the
+    caller read before), and a change to the size a VM already has is
+    dropped: a decision identical to the state applied is not recorded.
+    HostBusy while another decision of the host is being carried out.
+    Older decisions of the host still waiting for an operator are
+    superseded: only the newest reflects the VMs as they are. In
+    ``auto`` mode the decision is approved at once.
     """
     session = context.session
-    host = _host(session, host_uuid)
+    host = _lock_host(session, host_uuid)
+    _check_not_busy(session, host)
+    instances = {instance.uuid: instance for instance in session.execute(
+        sa.select(models.Instance).where(
+            models.Instance.uuid.in_(
+                [change['instance_uuid'] for change in changes]),
+            models.Instance.host_id == host.id,
+            models.Instance.deleted_at.is_(None))).scalars()}
+    changes = [dict(change, previous_bytes=_current_bytes(
+        instances[change['instance_uuid']])) for change in changes
+        if change['instance_uuid'] in instances
+        and change['target_bytes'] != _current_bytes(
+            instances[change['instance_uuid']])]
+    if not changes:
+        return None
     for waiting in session.execute(
             sa.select(models.Decision).where(
                 models.Decision.host_id == host.id,
@@ -137,15 +188,12 @@ def create_decision(context, host_uuid, kind, policy, mode, inputs, outputs,
     session.flush()
     session.add(models.DecisionEvent(decision_id=decision.id,
                                      to_state='recommended'))
-    instance_ids = dict(session.execute(
-        sa.select(models.Instance.uuid, models.Instance.id).where(
-            models.Instance.uuid.in_(
-                [change['instance_uuid'] for change in changes]))).all())
     for change in changes:
         session.add(models.Action(
             uuid=uuidutils.generate_uuid(), decision_id=decision.id,
-            host_id=host.id, instance_id=instance_ids[
-                change['instance_uuid']], kind='set_target',
+            host_id=host.id,
+            instance_id=instances[change['instance_uuid']].id,
+            kind='set_target',
             state='pending', params={
                 'target_bytes': change['target_bytes'],
                 'previous_bytes': change['previous_bytes'],
@@ -210,35 +258,91 @@ def _open_actions(session, decision_id, kind):
             models.Action.state.in_(OPEN_ACTION_STATES))).scalars().all()
 
 
-def _add_restores(session, decision):
-    """A restore action for every target the decision applied; returns
-    how many."""
+def _check_not_superseded(session, decision):
+    """DecisionSuperseded if a newer decision of the host changed (or is
+    changing) VMs since ``decision``."""
+    newer = session.execute(
+        sa.select(models.Decision).where(
+            models.Decision.host_id == decision.host_id,
+            models.Decision.id > decision.id,
+            models.Decision.state.in_(CHANGED_TARGETS))
+        .order_by(models.Decision.id.desc()).limit(1)).scalar_one_or_none()
+    if newer is not None:
+        raise exception.DecisionSuperseded(
+            uuid=decision.uuid, newer=newer.uuid, newer_state=newer.state)
+
+
+def _floor(session, instance, rails):
+    """The VM's floor now (guardrails.floor_of): its latest measured
+    working set plus the kernel, or the operator's floor."""
+    latest = session.execute(
+        sa.select(models.InstanceReport.id)
+        .where(models.InstanceReport.instance_id == instance.id)
+        .order_by(models.InstanceReport.id.desc()).limit(1)
+    ).scalar_one_or_none()
+    wss = dict(session.execute(
+        sa.select(models.WssEstimate.estimator, models.WssEstimate.wss_bytes)
+        .where(models.WssEstimate.instance_report_id == latest)).all()
+    ) if latest is not None else {}
+    return guardrails.floor_of(guardrails.Limits(
+        memory_bytes=_current_bytes(instance),
+        wss_bytes=guardrails.preferred_wss(wss),
+        floor_bytes=instance.floor_bytes,
+        ceiling_bytes=instance.ceiling_bytes), rails)
+
+
+def _add_restores(session, decision, rails):
+    """A restore action for every target the decision applied, back to
+    the size before it but never below the VM's floor now; returns how
+    many. A VM deleted since, or already at that size, needs none."""
     applied = session.execute(
-        sa.select(models.Action).where(
-            models.Action.decision_id == decision.id,
-            models.Action.kind == 'set_target',
-            models.Action.state == 'applied')).scalars().all()
-    for action in applied:
+        sa.select(models.Action, models.Instance)
+        .join(models.Instance,
+              models.Action.instance_id == models.Instance.id)
+        .where(models.Action.decision_id == decision.id,
+               models.Action.kind == 'set_target',
+               models.Action.state == 'applied',
+               models.Instance.deleted_at.is_(None))).all()
+    restores = 0
+    for action, instance in applied:
+        target = max(action.params['previous_bytes'],
+                     _floor(session, instance, rails))
+        if target == _current_bytes(instance):
+            continue
         session.add(models.Action(
             uuid=uuidutils.generate_uuid(), decision_id=decision.id,
             host_id=action.host_id, instance_id=action.instance_id,
             kind='restore', state='pending', params={
-                'target_bytes': action.params['previous_bytes'],
-                'previous_bytes': action.params['target_bytes'],
+                'target_bytes': target,
+                'previous_bytes': _current_bytes(instance),
                 'mechanism': action.params['mechanism']}))
-    return len(applied)
+        restores += 1
+    return restores
 
 
 @db_api.retry_on_conflict
 @db_api.context_manager.writer
-def request_transition(context, decision_uuid, request, reason=None):
+def request_transition(context, decision_uuid, request, reason=None,
+                       rails=None):
     """Approve, reject or roll back a decision on behalf of the context's
-    user; DecisionStateConflict when its state does not allow it.
+    user, under its host's lock.
 
-    A rollback restores every VM the decision changed to the target it
-    had before; one with nothing applied is rolled back at once.
+    DecisionStateConflict when its state does not allow it; HostBusy to
+    approve or roll back while another decision of the host is being
+    carried out; DecisionSuperseded to roll back a decision a newer one
+    changed since. A rollback restores every VM the decision changed to
+    the target it had before, never below its floor (``rails``, a
+    guardrails.Rails, gives the kernel's footprint); one with nothing to
+    restore is rolled back at once.
     """
     session = context.session
+    # The host's lock first, as create_decision takes it, so the two
+    # never wait for each other in opposite orders.
+    host_id = session.execute(
+        sa.select(models.Decision.host_id).where(
+            models.Decision.uuid == decision_uuid)).scalar_one_or_none()
+    if host_id is not None:
+        host = _lock_host(session, host_id=host_id)
     decision, host_uuid = _get(session, decision_uuid, for_update=True)
     allowed_from, to_state = DECISION_TRANSITIONS[request]
     if decision.state not in allowed_from:
@@ -246,11 +350,16 @@ def request_transition(context, decision_uuid, request, reason=None):
             uuid=decision_uuid, state=decision.state,
             requested={'approve': 'approved', 'reject': 'rejected',
                        'rollback': 'rolled back'}[request])
+    if request != 'reject' and decision.host_id is not None:
+        _check_not_busy(session, host, decision.id)
+    if request == 'rollback':
+        _check_not_superseded(session, decision)
     _move(session, decision, to_state, context.user_id, context.project_id,
           reason)
-    if request == 'rollback' and not _add_restores(session, decision):
+    if request == 'rollback' and not _add_restores(
+            session, decision, rails or guardrails.Rails()):
         _move(session, decision, 'rolled_back',
-              reason='The decision had changed no VM.')
+              reason='The decision left nothing to restore.')
     session.flush()
     return _decision_dict(session, decision, host_uuid)
 

@@ -45,6 +45,20 @@ class Guarded:
     reasons: dict
 
 
+# Working-set estimators by preference: PRL sees reads and writes; PML
+# only writes; ESX sampling is the least exact.
+WSS_ESTIMATORS = ('prl', 'pml', 'esx')
+
+
+def preferred_wss(wss):
+    """The working set of the most exact estimator a report gave, or
+    None; ``wss`` maps estimator names to bytes."""
+    for name in WSS_ESTIMATORS:
+        if wss.get(name) is not None:
+            return wss[name]
+    return None
+
+
 def floor_of(limits, rails):
     """The working set plus the kernel, or the operator's floor, the
     larger; no floor is above the ceiling."""

@@ -15,6 +15,7 @@ from oslo_utils import timeutils
 
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
+from memcanal import exception
 from memcanal.policy import base as policy_base
 from memcanal.policy import esx
 from memcanal.policy import guardrails
@@ -27,7 +28,6 @@ MIB = 2 ** 20
 # Curves by preference: the hypervisor cache's covers sizes below the
 # VM's memory with misses as the guest counts them.
 CURVE_METHODS = ('hcache', 'shards', 'exact', 'aet')
-WSS_ESTIMATORS = ('prl', 'pml', 'esx')
 _EPOCH = datetime.datetime(1970, 1, 1)
 
 
@@ -90,7 +90,7 @@ class Optimizer:
                           instance['allocated_bytes'])
         return guardrails.Limits(
             memory_bytes=memory_of(instance),
-            wss_bytes=_first(report['wss'], WSS_ESTIMATORS)[1],
+            wss_bytes=guardrails.preferred_wss(report['wss']),
             floor_bytes=instance['floor_bytes'], ceiling_bytes=ceiling,
             opt_out=self._opted_out(instance),
             last_change_at=_seconds(instance['target_changed_at']))
@@ -177,9 +177,18 @@ class Optimizer:
                    for uuid, target in sorted(guarded.targets.items())]
         outputs = self._outputs(allocation, guarded, participants, curves)
         inputs = self._inputs(instances, limits, curves, free)
-        decision = decisions_db.create_decision(
-            context, host['uuid'], 'memory_targets', policy,
-            self.conf.optimizer.mode, inputs, outputs, changes)
+        try:
+            decision = decisions_db.create_decision(
+                context, host['uuid'], 'memory_targets', policy,
+                self.conf.optimizer.mode, inputs, outputs, changes)
+        except exception.HostBusy as busy:
+            # An approval (or another optimizer) got there first.
+            LOG.info('No decision for %s: %s', host['name'], busy)
+            return None
+        if decision is None:
+            LOG.debug('No decision for %s: its VMs are at the sizes the '
+                      'policy chose', host['name'])
+            return None
         LOG.info('Decision %s for %s (%s, %s): %d VMs to resize',
                  decision['uuid'], host['name'], policy, decision['state'],
                  len(changes))

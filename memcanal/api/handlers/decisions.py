@@ -19,6 +19,9 @@ from memcanal.api.schemas import decisions as schemas
 from memcanal.api import util
 from memcanal.db import decisions as decisions_db
 from memcanal import exception
+from memcanal.policy import guardrails
+
+MIB = 2 ** 20
 
 
 def _not_found(detail):
@@ -69,6 +72,12 @@ def get_decision(req):
     return util.json_response(views.decision_detail(found))
 
 
+def _conflict(req, exc, code, **names):
+    """A 409 whose error also names the decision in the way."""
+    return util.error_response(
+        req.environ, webob.exc.HTTPConflict(str(exc)), code=code, **names)
+
+
 def _transition(request, rule):
     @util.wsgify
     def handler(req):
@@ -77,14 +86,23 @@ def _transition(request, rule):
         policy.authorize(context, rule, {})
         uuid = _uuid(req)
         body = util.extract_json(req, schemas.TRANSITION) or {}
+        conf = req.environ[util.ENV_CONF]
         try:
             found = decisions_db.request_transition(
-                context, uuid, request, reason=body.get('reason'))
+                context, uuid, request, reason=body.get('reason'),
+                rails=guardrails.Rails(
+                    kernel_bytes=conf.optimizer.kernel_mb * MIB))
         except exception.DecisionNotFound as exc:
             raise _not_found(str(exc))
         except exception.DecisionStateConflict as exc:
             raise webob.exc.HTTPConflict(
                 str(exc), comment=errors.DECISION_STATE_CONFLICT)
+        except exception.DecisionSuperseded as exc:
+            return _conflict(req, exc, errors.DECISION_SUPERSEDED,
+                             newer_decision=exc.kwargs['newer'])
+        except exception.HostBusy as exc:
+            return _conflict(req, exc, errors.DECISION_HOST_BUSY,
+                             busy_decision=exc.kwargs['busy'])
         return util.json_response(views.decision_detail(found))
     handler.__doc__ = 'POST /decisions/{uuid}/%s' % request
     return handler

@@ -11,9 +11,12 @@ import pytest
 
 from memcanal import context as memcanal_context
 from memcanal.db import api as db_api
+from memcanal.db import decisions as decisions_db
+from memcanal import exception
 from memcanal.tests import fixtures as memcanal_fixtures
 from memcanal.tests.unit.api import data
 from memcanal.tests.unit.db import test_api as cases
+from memcanal.tests.unit.db import test_decisions as decision_cases
 
 WRITERS = 8
 
@@ -63,3 +66,52 @@ def test_sizes_and_curves_survive_the_database(ctx):
     assert latest['wss'] == expected['wss']
     assert latest['mrc'] == expected['mrc']
     assert latest['guest_stats'] == expected['guest_stats']
+
+
+def _race(*calls):
+    """Run ``calls`` at once from threads; their results or exceptions."""
+    barrier = threading.Barrier(len(calls))
+    outcomes = [None] * len(calls)
+
+    def run(index, call):
+        barrier.wait()
+        try:
+            outcomes[index] = call()
+        except Exception as exc:  # the race's loser, asserted below
+            outcomes[index] = exc
+
+    threads = [threading.Thread(target=run, args=(index, call))
+               for index, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return outcomes
+
+
+def test_an_approval_racing_the_optimizer_leaves_one_decision_acting(ctx):
+    """Under the host's row lock, an operator approving a recommended
+    decision and an optimizer recording an auto one cannot both act."""
+    host = cases.register(ctx)
+    db_api.store_report(ctx, cases.report(host, 1, cases.sample(
+        cases.VM_1, 1), cases.sample(cases.VM_2, 1)))
+    for round_ in range(3):
+        recommended = decision_cases.decide(
+            ctx, host, targets=(1024 + round_, 2048))
+        outcomes = _race(
+            lambda: decisions_db.request_transition(
+                decision_cases.operator(), recommended['uuid'], 'approve'),
+            lambda: decision_cases.decide(ctx, host, mode='auto',
+                                          targets=(512 + round_, 4096)))
+        acting = [d for d in decisions_db.list_decisions(ctx)
+                  if d['state'] == 'approved']
+        assert len(acting) == 1, outcomes
+        assert all(isinstance(o, (dict, exception.HostBusy,
+                                  exception.DecisionStateConflict))
+                   for o in outcomes), outcomes
+        [flying] = acting
+        decisions_db.record_results(ctx, flying['uuid'], [
+            {'uuid': a['uuid'], 'state': 'applied', 'error': None,
+             'result': None}
+            for a in decisions_db.get_decision(ctx,
+                                               flying['uuid'])['actions']])

@@ -99,6 +99,32 @@ def test_rollback_of_an_applied_decision(client, decision):
                   if a['kind'] == 'restore') == [4 * data.GIB] * 2
 
 
+def test_rollback_of_a_superseded_decision_is_409_naming_the_newer(
+        client, decision, hosts):
+    ctx = context.get_admin_context()
+    post(client, decision, 'approve')
+    apply_all = [{'uuid': a['uuid'], 'state': 'applied', 'error': None,
+                  'result': None} for a in decision['actions']]
+    decisions_db.record_results(ctx, decision['uuid'], apply_all)
+    newer = decisions_db.create_decision(
+        ctx, hosts['host-a'], 'memory_targets', 'isolated_sharing', 'auto',
+        {}, {}, [{'instance_uuid': data.A1, 'target_bytes': 2 * data.GIB,
+                  'previous_bytes': 0, 'mechanism': 'balloon'}])
+    # While the newer one is in flight, the host is busy.
+    error = base.assert_error(post(client, decision, 'rollback'), 409,
+                              errors.DECISION_HOST_BUSY)
+    assert error['busy_decision'] == newer['uuid']
+    decisions_db.record_results(ctx, newer['uuid'], [
+        {'uuid': newer['actions'][0]['uuid'], 'state': 'applied',
+         'error': None, 'result': None}])
+    error = base.assert_error(post(client, decision, 'rollback'), 409,
+                              errors.DECISION_SUPERSEDED)
+    assert error['newer_decision'] == newer['uuid']
+    assert newer['uuid'] in error['detail']
+    assert client.request('/decisions/%s' % decision['uuid'],
+                          headers=V11).json['state'] == 'applied'
+
+
 @pytest.mark.parametrize('body', [b'{', {'reason': 3}, {'why': 'x'}, [1]])
 def test_bad_body_is_400(client, decision, body):
     base.assert_error(post(client, decision, 'approve', body=body), 400,

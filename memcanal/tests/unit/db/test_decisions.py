@@ -11,6 +11,7 @@ from memcanal import exception
 from memcanal.tests.unit.db import test_api as stored
 
 MIB = 2 ** 20
+GIB = 2 ** 30
 
 
 @pytest.fixture
@@ -144,8 +145,9 @@ def test_rollback_restores_only_what_was_applied(ctx, host):
                                               'rollback')
     assert rolling['state'] == 'rolling_back'
     [restore] = [a for a in rolling['actions'] if a['kind'] == 'restore']
+    # The VMs had their 8 GiB before the decision.
     assert (restore['instance_uuid'], restore['target_bytes'],
-            restore['previous_bytes']) == (stored.VM_1, 768 * MIB, 512 * MIB)
+            restore['previous_bytes']) == (stored.VM_1, 8 * GIB, 512 * MIB)
     [batch] = decisions_db.actions_to_send(ctx)
     assert [a['uuid'] for a in batch['actions']] == [restore['uuid']]
     done = decisions_db.record_results(ctx, decision['uuid'], [{
@@ -153,7 +155,7 @@ def test_rollback_restores_only_what_was_applied(ctx, host):
         'result': None}])
     assert done['state'] == 'rolled_back'
     assert db_api.get_instance(ctx, stored.VM_1)['target_bytes'] == (
-        768 * MIB)
+        8 * GIB)
     assert [e['to_state'] for e in done['events']] == [
         'recommended', 'approved', 'failed', 'rolling_back', 'rolled_back']
 
@@ -188,3 +190,89 @@ def test_instance_settings(ctx, host):
     [first, second] = db_api.host_policy_inputs(ctx, host)
     assert first['uuid'] == stored.VM_1 and first['opt_out']
     assert [r['sequence'] for r in first['reports']] == [1]
+
+
+def apply_all(ctx, decision):
+    """Approve (unless auto) and record every action applied."""
+    if decision['state'] == 'recommended':
+        decisions_db.request_transition(operator(), decision['uuid'],
+                                        'approve')
+    return decisions_db.record_results(ctx, decision['uuid'], results(
+        decision, *['applied'] * len(decision['actions'])))
+
+
+def test_previous_sizes_come_from_the_instances_not_the_caller(ctx, host):
+    """The caller said 768 MiB; the VMs have their 8 GiB."""
+    decision = decide(ctx, host)
+    assert [a['previous_bytes'] for a in decision['actions']] == [
+        8 * GIB, 8 * GIB]
+
+
+def test_a_decision_identical_to_the_applied_state_is_not_recorded(ctx,
+                                                                   host):
+    apply_all(ctx, decide(ctx, host, mode='auto'))
+    assert decide(ctx, host, mode='auto') is None
+    # Only the VM that would change is in the next decision.
+    again = decide(ctx, host, targets=(512, 2048))
+    assert [(a['instance_uuid'], a['previous_bytes'], a['target_bytes'])
+            for a in again['actions']] == [
+        (stored.VM_2, 1024 * MIB, 2048 * MIB)]
+    assert len(decisions_db.list_decisions(ctx)) == 2
+
+
+def test_no_decision_is_made_or_approved_while_another_is_in_flight(ctx,
+                                                                    host):
+    waiting = decide(ctx, host)
+    flying = decide(ctx, host, mode='auto', targets=(256, 1024))
+    with pytest.raises(exception.HostBusy) as busy:
+        decide(ctx, host, targets=(128, 1024))
+    assert busy.value.kwargs['busy'] == flying['uuid']
+    # The waiting one was superseded by the auto one; a new recommended
+    # one made after the flight cannot be approved during another.
+    assert decisions_db.get_decision(ctx, waiting['uuid'])['state'] == (
+        'superseded')
+    apply_all(ctx, flying)
+    recommended = decide(ctx, host, targets=(128, 1024))
+    other = decide(ctx, host, targets=(256, 2048))
+    decisions_db.request_transition(operator(), other['uuid'], 'approve')
+    with pytest.raises(exception.DecisionStateConflict):
+        decisions_db.request_transition(operator(), recommended['uuid'],
+                                        'approve')
+
+
+def test_rolling_back_a_superseded_decision_names_the_newer(ctx, host):
+    first = apply_all(ctx, decide(ctx, host, mode='auto'))
+    second = apply_all(ctx, decide(ctx, host, mode='auto',
+                                   targets=(480, 1056)))
+    with pytest.raises(exception.DecisionSuperseded) as superseded:
+        decisions_db.request_transition(operator(), first['uuid'],
+                                        'rollback')
+    assert superseded.value.kwargs['newer'] == second['uuid']
+    assert decisions_db.get_decision(ctx, first['uuid'])['state'] == (
+        'applied')
+    # Newest first: the second goes back to the first's sizes, in one
+    # step no larger than the second's own; then the first may go.
+    rolling = decisions_db.request_transition(operator(), second['uuid'],
+                                              'rollback')
+    restores = [a for a in rolling['actions'] if a['kind'] == 'restore']
+    assert [(a['previous_bytes'], a['target_bytes']) for a in restores] == [
+        (480 * MIB, 512 * MIB), (1056 * MIB, 1024 * MIB)]
+    decisions_db.record_results(ctx, second['uuid'], [
+        {'uuid': a['uuid'], 'state': 'applied', 'error': None,
+         'result': None} for a in restores])
+    assert decisions_db.request_transition(
+        operator(), first['uuid'], 'rollback')['state'] == 'rolling_back'
+
+
+def test_a_rollback_never_goes_below_the_vms_floor(ctx, host):
+    decision = apply_all(ctx, decide(ctx, host, mode='auto',
+                                     targets=(9216, 6144)))
+    db_api.update_instance_settings(ctx, stored.VM_1,
+                                    {'floor_bytes': 8704 * MIB})
+    rolling = decisions_db.request_transition(operator(), decision['uuid'],
+                                              'rollback')
+    restores = {a['instance_uuid']: a['target_bytes']
+                for a in rolling['actions'] if a['kind'] == 'restore'}
+    # VM_1 grew from 8 GiB to 9; its working set (2 MiB PRL) plus the
+    # kernel is far below 8 GiB, but its operator floor of 8.5 GiB holds.
+    assert restores == {stored.VM_1: 8704 * MIB, stored.VM_2: 8 * GIB}
