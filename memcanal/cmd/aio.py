@@ -243,7 +243,8 @@ def main(argv=None):
           % (args.hosts, args.vms, args.interval, args.state_dir))
     migration.upgrade(db_url)
     rpc.init(CONF, url=args.transport_url)
-    services = [central_service.create(CONF, transport_url=args.transport_url)]
+    services = [common.configured(central_service.create, CONF,
+                                  transport_url=args.transport_url)]
     services += [agent_service.create(CONF, host='sim-host-%d' % (i + 1),
                                       transport_url=args.transport_url)
                  for i in range(args.hosts)]

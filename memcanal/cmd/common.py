@@ -1,7 +1,9 @@
 """Start-up shared by memcanal's console scripts."""
 
+import os
 import sys
 
+from oslo_config import cfg
 from oslo_log import log as logging
 
 from memcanal import conf as memcanal_conf
@@ -22,6 +24,16 @@ def parse_args(argv, default_config_files=None):
     logging.setup(CONF, 'memcanal')
 
 
+def configured(create_service, *args, **kwargs):
+    """``create_service(*args, **kwargs)``, or exit with the configuration
+    error that stops it (a misspelled policy name, say) in one line."""
+    try:
+        return create_service(*args, **kwargs)
+    except (cfg.ConfigFileValueError, cfg.ConfigFileParseError) as error:
+        sys.exit('%s: configuration error: %s' % (
+            os.path.basename(sys.argv[0]), error))
+
+
 def run_service(create_service):
     """Parse arguments; run ``create_service(CONF)`` under oslo.service."""
     from oslo_service import service
@@ -29,7 +41,7 @@ def run_service(create_service):
     from memcanal import rpc
 
     parse_args(sys.argv)
-    launcher = service.launch(CONF, create_service(CONF),
+    launcher = service.launch(CONF, configured(create_service, CONF),
                               restart_method='mutate')
     try:
         launcher.wait()

@@ -2,6 +2,7 @@
 guardrails on what they may change."""
 
 from oslo_config import cfg
+from oslo_config import types
 
 POLICIES = ('isolated_sharing', 'esx', 'utube', 'none')
 
@@ -28,9 +29,13 @@ optimizer_opts = [
                     'proportional shares with an idle-memory tax; utube: '
                     'balance memory utilization (Liu et al.); none: no '
                     'decisions.'),
-    cfg.DictOpt('aggregate_policies', default={},
-                help='Policy by host aggregate, e.g. '
-                     '"db:isolated_sharing,batch:utube".'),
+    # Typed so that a misspelled policy fails at start rather than
+    # running another policy.
+    cfg.Opt('aggregate_policies', default={},
+            type=types.Dict(value_type=types.String(choices=POLICIES)),
+            help='Policy by host aggregate, e.g. '
+                 '"db:isolated_sharing,batch:utube"; each one of '
+                 + ', '.join(POLICIES) + '.'),
     cfg.DictOpt('host_aggregates', default={},
                 help='Aggregate of each host by host name, e.g. '
                      '"compute-1:db,compute-2:batch". Hosts not listed use '

@@ -51,6 +51,10 @@ class Optimizer:
     def __init__(self, conf):
         self.conf = conf
         options = conf.optimizer
+        # Read at once: oslo.config checks a config file's values when
+        # they are read, and a misspelled policy must stop the service
+        # at start, not at its first decision.
+        options.aggregate_policies  # noqa: B018
         self.rails = guardrails.Rails(
             kernel_bytes=options.kernel_mb * MIB,
             max_step_fraction=options.max_step_fraction,

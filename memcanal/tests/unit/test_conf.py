@@ -28,3 +28,18 @@ def test_oslo_config_generator_writes_a_sample(tmp_path):
         assert section in text
     assert '#report_interval = 60.0' in text
     assert '#mrc_methods = shards' in text
+
+
+def test_a_misspelled_policy_stops_the_service_at_start(tmp_path):
+    """It used to run U-tube on the aggregate, silently."""
+    config = tmp_path / 'memcanal.conf'
+    config.write_text('[DEFAULT]\ntransport_url = fake://\n'
+                      '[optimizer]\naggregate_policies = db:isolated_sharin\n')
+    done = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), 'memcanal-service'),
+         '--config-file', str(config)],
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith('memcanal-service: configuration error:')
+    assert "'isolated_sharin'" in last and 'isolated_sharing' in last
