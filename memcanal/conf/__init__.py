@@ -15,6 +15,7 @@ from memcanal.conf import hcache
 from memcanal.conf import libvirt
 from memcanal.conf import optimizer
 from memcanal.conf import qemu
+from memcanal.conf import retention
 from memcanal.conf import service
 from memcanal.conf import simulated
 
@@ -29,5 +30,6 @@ hcache.register_opts(CONF)
 libvirt.register_opts(CONF)
 optimizer.register_opts(CONF)
 qemu.register_opts(CONF)
+retention.register_opts(CONF)
 service.register_opts(CONF)
 simulated.register_opts(CONF)

@@ -264,3 +264,69 @@ class DecisionEvent(Base):
     reason = sa.Column(sa.Text, nullable=True)
     created_at = sa.Column(sa.DateTime, nullable=False,
                            default=timeutils.utcnow)
+
+
+# Retention (memcanal.db.retention) picks reports by age.
+sa.Index('instance_reports_collected_at_idx', InstanceReport.collected_at)
+
+
+class InstanceReportHistory(Base):
+    """One instance's reports over one period, summed up before they are
+    deleted (memcanal.db.retention).
+
+    Keyed by the instance's uuid, not a foreign key, so the history stays
+    readable when the instance is archived and ages out on its own.
+    ``stats`` holds ``{"allocated_bytes": S, "wss": {estimator: S},
+    "guest_stats": {name: S}}`` where each S is ``{"count", "min", "mean",
+    "max"}`` over the reports that had that value; every part merges
+    exactly with another, so a period folded in several batches (or a
+    late report) gives the same row as one fold. ``mrc`` is the curves
+    of the period's last report.
+    """
+
+    __tablename__ = 'instance_report_history'
+    __table_args__ = (
+        sa.UniqueConstraint(
+            'instance_uuid', 'period_start',
+            name='uniq_instance_report_history0instance_uuid0period_start'),
+        sa.Index('instance_report_history_period_start_idx',
+                 'period_start'),
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    instance_uuid = sa.Column(sa.String(36), nullable=False)
+    period_start = sa.Column(sa.DateTime, nullable=False)
+    period_seconds = sa.Column(sa.Integer, nullable=False)
+    report_count = sa.Column(sa.Integer, nullable=False)
+    first_collected_at = sa.Column(sa.DateTime, nullable=False)
+    last_collected_at = sa.Column(sa.DateTime, nullable=False)
+    stats = sa.Column(sa.JSON, nullable=False)
+    mrc = sa.Column(sa.JSON(none_as_null=True), nullable=True)
+
+
+def _shadow(model, *indexes):
+    """The archive of ``model``'s table, as nova keeps them: the same
+    columns under ``shadow_<table>``, no foreign keys or unique
+    constraints (rows arrive child first and leave in any order).
+
+    Derived from the model, so a column added to the table without its
+    migration also adding it here fails the migration test.
+    """
+    table = model.__table__
+    return sa.Table(
+        'shadow_' + table.name, Base.metadata,
+        *[sa.Column(column.name, column.type.copy(),
+                    primary_key=column.primary_key, autoincrement=False,
+                    nullable=column.nullable)
+          for column in table.columns],
+        *[sa.Index('shadow_%s_%s_idx' % (table.name, name), name)
+          for name in indexes])
+
+
+# Production table name -> its shadow table (memcanal-manage db archive).
+SHADOW_TABLES = {
+    'instances': _shadow(Instance),
+    'decisions': _shadow(Decision),
+    'actions': _shadow(Action, 'decision_id'),
+    'decision_events': _shadow(DecisionEvent, 'decision_id'),
+}
