@@ -28,6 +28,9 @@ VERSIONS = [
             # PATCH /instances/{uuid} (opt-out, floor, ceiling, mechanism).
     '1.2',  # GET /instances/{uuid}: latest_report.logs, the PRL and PML
             # log statistics of the report's interval.
+    '1.3',  # Instances: observed_bytes, last_reported_at, deleted_at, and
+            # GET /instances?deleted=true for those gone from their host;
+            # hosts: report_interval.
 ]
 
 

@@ -4,6 +4,7 @@ import webob.exc
 
 from memcanal.api import errors
 from memcanal.api.handlers import views
+from memcanal.api import microversion
 from memcanal.api.policies import hosts as policies
 from memcanal.api import policy
 from memcanal.api.schemas import common
@@ -17,6 +18,15 @@ def _not_found(detail):
     return webob.exc.HTTPNotFound(detail, comment=errors.HOST_NOT_FOUND)
 
 
+def _view(req, host):
+    """The host; from 1.3 with the report interval its state, derived
+    from its last heartbeat, is judged by."""
+    body = views.host(host)
+    if microversion.is_supported(req, '1.3'):
+        body['report_interval'] = host['report_interval']
+    return body
+
+
 @util.wsgify
 def list_hosts(req):
     """All hosts, by name; not paginated, a cloud has few enough."""
@@ -24,7 +34,7 @@ def list_hosts(req):
     policy.authorize(context, policies.LIST, {})
     util.validate_query_params(req, schemas.LIST)
     return util.json_response(
-        {'hosts': [views.host(h) for h in db_api.list_hosts(context)]})
+        {'hosts': [_view(req, h) for h in db_api.list_hosts(context)]})
 
 
 @util.wsgify
@@ -39,4 +49,4 @@ def get_host(req):
     except exception.HostNotFound as exc:
         raise _not_found(str(exc))
     util.validate_query_params(req, schemas.SHOW)
-    return util.json_response(views.host(host))
+    return util.json_response(_view(req, host))

@@ -41,6 +41,8 @@ def _view(req, instance):
     body = views.instance(instance)
     if microversion.is_supported(req, '1.1'):
         body.update(views.instance_settings(instance))
+    if microversion.is_supported(req, '1.3'):
+        body.update(views.instance_presence(instance))
     return body
 
 
@@ -88,7 +90,8 @@ def list_instances(req):
     max_limit = req.environ[util.ENV_CONF].api.max_limit
     policy.authorize(context, policies.LIST,
                      {'project_id': context.project_id})
-    params = util.validate_query_params(req, schemas.list_query(max_limit))
+    params = util.validate_query_params(req, schemas.list_query(
+        max_limit, with_deleted=microversion.is_supported(req, '1.3')))
     project_id = _listed_project(context, params.get('project_id'))
     limit = params.get('limit', max_limit)
     marker = params.get('marker')
@@ -96,7 +99,8 @@ def list_instances(req):
         _check_marker(context, marker, project_id)
     instances = db_api.list_instances(
         context, project_id=project_id, host_uuid=params.get('host'),
-        limit=limit, marker=marker)
+        limit=limit, marker=marker,
+        deleted=params.get('deleted') == 'true')
     return util.json_response({
         'instances': [_view(req, i) for i in instances],
         'links': util.page_links(

@@ -82,6 +82,17 @@ def instance_settings(value):
     }
 
 
+def instance_presence(value):
+    """Microversion 1.3 adds what the agent last observed the VM at
+    (memory as the hypervisor shows it, apart from the target memcanal
+    set), when its host last listed it, and when it was found gone."""
+    return {
+        'observed_bytes': value['observed_bytes'],
+        'last_reported_at': util.isotime(value['last_reported_at']),
+        'deleted_at': util.isotime(value['deleted_at']),
+    }
+
+
 def decision(value):
     """A decision as listed: its state, policy and per-VM outputs."""
     return {

@@ -5,8 +5,9 @@ from memcanal.api.schemas import common
 SHOW = common.query_schema({})
 
 
-def list_query(max_limit):
-    return common.query_schema({
+def list_query(max_limit, with_deleted=False):
+    """The list's query; ``deleted`` from microversion 1.3."""
+    properties = {
         'limit': common.limit(max_limit),
         # The uuid of the last instance of the previous page.
         'marker': common.UUID,
@@ -15,7 +16,11 @@ def list_query(max_limit):
         # Only this project's instances; another project than the
         # token's needs memcanal:instances:list:all_projects.
         'project_id': {'type': 'string', 'minLength': 1, 'maxLength': 255},
-    })
+    }
+    if with_deleted:
+        # true: only the instances gone from their host's reports.
+        properties['deleted'] = {'enum': ['true', 'false']}
+    return common.query_schema(properties)
 
 
 _BYTES_OR_NULL = {'type': ['integer', 'null'], 'minimum': 0,

@@ -54,7 +54,7 @@ def mrc(sequence):
 
 def _sample(uuid, sequence):
     return {'uuid': uuid, 'project_id': PROJECTS[uuid],
-            'allocated_bytes': 4 * GIB, 'target_bytes': None,
+            'allocated_bytes': 4 * GIB, 'observed_bytes': 3 * GIB,
             'wss': wss(sequence), 'mrc': mrc(sequence),
             'guest_stats': {'major_faults': 10.0 * sequence}}
 
@@ -73,7 +73,7 @@ def seed():
     ctx = context.get_admin_context()
     hosts = {
         'host-a': db_api.register_host(ctx, 'host-a', 64 * GIB,
-                                       2 * GIB)['uuid'],
+                                       2 * GIB, 30.0)['uuid'],
         'host-b': db_api.register_host(ctx, 'host-b', 32 * GIB,
                                        GIB)['uuid'],
     }

@@ -74,3 +74,11 @@ def test_hosts_take_no_query_parameters(client, hosts):
     error = base.assert_error(client.admin('/hosts?limit=1'), 400,
                               errors.QUERY_INVALID)
     assert 'limit' in error['detail']
+
+
+def test_report_interval_from_microversion_1_3(client, hosts):
+    listed = client.admin('/hosts', headers={
+        'OpenStack-API-Version': 'memcanal 1.3'}).json['hosts']
+    # host-b registered without one (an older agent).
+    assert [h['report_interval'] for h in listed] == [30.0, None]
+    assert 'report_interval' not in client.admin('/hosts').json['hosts'][0]

@@ -266,3 +266,41 @@ def test_show_invalid_uuid_is_404(client, hosts, bad):
 def test_show_takes_no_query_parameters(client, hosts):
     base.assert_error(client.admin('/instances/%s?limit=1' % data.A1),
                       400, errors.QUERY_INVALID)
+
+
+V13 = {'OpenStack-API-Version': 'memcanal 1.3'}
+
+
+def test_observed_memory_and_presence_from_microversion_1_3(client, hosts):
+    older = client.admin('/instances/%s' % data.A1,
+                         headers={'OpenStack-API-Version': 'memcanal 1.2'})
+    assert 'observed_bytes' not in older.json
+    shown = client.admin('/instances/%s' % data.A1, headers=V13).json
+    assert (shown['observed_bytes'], shown['target_bytes'],
+            shown['deleted_at']) == (3 * data.GIB, None, None)
+    assert shown['last_reported_at'].endswith('Z')
+
+
+def test_deleted_instances_are_listed_only_on_request(client, hosts):
+    ctx = context.get_admin_context()
+    # host-a reports again, without B1: it is gone at once.
+    db_api.store_report(ctx, reports.validate_report({
+        'host_uuid': hosts['host-a'], 'sequence': 9,
+        'collected_at': '2026-11-22T10:00:00Z',
+        'instances': [data._sample(uuid, 9) for uuid in (data.A1, data.A2)],
+    }, max_mrc_points=256, max_instances=10))
+    assert db_api.mark_gone_instances(ctx, gone_after=0) == [data.B1]
+    assert uuids(client.admin('/instances', headers=V13)) == [
+        uuid for uuid in data.ALL if uuid != data.B1]
+    deleted = client.admin('/instances?deleted=true', headers=V13)
+    assert uuids(deleted) == [data.B1]
+    assert deleted.json['instances'][0]['deleted_at'].endswith('Z')
+    assert uuids(client.admin('/instances?deleted=false',
+                              headers=V13)) == uuids(
+        client.admin('/instances', headers=V13))
+    # Shown by its uuid it still is, with its history.
+    assert client.admin('/instances/%s' % data.B1).status_int == 200
+    base.assert_error(client.admin('/instances?deleted=true'), 400,
+                      errors.QUERY_INVALID)
+    base.assert_error(client.admin('/instances?deleted=yes', headers=V13),
+                      400, errors.QUERY_INVALID)
