@@ -1,7 +1,9 @@
 """memcanal-aio as a user runs it: a subprocess, its output, its API."""
 
+import json
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -55,13 +57,14 @@ def report_with(process, port, uuid, has):
     pytest.fail('no such report for %s in time' % uuid)
 
 
-def check_summary(output, estimated=True):
+def check_summary(output, estimated=True, vms=2):
     assert 'memcanal-aio summary' in output, output
-    assert 'hosts: 2 (sim-host-1 up, 2 VMs, sim-host-2 up, 2 VMs)' in output
+    assert 'hosts: 2 (sim-host-1 up, %d VMs, sim-host-2 up, %d VMs)' % (
+        vms, vms) in output, output
     rows = [line for line in output.splitlines()
             if line.strip().startswith(('simulated-project', ))
             or 'simulated-project-' in line]
-    assert len(rows) == 4, output
+    assert len(rows) == 2 * vms, output
     # Every VM has every WSS and a miss ratio, once the run was long
     # enough for the estimators to converge.
     for row in rows if estimated else ():
@@ -90,11 +93,17 @@ def test_aio_on_embedded_defaults(tmp_path):
     hcache_curve = traced['mrc']['hcache']
     assert hcache_curve[0][0] < traced['allocated_bytes'] // 5
     assert 'shards' in traced['mrc']
-    # A second run continues on the same state: more reports, same VMs.
-    again = run_aio(tmp_path / 'state', free_port(), duration=3)
+    # A second run continues on the same state with fewer VMs: those
+    # its hosts no longer report leave after [service]
+    # instance_gone_after (10 intervals in memcanal-aio).
+    again = run_aio(tmp_path / 'state', free_port(), '--vms', '1',
+                    duration=14)
     output, _ = again.communicate(timeout=60)
     assert again.returncode == 0, output
-    check_summary(output, estimated=False)
+    check_summary(output, estimated=False, vms=1)
+    progress = [line for line in output.splitlines()
+                if 'VMs reporting' in line]
+    assert 'VMs reporting 2/2' in progress[-1], output
 
 
 def test_aio_on_rabbitmq_and_mariadb(tmp_path, rabbit_url, mysql_url):
@@ -199,3 +208,28 @@ def test_aio_auto_mode_moves_miss_ratios_as_predicted(tmp_path):
     measured = float(grown.split('measured now ')[1])
     assert predicted > 0
     assert abs(measured - predicted) < 0.05, grown
+    check_applied_moves(tmp_path / 'state' / 'memcanal.sqlite')
+
+
+def check_applied_moves(database):
+    """Each applied move starts where the VM's last applied one ended
+    (a report collected before a resize, stored after it, once rewrote
+    the target and the next decision repeated the same moves), and no
+    applied decision repeats the moves of the one before."""
+    with sqlite3.connect(database) as connection:
+        rows = connection.execute(
+            "SELECT d.id, i.uuid, i.allocated_bytes, a.params FROM actions a"
+            " JOIN decisions d ON a.decision_id = d.id"
+            " JOIN instances i ON a.instance_id = i.id"
+            " WHERE a.state = 'applied' AND a.kind = 'set_target'"
+            " ORDER BY d.id, a.id").fetchall()
+    assert rows
+    last_target, moves = {}, {}
+    for decision_id, uuid, allocated, params in rows:
+        params = json.loads(params)
+        assert params['previous_bytes'] == last_target.get(uuid, allocated)
+        last_target[uuid] = params['target_bytes']
+        moves.setdefault(decision_id, []).append(
+            (uuid, params['previous_bytes'], params['target_bytes']))
+    ordered = [moves[key] for key in sorted(moves)]
+    assert all(a != b for a, b in zip(ordered, ordered[1:])), ordered
