@@ -268,6 +268,7 @@ class DecisionEvent(Base):
 
 # Retention (memcanal.db.retention) picks reports by age.
 sa.Index('instance_reports_collected_at_idx', InstanceReport.collected_at)
+sa.Index('host_reports_collected_at_idx', HostReport.collected_at)
 
 
 class InstanceReportHistory(Base):
@@ -278,10 +279,10 @@ class InstanceReportHistory(Base):
     readable when the instance is archived and ages out on its own.
     ``stats`` holds ``{"allocated_bytes": S, "wss": {estimator: S},
     "guest_stats": {name: S}}`` where each S is ``{"count", "min", "mean",
-    "max"}`` over the reports that had that value; every part merges
-    exactly with another, so a period folded in several batches (or a
-    late report) gives the same row as one fold. ``mrc`` is the curves
-    of the period's last report.
+    "max"}`` over the reports that had that value. Summaries merge, so a
+    period folded in several batches (or a late report) gives the row
+    one fold would have (to float rounding of the means). ``mrc`` is the
+    curves of the period's last report.
     """
 
     __tablename__ = 'instance_report_history'

@@ -25,6 +25,8 @@ def _id():
 def upgrade():
     op.create_index('instance_reports_collected_at_idx', 'instance_reports',
                     ['collected_at'])
+    op.create_index('host_reports_collected_at_idx', 'host_reports',
+                    ['collected_at'])
     op.create_table(
         'instance_report_history',
         sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
