@@ -2,12 +2,22 @@
 
     memcanal-manage [--config-file ...] db sync [--revision REV]
     memcanal-manage [--config-file ...] db version
+    memcanal-manage [--config-file ...] db retention [--verbose]
+    memcanal-manage [--config-file ...] db archive [--max-rows N]
+        [--before DATE] [--until-complete] [--verbose]
+    memcanal-manage [--config-file ...] db purge (--before DATE | --all)
+        [--verbose]
 
 The database is ``[database] connection`` of the configuration, as the
 service and API use it. Exit status 0 on success, 1 on a database error
-or an unknown revision (the message says why), 2 on a usage error.
+or an unknown revision (the message says why), 2 on a usage error (a
+bad --max-rows or DATE among them). Unlike nova-manage's
+archive_deleted_rows, archive exits 0 whether or not it moved rows:
+--until-complete does what looping on its exit status did.
 """
 
+import argparse
+import datetime
 import sys
 
 from alembic import util as alembic_util
@@ -16,7 +26,9 @@ from oslo_db import exception as db_exc
 import sqlalchemy as sa
 
 from memcanal.cmd import common
+from memcanal import context as memcanal_context
 from memcanal.db import migration
+from memcanal.db import retention
 
 CONF = common.CONF
 
@@ -40,6 +52,88 @@ class DbCommands:
     def version(url):
         print(migration.current_revision(url) or 'None')
 
+    @staticmethod
+    def retention(url):
+        """What the service's periodic retention job does, now."""
+        counts = retention.run(memcanal_context.get_admin_context(),
+                               CONF.retention)
+        _print_counts(counts, 'Folded, deleted or archived',
+                      'Nothing to fold, delete or archive.', 'Rows')
+
+    @staticmethod
+    def archive(url):
+        options = CONF.retention
+        before = CONF.command.before
+        if before is None:
+            decisions = retention.days_ago(options.decisions_days)
+            instances = retention.days_ago(options.deleted_instances_days)
+        else:
+            decisions = instances = before
+        run = (retention.archive_until_complete if CONF.command.until_complete
+               else retention.archive)
+        counts = run(memcanal_context.get_admin_context(), decisions,
+                     instances, CONF.command.max_rows,
+                     options.history_interval)
+        _print_counts(counts, 'Archived', 'Nothing was archived.',
+                      'Number of Rows Archived')
+
+    @staticmethod
+    def purge(url):
+        counts = retention.purge(memcanal_context.get_admin_context(),
+                                 None if CONF.command.all
+                                 else CONF.command.before,
+                                 CONF.retention.batch_size)
+        _print_counts(counts, 'Purged', 'Nothing was purged.',
+                      'Number of Rows Purged')
+
+
+def _print_counts(counts, verb, nothing, heading):
+    """A line of the rows done; with --verbose, nova's table of them by
+    table."""
+    if not counts:
+        print(nothing)
+        return
+    print('%s %d rows.' % (verb, sum(counts.values())))
+    if CONF.command.verbose:
+        rows = [('Table', heading)] + sorted(
+            (name, str(count)) for name, count in counts.items())
+        widths = [max(len(row[i]) for row in rows) for i in (0, 1)]
+        rule = '+%s+' % '+'.join('-' * (w + 2) for w in widths)
+        print(rule)
+        for number, row in enumerate(rows):
+            print('| %s | %s |' % (row[0].ljust(widths[0]),
+                                   row[1].rjust(widths[1]) if number
+                                   else row[1].ljust(widths[1])))
+            if number == 0:
+                print(rule)
+        print(rule)
+
+
+def _date(text):
+    """A --before DATE: ISO 8601 (2026-11-01, 2026-11-01 12:00,
+    2026-11-01T12:00:00+02:00), read as UTC unless it says otherwise."""
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            'not an ISO 8601 date: %r (e.g. 2026-11-01 or '
+            '2026-11-01T12:00:00)' % text)
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(datetime.timezone.utc).replace(
+            tzinfo=None)
+    return moment
+
+
+def _positive(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError('must be a whole number >= 1: %r'
+                                         % text)
+    return value
+
 
 def add_command_parsers(subparsers):
     db = subparsers.add_parser('db', help=DbCommands.__doc__)
@@ -53,6 +147,40 @@ def add_command_parsers(subparsers):
     version = actions.add_parser(
         'version', help="print the database schema's current revision")
     version.set_defaults(func=DbCommands.version)
+    verbose = {'action': 'store_true',
+               'help': 'print a table of the rows by table'}
+    retention_parser = actions.add_parser(
+        'retention', help='fold old reports into the history, expire it '
+                          'and archive as [retention] says: what the '
+                          "service's periodic job does, now")
+    retention_parser.add_argument('--verbose', **verbose)
+    retention_parser.set_defaults(func=DbCommands.retention)
+    archive = actions.add_parser(
+        'archive', help='move finished decisions (with their actions and '
+                        'events) and deleted instances to the shadow '
+                        'tables, as nova-manage db archive_deleted_rows')
+    archive.add_argument('--max-rows', type=_positive, default=1000,
+                         help='rows to move in one transaction (default '
+                              '1000); without --until-complete, in all')
+    archive.add_argument('--before', type=_date,
+                         help='archive what ended before DATE instead of '
+                              '[retention] decisions_days and '
+                              'deleted_instances_days ago')
+    archive.add_argument('--until-complete', action='store_true',
+                         help='repeat batches of --max-rows until nothing '
+                              'is left to archive')
+    archive.add_argument('--verbose', **verbose)
+    archive.set_defaults(func=DbCommands.archive)
+    purge = actions.add_parser(
+        'purge', help='delete archived rows from the shadow tables')
+    which = purge.add_mutually_exclusive_group(required=True)
+    which.add_argument('--before', type=_date,
+                       help='purge decisions whose last change, and '
+                            'instances deleted, before DATE')
+    which.add_argument('--all', action='store_true',
+                       help='purge every archived row')
+    purge.add_argument('--verbose', **verbose)
+    purge.set_defaults(func=DbCommands.purge)
 
 
 COMMAND_OPT = cfg.SubCommandOpt('command', title='Commands',
