@@ -67,13 +67,15 @@ class DbCommands:
         if before is None:
             decisions = retention.days_ago(options.decisions_days)
             instances = retention.days_ago(options.deleted_instances_days)
+            superseded = retention.days_ago(
+                options.superseded_decisions_days)
         else:
-            decisions = instances = before
+            decisions = instances = superseded = before
         run = (retention.archive_until_complete if CONF.command.until_complete
                else retention.archive)
         counts = run(memcanal_context.get_admin_context(), decisions,
                      instances, CONF.command.max_rows,
-                     options.history_interval)
+                     options.history_interval, superseded)
         _print_counts(counts, 'Archived', 'Nothing was archived.',
                       'Number of Rows Archived')
 
@@ -164,7 +166,8 @@ def add_command_parsers(subparsers):
                               '1000); without --until-complete, in all')
     archive.add_argument('--before', type=_date,
                          help='archive what ended before DATE instead of '
-                              '[retention] decisions_days and '
+                              '[retention] decisions_days, '
+                              'superseded_decisions_days and '
                               'deleted_instances_days ago')
     archive.add_argument('--until-complete', action='store_true',
                          help='repeat batches of --max-rows until nothing '

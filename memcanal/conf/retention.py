@@ -9,7 +9,8 @@ retention_group = cfg.OptGroup(
          'folded into a downsampled history (one row per VM and '
          'history_interval) kept for history_days. Finished decisions '
          'and deleted instances are archived into shadow_* tables '
-         '(memcanal-manage db archive) after decisions_days and '
+         '(memcanal-manage db archive) after decisions_days (superseded '
+         'ones after superseded_decisions_days) and '
          'deleted_instances_days; memcanal-manage db purge deletes them '
          'from there. The service does all but the purge every '
          'run_interval. A value of 0 days keeps that data forever.')
@@ -38,6 +39,12 @@ retention_opts = [
                     'decision of each host are kept, as a rollback may '
                     'still need them; decisions waiting or being carried '
                     'out are never archived. 0 archives none.'),
+    cfg.IntOpt('superseded_decisions_days', default=7, min=0,
+               help='Days after which superseded decisions (recommendations '
+                    'nobody acted on before a newer one replaced them) are '
+                    'archived, when sooner than decisions_days. In '
+                    'recommend mode most decisions end so, every optimizer '
+                    'run, each with its VMs\' curves. 0: as decisions_days.'),
     cfg.IntOpt('deleted_instances_days', default=30, min=0,
                help='Days after an instance was marked deleted (gone from '
                     'its host\'s reports) that it is archived, its last '

@@ -319,15 +319,22 @@ def _move_rows(session, table_name, condition):
     return session.execute(sa.delete(table).where(condition)).rowcount
 
 
-def _archivable_decisions(before):
+def _archivable_decisions(before, superseded_before):
+    """Finished decisions whose last change was before ``before``, or
+    superseded ones (never acted on) before ``superseded_before``; either
+    may be None. Never the newest of a host in KEPT_NEWEST states."""
     decision = models.Decision
+    ended = sa.func.coalesce(decision.updated_at, decision.created_at)
+    which = []
+    if before is not None:
+        which.append(sa.and_(decision.state.in_(FINISHED), ended < before))
+    if superseded_before is not None:
+        which.append(sa.and_(decision.state == 'superseded',
+                             ended < superseded_before))
     kept = (sa.select(sa.func.max(decision.id))
             .where(decision.state.in_(KEPT_NEWEST))
             .group_by(decision.host_id, decision.state))
-    return sa.and_(
-        decision.state.in_(FINISHED),
-        sa.func.coalesce(decision.updated_at, decision.created_at) < before,
-        decision.id.not_in(kept))
+    return sa.and_(sa.or_(*which), decision.id.not_in(kept))
 
 
 def _children(session, decision_ids):
@@ -343,7 +350,7 @@ def _children(session, decision_ids):
 
 
 @retry_on_conflict
-def _archive_decisions(context, before, max_rows):
+def _archive_decisions(context, before, superseded_before, max_rows):
     """Move the oldest archivable decisions with their actions and
     events, at most ``max_rows`` rows in all (but always a whole
     decision, so a large one still moves)."""
@@ -351,7 +358,7 @@ def _archive_decisions(context, before, max_rows):
         session = context.session
         candidates = session.execute(
             sa.select(models.Decision.id)
-            .where(_archivable_decisions(before))
+            .where(_archivable_decisions(before, superseded_before))
             .order_by(models.Decision.id).limit(max_rows)
             .with_for_update()).scalars().all()
         if not candidates:
@@ -402,20 +409,22 @@ def _archive_instances(context, before, max_rows):
 
 
 def archive(context, decisions_before=None, instances_before=None,
-            max_rows=1000, interval=3600):
+            max_rows=1000, interval=3600, superseded_before=None):
     """One batch of archiving, nova's ``archive_deleted_rows``: at most
     ``max_rows`` rows moved to the shadow tables; returns the rows moved
     (or folded) by table, empty once nothing is left to archive.
 
     Finished decisions whose last change is before ``decisions_before``
-    move first, with their actions and events. Then instances deleted
+    (superseded ones: ``superseded_before``) move first, with their
+    actions and events. Then instances deleted
     before ``instances_before`` that no remaining action names: their
     last reports are folded into the history (``interval``) and deleted,
     then the instances move. None skips that kind.
     """
     moved = {}
-    if decisions_before is not None:
-        _add(moved, _archive_decisions(context, decisions_before, max_rows))
+    if decisions_before is not None or superseded_before is not None:
+        _add(moved, _archive_decisions(context, decisions_before,
+                                       superseded_before, max_rows))
     left = max_rows - sum(moved.values())
     if instances_before is not None and left > 0:
         folded = _fold_batch(
@@ -433,12 +442,12 @@ def archive(context, decisions_before=None, instances_before=None,
 
 def archive_until_complete(context, decisions_before=None,
                            instances_before=None, max_rows=1000,
-                           interval=3600):
+                           interval=3600, superseded_before=None):
     """``archive`` batch after batch until nothing is left; the total."""
     totals = {}
     while True:
         moved = archive(context, decisions_before, instances_before,
-                        max_rows, interval)
+                        max_rows, interval, superseded_before)
         if not moved:
             return totals
         _add(totals, moved)
@@ -516,7 +525,8 @@ def run(context, options, now=None):
     _add(totals, archive_until_complete(
         context, days_ago(options.decisions_days, now),
         days_ago(options.deleted_instances_days, now), options.batch_size,
-        options.history_interval))
+        options.history_interval,
+        days_ago(options.superseded_decisions_days, now)))
     return totals
 
 

@@ -29,11 +29,11 @@ def run(ctx, capsys):  # noqa: F811
     CONF.unregister_opt(manage.COMMAND_OPT)
 
 
-def decisions(ctx, count, changed_at=cases.OLD):
+def decisions(ctx, count, changed_at=cases.OLD, state='superseded'):
     host = cases.register(ctx)
     cases.store(ctx, host, 0)
     for _ in range(count):
-        cases.add_decision(ctx, host, 'superseded', changed_at, [cases.VM_1])
+        cases.add_decision(ctx, host, state, changed_at, [cases.VM_1])
 
 
 def test_archive_prints_novas_table_and_then_nothing(ctx, run):
@@ -53,7 +53,8 @@ def test_archive_prints_novas_table_and_then_nothing(ctx, run):
 
 
 def test_archive_before_a_date_instead_of_the_options(ctx, run):
-    decisions(ctx, 1, changed_at=cases.NOW - datetime.timedelta(days=10))
+    decisions(ctx, 1, changed_at=cases.NOW - datetime.timedelta(days=10),
+              state='rejected')
     # Younger than [retention] decisions_days (90).
     assert run('db', 'archive')[1] == 'Nothing was archived.\n'
     assert run('db', 'archive', '--before', '2026-11-09')[1] == \

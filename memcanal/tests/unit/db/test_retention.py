@@ -274,6 +274,19 @@ def test_archive_moves_finished_decisions_but_what_may_still_act(ctx):
     assert retention.archive(ctx, NOW, None) == {}
 
 
+def test_superseded_decisions_may_go_sooner(ctx):
+    host = register(ctx)
+    ten_days_ago = NOW - datetime.timedelta(days=10)
+    for state in ('superseded', 'rejected', 'superseded'):
+        add_decision(ctx, host, state, ten_days_ago)
+    add_decision(ctx, host, 'superseded', NOW)
+    assert retention.archive(
+        ctx, decisions_before=NOW - datetime.timedelta(days=90),
+        superseded_before=NOW - datetime.timedelta(days=7)) == {
+            'decisions': 2, 'decision_events': 4}
+    assert states(ctx, TABLES['decisions']) == ['rejected', 'superseded']
+
+
 def test_archive_batches_stay_under_max_rows_but_move_whole_decisions(ctx):
     host = register(ctx)
     store(ctx, host, 0)
@@ -349,7 +362,7 @@ def test_run_does_what_the_options_say_and_zero_keeps(ctx, conf):
     add_decision(ctx, host, 'superseded', OLD)
     mark_deleted(ctx, VM_2, OLD)
     for name in ('full_reports_days', 'history_days', 'decisions_days',
-                 'deleted_instances_days'):
+                 'superseded_decisions_days', 'deleted_instances_days'):
         conf.set_override(name, 0, 'retention')
     assert retention.run(ctx, conf.retention) == {}
     conf.clear_override('full_reports_days', 'retention')
