@@ -16,6 +16,7 @@ from oslo_log import log as logging
 from memcanal import context as memcanal_context
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
+from memcanal.db import retention
 from memcanal import exception
 from memcanal.rpc import reports
 from memcanal.service import actions
@@ -125,6 +126,21 @@ class ServiceManager:
         self.dispatcher.fail_unanswered(context)
         return self.dispatcher.send(context)
 
+    def run_retention(self):
+        """Periodic: fold old reports into the history, expire it, archive
+        finished decisions and deleted instances ([retention])."""
+        counts = retention.run(memcanal_context.get_admin_context(),
+                               self.conf.retention)
+        if counts:
+            LOG.info('Retention: %s', ', '.join(
+                '%s %d' % item for item in sorted(counts.items())))
+        return counts
+
+    def retention_jobs(self):
+        """The retention job, unless [retention] run_interval is 0."""
+        interval = self.conf.retention.run_interval
+        return [(interval, self.run_retention)] if interval else []
+
     def periodic_jobs(self):
         """(interval, callable) pairs the service runs."""
         jobs = [(self.conf.service.periodic_interval,
@@ -134,4 +150,5 @@ class ServiceManager:
         if self.conf.optimizer.optimize_interval > 0:
             jobs.append((self.conf.optimizer.optimize_interval,
                          self.optimize))
+        jobs.extend(self.retention_jobs())
         return jobs

@@ -162,7 +162,8 @@ def test_host_reports_of_no_instance_go_too(ctx):
     host = register(ctx)
     assert db_api.store_report(ctx, reports.validate_report({
         'host_uuid': host, 'sequence': 1,
-        'collected_at': '2026-11-01T00:00:00Z', 'instances': []}, max_mrc_points=256, max_instances=10))
+        'collected_at': '2026-11-01T00:00:00Z', 'instances': []},
+        max_mrc_points=256, max_instances=10))
     assert retention.fold_reports(ctx, NOW, 3600, 1000) == {
         'host_reports': 1}
     assert db_api.register_host(ctx, 'compute-1', GIB, 0)[

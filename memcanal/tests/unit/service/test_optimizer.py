@@ -170,4 +170,4 @@ def test_results_arrive_through_the_manager(conf, ctx, host):
     service_manager.actions_done(ctx, WEB, [])
     jobs = [job.__name__ for _, job in service_manager.periodic_jobs()]
     assert jobs == ['mark_gone_instances', 'carry_out_decisions',
-                    'optimize']
+                    'optimize', 'run_retention']
