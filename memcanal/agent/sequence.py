@@ -5,7 +5,7 @@ never reuse a number it already sent, even for a report still in flight
 when it died, so the next number is written to disk before it is used.
 """
 
-import os
+from memcanal.agent import durable
 
 
 class SequenceCounter:
@@ -21,21 +21,12 @@ class SequenceCounter:
         except FileNotFoundError:
             return 0
 
-    def _write(self, value):
-        os.makedirs(os.path.dirname(self.path) or '.', exist_ok=True)
-        tmp = self.path + '.tmp'
-        with open(tmp, 'w') as f:
-            f.write('%d\n' % value)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-
     def resume_after(self, stored):
         """Never fall below what the service says it stored."""
         self.last = max(self.last, stored)
 
     def next(self):
         value = self.last + 1
-        self._write(value)
+        durable.write(self.path, '%d\n' % value)
         self.last = value
         return value

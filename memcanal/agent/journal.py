@@ -1,0 +1,73 @@
+"""The agent's action journal: what it set out to do and what it did.
+
+The service sends an action until the agent answers for it, so an action
+may arrive twice, or again after the agent was killed in the middle of
+it. Before it resizes a VM the agent records its intent here, and after
+it the outcome, both on disk. A redelivered action with an outcome gets
+that outcome again, without a resize; one with only an intent (the agent
+died while applying it) is settled by the VM's current size (see
+memcanal.agent.manager). The newest ``kept`` actions are remembered, far
+more than a host receives while one is being redelivered.
+"""
+
+import collections
+import json
+import os
+import threading
+from urllib import parse
+
+from memcanal.agent import durable
+
+SUFFIX = '.json'
+
+
+class ActionJournal:
+    """Entries by action uuid: dicts of action, previous_bytes (the VM's
+    memory when the intent was recorded) and result (None until the
+    action is done)."""
+
+    def __init__(self, directory, kept):
+        self.directory = directory
+        self.kept = kept
+        os.makedirs(directory, exist_ok=True)
+        self._lock = threading.Lock()
+        found = []
+        for name in os.listdir(directory):
+            path = os.path.join(directory, name)
+            if not name.endswith(SUFFIX):
+                # A write that a crash interrupted.
+                durable.remove(path)
+                continue
+            with open(path) as f:
+                found.append((os.stat(path).st_mtime, json.load(f)))
+        found.sort(key=lambda item: item[0])
+        self._entries = collections.OrderedDict(
+            (entry['action']['uuid'], entry) for _mtime, entry in found)
+
+    def _path(self, uuid):
+        return os.path.join(self.directory,
+                            parse.quote(uuid, safe='') + SUFFIX)
+
+    def get(self, uuid):
+        with self._lock:
+            return self._entries.get(uuid)
+
+    def intend(self, action, previous_bytes):
+        """Record that ``action`` is about to be applied."""
+        self._write({'action': action, 'previous_bytes': previous_bytes,
+                     'result': None})
+
+    def record(self, action, previous_bytes, result):
+        """Record what applying ``action`` gave."""
+        self._write({'action': action, 'previous_bytes': previous_bytes,
+                     'result': result})
+
+    def _write(self, entry):
+        uuid = entry['action']['uuid']
+        with self._lock:
+            durable.write(self._path(uuid), json.dumps(entry))
+            self._entries[uuid] = entry
+            self._entries.move_to_end(uuid)
+            while len(self._entries) > self.kept:
+                oldest, _entry = self._entries.popitem(last=False)
+                durable.remove(self._path(oldest))
