@@ -69,6 +69,11 @@ optimizer_opts = [
     cfg.FloatOpt('action_timeout', default=300.0, min=1.0,
                  help='Seconds an agent has to answer for the actions of a '
                       'decision before they count as failed.'),
+    cfg.FloatOpt('action_resend_interval', default=60.0, min=1.0,
+                 help='Seconds after which actions no agent answered for '
+                      'are sent again, until action_timeout: a decision '
+                      'lost with its broker or its agent is still carried '
+                      'out; the agent applies each action once.'),
 ]
 
 

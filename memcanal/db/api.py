@@ -449,3 +449,30 @@ def host_policy_inputs(context, host_uuid):
         result.append(dict(_instance_dict(instance, host_uuid),
                            reports=[_report_dict(r) for r in reports]))
     return result
+
+
+@context_manager.reader
+def stored_sequences(context, host_uuid, sequences):
+    """Which of a host's report ``sequences`` are settled: a dict of the
+    'stored' ones and the 'rejected' ones, each sorted.
+
+    Read in its own transaction, so only what is committed counts: the
+    agent sends the others again (memcanal.agent.outbox). An unknown
+    host has stored nothing.
+    """
+    session = context.session
+    stored, rejected = set(), set()
+    # A few hundred bound parameters per statement, well below SQLite's
+    # limit, however many the agent asks about.
+    for start in range(0, len(sequences), 500):
+        chunk = sequences[start:start + 500]
+        stored.update(session.execute(
+            sa.select(models.HostReport.sequence)
+            .join(models.Host, models.HostReport.host_id == models.Host.id)
+            .where(models.Host.uuid == host_uuid,
+                   models.HostReport.sequence.in_(chunk))).scalars())
+        rejected.update(session.execute(
+            sa.select(models.ReportRejection.sequence)
+            .where(models.ReportRejection.host_uuid == host_uuid,
+                   models.ReportRejection.sequence.in_(chunk))).scalars())
+    return {'stored': sorted(stored), 'rejected': sorted(rejected - stored)}

@@ -490,3 +490,32 @@ def host_busy(context, host_uuid):
         .join(models.Host, models.Decision.host_id == models.Host.id)
         .where(models.Host.uuid == host_uuid,
                models.Decision.state.in_(list(IN_FLIGHT)))).scalar_one() > 0
+
+
+@db_api.context_manager.reader
+def unanswered_actions(context, sent_before):
+    """Actions sent before ``sent_before`` that no agent answered, of
+    decisions still being carried out, batched as actions_to_send
+    batches them: the dispatcher sends them again (at least once; the
+    agent's journal applies each once)."""
+    session = context.session
+    rows = session.execute(
+        sa.select(models.Decision.uuid, models.Host.name, models.Action,
+                  models.Instance.uuid)
+        .join(models.Action, models.Action.decision_id == models.Decision.id)
+        .join(models.Host, models.Decision.host_id == models.Host.id)
+        .join(models.Instance,
+              models.Action.instance_id == models.Instance.id)
+        .where(models.Decision.state.in_(list(IN_FLIGHT)),
+               models.Action.state == 'sent',
+               models.Action.updated_at < sent_before)
+        .order_by(models.Decision.id, models.Action.id)).all()
+    batches = {}
+    for decision_uuid, host_name, action, instance_uuid in rows:
+        batches.setdefault(decision_uuid, {
+            'decision_uuid': decision_uuid, 'host': host_name,
+            'actions': []})['actions'].append({
+                'uuid': action.uuid, 'instance_uuid': instance_uuid,
+                'target_bytes': action.params['target_bytes'],
+                'mechanism': action.params['mechanism']})
+    return list(batches.values())

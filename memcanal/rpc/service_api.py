@@ -6,17 +6,25 @@ API version history:
 * 1.1 - actions_done (cast): what an agent did with a decision.
 * 1.2 - register_host takes the agent's report_interval, from which the
         service derives whether the host is up.
+* 1.3 - stored_reports (call): which of a host's report sequences the
+        service stored or rejected, so the agent sends the others again.
 """
 
 import oslo_messaging as messaging
 
 from memcanal import rpc
 
+# Reconnections a message to the service waits for before it fails
+# (oslo.messaging's default is to wait for the broker forever). Every
+# method passes it: a pooled connection keeps the retries of the message
+# that opened it for its own reconnections.
+RETRIES = 2
+
 
 class ServiceAPI:
     """What a compute agent may ask of the central service."""
 
-    VERSION = '1.2'
+    VERSION = '1.3'
 
     def __init__(self):
         target = messaging.Target(topic=rpc.SERVICE_TOPIC,
@@ -30,20 +38,39 @@ class ServiceAPI:
 
         A call, so the agent knows where to resume numbering its reports.
         """
-        cctxt = self.client.prepare(version='1.2', timeout=timeout)
+        cctxt = self.client.prepare(version='1.2', timeout=timeout,
+                                    retry=RETRIES)
         return cctxt.call(ctxt, 'register_host', name=name,
                           memory_total_bytes=memory_total_bytes,
                           memory_reserved_bytes=memory_reserved_bytes,
                           report_interval=report_interval)
 
     def report(self, ctxt, report):
-        """Send one host report (see memcanal.rpc.reports for its schema)."""
-        cctxt = self.client.prepare(version='1.0')
+        """Send one host report (see memcanal.rpc.reports for its schema).
+
+        Raises MessageDeliveryFailure rather than waiting for a broker
+        that is down: the agent's outbox sends the report again.
+        """
+        cctxt = self.client.prepare(version='1.0', retry=RETRIES)
         cctxt.cast(ctxt, 'report', report=report)
+
+    def stored_reports(self, ctxt, host_uuid, sequences, timeout=None):
+        """Which of ``sequences`` of the host the service has: a dict of
+        'stored' and 'rejected' sequences, read from its database (a
+        report taken off the queue but not yet committed is neither)."""
+        cctxt = self.client.prepare(version='1.3', timeout=timeout,
+                                    retry=RETRIES)
+        return cctxt.call(ctxt, 'stored_reports', host_uuid=host_uuid,
+                          sequences=sequences)
 
     def actions_done(self, ctxt, decision_uuid, results):
         """Report the outcome of a decision's actions: dicts of uuid,
-        state (applied, failed or skipped), error and result."""
-        cctxt = self.client.prepare(version='1.1')
+        state (applied, failed or skipped), error and result.
+
+        Like a report, fails rather than waits for a broker that is down:
+        the service sends the decision again and the agent answers again
+        from its journal.
+        """
+        cctxt = self.client.prepare(version='1.1', retry=RETRIES)
         cctxt.cast(ctxt, 'actions_done', decision_uuid=decision_uuid,
                    results=results)

@@ -28,7 +28,7 @@ LOG = logging.getLogger(__name__)
 class ServiceManager:
     """Endpoint for memcanal.rpc.service_api.ServiceAPI (version 1.x)."""
 
-    target = messaging.Target(version='1.2')
+    target = messaging.Target(version='1.3')
 
     def __init__(self, conf):
         self.conf = conf
@@ -85,6 +85,18 @@ class ServiceManager:
         if not stored:
             LOG.debug('Report %s of host %s was already stored', sequence,
                       host_uuid)
+
+    def stored_reports(self, context, host_uuid, sequences):
+        """RPC 1.3: which of a host's report sequences are stored or
+        rejected, from the database: what the service took off the queue
+        but has not committed is neither, so the agent sends it again."""
+        if not isinstance(host_uuid, str) or not isinstance(
+                sequences, list) or not all(
+                    isinstance(s, int) and not isinstance(s, bool)
+                    for s in sequences):
+            raise ValueError('stored_reports takes a host uuid and a list '
+                             'of report sequences')
+        return db_api.stored_sequences(context, host_uuid, sequences)
 
     def _reject(self, context, host_uuid, sequence, code, detail):
         self._count('rejected')
