@@ -3,26 +3,33 @@
 Every report interval the agent collects a Sample per VM from its driver,
 runs it through that VM's estimators (memcanal.agent.collector), and casts
 one report for the whole host to the service. The report doubles as the
-host's heartbeat.
+host's heartbeat. Each report goes through the outbox
+(memcanal.agent.outbox) and each action through the journal
+(memcanal.agent.journal), so neither is lost nor done twice when the
+agent, the broker, the service or its database stops (doc/delivery.md).
 """
 
-import collections
 import dataclasses
 import os
+import threading
 
 import oslo_messaging as messaging
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from memcanal.agent import collector
+from memcanal.agent import journal
+from memcanal.agent import outbox
 from memcanal.agent import sequence
 from memcanal import context as memcanal_context
+from memcanal import estimation
 from memcanal import exception
 from memcanal.rpc import service_api
 
 LOG = logging.getLogger(__name__)
 
-# Remembered action ids; far more than one host receives between restarts.
+# Actions the journal remembers; far more than one host receives while
+# one is being redelivered.
 APPLIED_ACTIONS_KEPT = 4096
 
 
@@ -38,8 +45,16 @@ class AgentManager:
         self.host_uuid = None
         self.sequence = sequence.SequenceCounter(
             os.path.join(conf.state_path, 'agent-%s.sequence' % host))
+        self.outbox = outbox.Outbox(
+            os.path.join(conf.state_path, 'agent-%s.outbox' % host),
+            conf.agent.max_unconfirmed_reports)
+        self.journal = journal.ActionJournal(
+            os.path.join(conf.state_path, 'agent-%s.actions' % host),
+            APPLIED_ACTIONS_KEPT)
+        # One action at a time: a redelivery waits for the delivery being
+        # applied, then finds its outcome in the journal.
+        self._apply_lock = threading.Lock()
         self._service_api = None
-        self._applied_actions = collections.OrderedDict()
         self._collectors = {}
         self._can_trace = True
 
@@ -65,10 +80,13 @@ class AgentManager:
                 info.memory_total_bytes, info.memory_reserved_bytes,
                 self.conf.agent.report_interval,
                 timeout=self.conf.agent.register_timeout)
-        except messaging.MessagingTimeout:
+        except messaging.MessagingException as error:
+            # No answer in time, no broker, or a service that could not
+            # reach its database.
             LOG.warning('The memcanal service did not answer the '
-                        'registration of %s within %ds; retrying',
-                        self.host, self.conf.agent.register_timeout)
+                        'registration of %s within %ds (%s); retrying',
+                        self.host, self.conf.agent.register_timeout,
+                        type(error).__name__)
             return False
         self.host_uuid = host['uuid']
         self.sequence.resume_after(host['last_sequence'])
@@ -122,14 +140,67 @@ class AgentManager:
             self._can_trace = False
 
     def report(self):
-        """Periodic job: register if needed, then send one report."""
+        """Periodic job: register if needed, then send one report, and
+        settle the outbox.
+
+        The report is on disk before it is sent, so whatever happens to
+        the cast, it is sent again until the service has stored it.
+        """
         if self.host_uuid is None and not self.register():
             return None
         report = self.build_report()
-        self.service_api.report(memcanal_context.get_admin_context(), report)
-        LOG.debug('Sent report %d with %d instances', report['sequence'],
-                  len(report['instances']))
+        self.outbox.add(report)
+        if self._send(report):
+            LOG.debug('Sent report %d with %d instances',
+                      report['sequence'], len(report['instances']))
+            # Not without a broker: the question would fail as well.
+            self.confirm_reports()
         return report
+
+    def _send(self, report):
+        try:
+            self.service_api.report(memcanal_context.get_admin_context(),
+                                    report)
+        except messaging.MessagingException as error:
+            LOG.warning('Could not send report %d (%s); it stays in the '
+                        'outbox', report['sequence'], error)
+            return False
+        self.outbox.sent(report['sequence'])
+        return True
+
+    def confirm_reports(self):
+        """Drop the reports the service has, send the others again.
+
+        Asks about the reports sent at least [agent] report_confirm_delay
+        ago (and those left by an earlier run); the service answers from
+        its database. Without an answer nothing is dropped: next interval
+        asks again. Returns the sequences sent again.
+        """
+        due = self.outbox.due(self.conf.agent.report_confirm_delay)
+        if not due:
+            return []
+        try:
+            outcome = self.service_api.stored_reports(
+                memcanal_context.get_admin_context(), self.host_uuid, due,
+                timeout=self.conf.agent.register_timeout)
+        except messaging.MessagingException as error:
+            LOG.warning('Could not ask the service which of %d reports it '
+                        'stored (%s); keeping them', len(due),
+                        type(error).__name__)
+            return []
+        if outcome['rejected']:
+            LOG.warning('The service rejected reports %s; see its log',
+                        outcome['rejected'])
+        self.outbox.drop(outcome['stored'] + outcome['rejected'])
+        settled = set(outcome['stored']) | set(outcome['rejected'])
+        missing = [number for number in due if number not in settled]
+        resent = []
+        for number in missing[:self.conf.agent.max_resent_reports]:
+            LOG.info('Report %d is not stored; sending it again', number)
+            if not self._send(self.outbox.load(number)):
+                break
+            resent.append(number)
+        return resent
 
     def apply_memory_target(self, context, instance_uuid, target_bytes,
                             action_id):
@@ -184,31 +255,67 @@ class AgentManager:
             memcanal_context.get_admin_context(), decision_uuid, results)
         return results
 
+    def _current_bytes(self, instance_uuid):
+        """The VM's memory as its driver says now; None if it is gone."""
+        for instance in self.driver.list_instances():
+            if instance.uuid == instance_uuid:
+                return instance.target_bytes or instance.allocated_bytes
+        return None
+
     def _apply(self, action):
-        """Apply one action once; a redelivered one gets its first outcome
-        again."""
-        known = self._applied_actions.get(action['uuid'])
-        if known is not None:
-            LOG.info('Action %s was already applied; ignoring',
-                     action['uuid'])
-            return known
+        """Apply one action once, whatever happens to this agent; a
+        redelivered one gets its first outcome again.
+
+        The intent is journalled before the resize and the outcome after.
+        An intent without an outcome is an apply this agent was killed
+        in: a VM already at the target (within a page, the drivers'
+        rounding) was resized then and counts as applied; any other is
+        resized now.
+        """
+        with self._apply_lock:
+            entry = self.journal.get(action['uuid'])
+            if entry is not None and entry['result'] is not None:
+                LOG.info('Action %s was already applied; answering its '
+                         'outcome again', action['uuid'])
+                return entry['result']
+            current = self._current_bytes(action['instance_uuid'])
+            if entry is None:
+                previous = current
+                self.journal.intend(action, previous)
+                result = self._resize(action)
+            else:
+                previous = entry['previous_bytes']
+                if current is not None and abs(
+                        current - action['target_bytes']) < (
+                            estimation.PAGE_SIZE):
+                    LOG.info('Action %s was being applied when the agent '
+                             'stopped; %s is at its target', action['uuid'],
+                             action['instance_uuid'])
+                    result = {'uuid': action['uuid'], 'state': 'applied',
+                              'error': None, 'result': {
+                                  'mechanism': action['mechanism'],
+                                  'previous_bytes': previous,
+                                  'target_bytes': current, 'seconds': None}}
+                else:
+                    LOG.info('Action %s was being applied when the agent '
+                             'stopped; applying it', action['uuid'])
+                    result = self._resize(action)
+            self.journal.record(action, previous, result)
+            return result
+
+    def _resize(self, action):
         try:
             resize = self.driver.apply_memory_target(
                 action['instance_uuid'], action['target_bytes'],
                 action['mechanism'])
         except (exception.ResizeFailed, exception.InstanceNotFound) as error:
             LOG.warning('Action %s failed: %s', action['uuid'], error)
-            result = {'uuid': action['uuid'], 'state': 'failed',
-                      'error': str(error), 'result': None,
-                      'vanished': isinstance(error,
-                                             exception.InstanceNotFound)}
-        else:
-            LOG.info('Applied action %s: %s -> %d bytes by %s in %.3fs',
-                     action['uuid'], action['instance_uuid'],
-                     resize.target_bytes, resize.mechanism, resize.seconds)
-            result = {'uuid': action['uuid'], 'state': 'applied',
-                      'error': None, 'result': dataclasses.asdict(resize)}
-        self._applied_actions[action['uuid']] = result
-        while len(self._applied_actions) > APPLIED_ACTIONS_KEPT:
-            self._applied_actions.popitem(last=False)
-        return result
+            return {'uuid': action['uuid'], 'state': 'failed',
+                    'error': str(error), 'result': None,
+                    'vanished': isinstance(error,
+                                           exception.InstanceNotFound)}
+        LOG.info('Applied action %s: %s -> %d bytes by %s in %.3fs',
+                 action['uuid'], action['instance_uuid'],
+                 resize.target_bytes, resize.mechanism, resize.seconds)
+        return {'uuid': action['uuid'], 'state': 'applied',
+                'error': None, 'result': dataclasses.asdict(resize)}

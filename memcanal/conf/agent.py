@@ -22,9 +22,33 @@ agent_opts = [
                default=10,
                min=1,
                help='Seconds the agent waits for the service to answer its '
-                    'registration before it tries again. A message sent '
+                    'registration, or its question about which reports '
+                    'are stored, before it tries again. A message sent '
                     'before the service has started is lost, so this is '
                     'kept well below rpc_response_timeout.'),
+    cfg.IntOpt('max_unconfirmed_reports',
+               default=1000,
+               min=1,
+               help='Most reports the agent keeps in its outbox '
+                    '(state_path) until the service confirms it stored '
+                    'them; past it the oldest are dropped with a warning. '
+                    'At the default report interval, 1000 cover an outage '
+                    'of the service, its broker or its database of about '
+                    '16 hours.'),
+    cfg.FloatOpt('report_confirm_delay',
+                 default=10.0,
+                 min=0.0,
+                 help='Seconds after the agent sent a report that it asks '
+                      'the service whether the report is stored, and sends '
+                      'it again if not. Longer than the service takes to '
+                      'store a report, so a report is seldom sent twice; '
+                      'the service stores a report sent twice once.'),
+    cfg.IntOpt('max_resent_reports',
+               default=50,
+               min=1,
+               help='Most unconfirmed reports the agent sends again per '
+                    'report interval, oldest first, so a service back from '
+                    'an outage is not flooded.'),
     cfg.IntOpt('max_mrc_points',
                default=256,
                min=2,

@@ -21,6 +21,8 @@ def agent(conf, tmp_path):
     agent._service_api = mock.Mock()
     agent._service_api.register_host.return_value = {
         'uuid': '4f1c2a2e-6b1f-4f5e-9a43-2b9f0e4d1c11', 'last_sequence': 0}
+    agent._service_api.stored_reports.return_value = {'stored': [],
+                                                      'rejected': []}
     return agent
 
 
