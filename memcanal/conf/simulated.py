@@ -37,6 +37,18 @@ simulated_opts = [
                      'fail, to exercise the failure path.'),
     cfg.IntOpt('seed', default=0,
                help='Seed for the workloads, so runs can be repeated.'),
+    cfg.StrOpt('resize_log',
+               help='A file where the simulated host keeps its VMs\' '
+                    'sizes across agent restarts, as a real hypervisor\'s '
+                    'VMs keep theirs: each resize is appended to it as a '
+                    'JSON line (instance, target_bytes, mechanism) and the '
+                    'lines are replayed when the driver starts. Tests '
+                    'count the resizes in it. Unset: VMs start at their '
+                    'allocated memory.'),
+    cfg.FloatOpt('resize_delay', default=0.0, min=0.0,
+                 help='Seconds a resize takes after the VM has its new '
+                      'size and before the driver returns: a test hook to '
+                      'stop an agent in the middle of applying an action.'),
 ]
 
 

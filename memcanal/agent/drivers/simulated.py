@@ -40,8 +40,11 @@ In tracing mode (Lu and Shen's Fig. 6) the same guest gives
 into the cache, and each Sample carries what the hypervisor saw.
 """
 
+import json
 import numbers
+import os
 import threading
+import time
 import uuid
 import zlib
 
@@ -344,6 +347,15 @@ class SimulatedDriver(driver.HypervisorDriver):
                              options.file_server_memory_ratio)
             self._vms[vm.uuid] = vm
         self._lock = threading.Lock()
+        self._resize_log = options.resize_log
+        self._resize_delay = options.resize_delay
+        if self._resize_log and os.path.exists(self._resize_log):
+            with open(self._resize_log) as log:
+                for line in log:
+                    done = json.loads(line)
+                    if done['instance'] in self._vms:
+                        self._vms[done['instance']].resize(
+                            done['target_bytes'], done['mechanism'], False)
 
     def host_info(self):
         return self._host_info
@@ -389,4 +401,13 @@ class SimulatedDriver(driver.HypervisorDriver):
             raise exception.ResizeFailed(
                 uuid=vm.uuid, reason='[simulated] fail_resize_instances')
         with self._lock:
-            return vm.resize(target_bytes, mechanism, vm.loaded)
+            resize = vm.resize(target_bytes, mechanism, vm.loaded)
+            if self._resize_log:
+                with open(self._resize_log, 'a') as log:
+                    log.write(json.dumps({
+                        'instance': vm.uuid, 'target_bytes': target_bytes,
+                        'mechanism': mechanism}) + '\n')
+                    log.flush()
+                    os.fsync(log.fileno())
+        time.sleep(self._resize_delay)
+        return resize

@@ -202,3 +202,17 @@ def test_a_redelivery_during_the_apply_waits_for_it(agent):
     thread.join(5)
     assert len(done) == 2
     assert sorted(again, key=str) == sorted(first[0], key=str)
+
+
+def test_the_simulated_host_keeps_its_vms_sizes_in_its_resize_log(
+        conf, tmp_path):
+    conf.set_override('instances', 2, 'simulated')
+    conf.set_override('resize_log', str(tmp_path / 'resizes'), 'simulated')
+    hypervisor = driver.load('simulated', conf, 'compute-1')
+    vm = hypervisor.list_instances()[1]
+    hypervisor.apply_memory_target(vm.uuid, 512 * MIB, 'hotplug')
+    # A restarted agent finds the VM as it left it, as on a real host.
+    again = driver.load('simulated', conf, 'compute-1')
+    assert [i.target_bytes for i in again.list_instances()] == [
+        None, 512 * MIB]
+    assert (tmp_path / 'resizes').read_text().count('\n') == 1
