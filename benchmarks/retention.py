@@ -217,6 +217,9 @@ def main():
     try:
         return run(args, database, state_dir)
     finally:
+        # memcanal's own connections first: PostgreSQL drops no database
+        # in use.
+        db_api.context_manager.dispose_pool()
         database.drop()
         shutil.rmtree(state_dir)
 
