@@ -97,9 +97,10 @@ class PrivateRabbit:
         assert self.process.poll() is None, open(self.log_path).read()
 
     def stop(self):
-        subprocess.run([os.path.join(RABBITMQ_BIN, 'rabbitmqctl'), '-n',
-                        self.node, 'shutdown'], env=self.env, check=True,
-                       stdout=subprocess.DEVNULL, timeout=60)
+        if self.process.poll() is None:
+            subprocess.run([os.path.join(RABBITMQ_BIN, 'rabbitmqctl'), '-n',
+                            self.node, 'shutdown'], env=self.env, check=True,
+                           stdout=subprocess.DEVNULL, timeout=60)
         self.process.wait(60)
 
 
@@ -272,6 +273,10 @@ class Cloud:
 
 @pytest.fixture
 def cloud(private_services, tmp_path):
+    # A scenario that failed with a service stopped leaves it stopped.
+    for service in private_services.values():
+        if service.process.poll() is not None:
+            service.start()
     made = []
 
     def make(extra='', vms=2):
@@ -294,8 +299,11 @@ def assert_all_stored_once(cloud, up_to, never_built=()):
     with cloud.engine.connect() as connection:
         instance_reports = connection.execute(sa.text(
             'SELECT COUNT(*) FROM instance_reports')).scalar_one()
-    # Each stored whole.
+        rejected = connection.execute(sa.text(
+            'SELECT COUNT(*) FROM report_rejections')).scalar_one()
+    # Each stored whole; none sent again was refused.
     assert instance_reports == cloud.vms * sum(counts.values())
+    assert rejected == 0
 
 
 def run_until(cloud, count):
@@ -330,6 +338,9 @@ def test_mariadb_restarted_mid_run(cloud, private_services):
              'reports sent while MariaDB is down')
     mariadb.start()
     assert_all_stored_once(run, run.numbered())
+    # Reports that reached the service while its database was down were
+    # lost there and sent again from the outbox.
+    assert 'is not stored; sending it again' in run.log('agent')
     # The service lived through it.
     assert run.processes['service'].poll() is None
 
