@@ -143,7 +143,7 @@ def test_redelivered_and_malformed_reports_over_rabbit(cloud, rabbit_client):
         # agent does.
         try:
             return rabbit_client.register_host(
-                context, 'compute-direct', 2 ** 34, 0, timeout=2)
+                context, 'compute-direct', 2 ** 34, 0, 60.0, timeout=2)
         except messaging.MessagingTimeout:
             return None
     host = wait_for(register, what='the service to answer')
