@@ -364,12 +364,10 @@ def request_transition(context, decision_uuid, request, reason=None,
     return _decision_dict(session, decision, host_uuid)
 
 
-@db_api.context_manager.reader
-def actions_to_send(context):
-    """Decisions being carried out that have actions not yet sent: dicts
-    of decision_uuid, host (its name, the agent's RPC server) and
-    actions."""
-    session = context.session
+def _batches(session, *conditions):
+    """Actions of decisions being carried out that match ``conditions``,
+    as one batch per decision: dicts of decision_uuid, host (its name,
+    the agent's RPC server) and actions."""
     rows = session.execute(
         sa.select(models.Decision.uuid, models.Host.name, models.Action,
                   models.Instance.uuid)
@@ -377,19 +375,32 @@ def actions_to_send(context):
         .join(models.Host, models.Decision.host_id == models.Host.id)
         .join(models.Instance,
               models.Action.instance_id == models.Instance.id)
-        .where(models.Decision.state.in_(list(IN_FLIGHT)),
-               models.Action.state == 'pending')
+        .where(models.Decision.state.in_(list(IN_FLIGHT)), *conditions)
         .order_by(models.Decision.id, models.Action.id)).all()
     batches = {}
     for decision_uuid, host_name, action, instance_uuid in rows:
-        batch = batches.setdefault(decision_uuid, {
+        batches.setdefault(decision_uuid, {
             'decision_uuid': decision_uuid, 'host': host_name,
-            'actions': []})
-        batch['actions'].append({
-            'uuid': action.uuid, 'instance_uuid': instance_uuid,
-            'target_bytes': action.params['target_bytes'],
-            'mechanism': action.params['mechanism']})
+            'actions': []})['actions'].append({
+                'uuid': action.uuid, 'instance_uuid': instance_uuid,
+                'target_bytes': action.params['target_bytes'],
+                'mechanism': action.params['mechanism']})
     return list(batches.values())
+
+
+@db_api.context_manager.reader
+def actions_to_send(context):
+    """Batches (see _batches) of the actions not yet sent."""
+    return _batches(context.session, models.Action.state == 'pending')
+
+
+@db_api.context_manager.reader
+def unanswered_actions(context, sent_before):
+    """Batches (see _batches) of the actions sent before ``sent_before``
+    that no agent answered: the dispatcher sends them again (at least
+    once; the agent's journal applies each once)."""
+    return _batches(context.session, models.Action.state == 'sent',
+                    models.Action.updated_at < sent_before)
 
 
 @db_api.retry_on_conflict
@@ -490,32 +501,3 @@ def host_busy(context, host_uuid):
         .join(models.Host, models.Decision.host_id == models.Host.id)
         .where(models.Host.uuid == host_uuid,
                models.Decision.state.in_(list(IN_FLIGHT)))).scalar_one() > 0
-
-
-@db_api.context_manager.reader
-def unanswered_actions(context, sent_before):
-    """Actions sent before ``sent_before`` that no agent answered, of
-    decisions still being carried out, batched as actions_to_send
-    batches them: the dispatcher sends them again (at least once; the
-    agent's journal applies each once)."""
-    session = context.session
-    rows = session.execute(
-        sa.select(models.Decision.uuid, models.Host.name, models.Action,
-                  models.Instance.uuid)
-        .join(models.Action, models.Action.decision_id == models.Decision.id)
-        .join(models.Host, models.Decision.host_id == models.Host.id)
-        .join(models.Instance,
-              models.Action.instance_id == models.Instance.id)
-        .where(models.Decision.state.in_(list(IN_FLIGHT)),
-               models.Action.state == 'sent',
-               models.Action.updated_at < sent_before)
-        .order_by(models.Decision.id, models.Action.id)).all()
-    batches = {}
-    for decision_uuid, host_name, action, instance_uuid in rows:
-        batches.setdefault(decision_uuid, {
-            'decision_uuid': decision_uuid, 'host': host_name,
-            'actions': []})['actions'].append({
-                'uuid': action.uuid, 'instance_uuid': instance_uuid,
-                'target_bytes': action.params['target_bytes'],
-                'mechanism': action.params['mechanism']})
-    return list(batches.values())
