@@ -28,6 +28,18 @@ POSTGRES_ADMIN_URL = os.environ.get(
     'postgresql+psycopg2://postgres@127.0.0.1:5432/postgres')
 
 
+def wait_for(predicate, timeout=60, what='condition'):
+    """``predicate()`` once it is true, polled every 0.2 s; fails the
+    test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    pytest.fail('timed out waiting for %s' % what)
+
+
 def missing(message):
     """Skip the test, or fail it under MEMCANAL_REQUIRE_SERVICES."""
     if os.environ.get('MEMCANAL_REQUIRE_SERVICES'):

@@ -41,16 +41,6 @@ HOST = 'compute-faults'
 MIB = 2 ** 20
 
 
-def wait_for(predicate, timeout=60, what='condition'):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    pytest.fail('timed out waiting for %s' % what)
-
-
 def listening(port):
     try:
         socket.create_connection(('127.0.0.1', port), 1).close()
@@ -92,8 +82,9 @@ class PrivateRabbit:
             [os.path.join(RABBITMQ_BIN, 'rabbitmq-server')], env=self.env,
             stdout=open(self.log_path, 'ab'), stderr=subprocess.STDOUT,
             start_new_session=True)
-        wait_for(lambda: listening(self.port) or self.process.poll(), 60,
-                 'RabbitMQ to listen')
+        services.wait_for(
+            lambda: listening(self.port) or self.process.poll(), 60,
+            'RabbitMQ to listen')
         assert self.process.poll() is None, open(self.log_path).read()
 
     def stop(self):
@@ -135,8 +126,9 @@ class PrivateMariaDB:
              '--skip-log-bin'] + self.user,
             stdout=open(self.log_path, 'ab'), stderr=subprocess.STDOUT,
             start_new_session=True)
-        wait_for(lambda: listening(self.port) or self.process.poll(), 60,
-                 'MariaDB to listen')
+        services.wait_for(
+            lambda: listening(self.port) or self.process.poll(), 60,
+            'MariaDB to listen')
         assert self.process.poll() is None, open(self.log_path).read()
 
     def stop(self):
@@ -292,8 +284,8 @@ def assert_all_stored_once(cloud, up_to, never_built=()):
     (``never_built``: numbers a killed agent took but never made a report
     of, so never sent)."""
     wanted = set(range(1, up_to + 1)) - set(never_built)
-    wait_for(lambda: wanted <= set(cloud.stored()), 60,
-             'reports 1-%d to be stored' % up_to)
+    services.wait_for(lambda: wanted <= set(cloud.stored()), 60,
+                      'reports 1-%d to be stored' % up_to)
     counts = collections.Counter(cloud.stored())
     assert [s for s, n in counts.items() if n > 1] == []
     with cloud.engine.connect() as connection:
@@ -310,8 +302,8 @@ def run_until(cloud, count):
     """Start the service and the agent; wait for ``count`` reports."""
     cloud.start('service')
     cloud.start('agent')
-    wait_for(lambda: len(cloud.stored()) >= count, 60,
-             '%d reports' % count)
+    services.wait_for(lambda: len(cloud.stored()) >= count, 60,
+                      '%d reports' % count)
 
 
 def test_rabbitmq_restarted_mid_run(cloud, private_services):
@@ -321,8 +313,8 @@ def test_rabbitmq_restarted_mid_run(cloud, private_services):
     rabbit.stop()
     before = run.numbered()
     # Reports go on being numbered, and kept, while the broker is down.
-    wait_for(lambda: run.numbered() >= before + 2, 30,
-             'reports numbered while RabbitMQ is down')
+    services.wait_for(lambda: run.numbered() >= before + 2, 30,
+                      'reports numbered while RabbitMQ is down')
     rabbit.start()
     assert_all_stored_once(run, run.numbered())
     assert 'it stays in the outbox' in run.log('agent')
@@ -334,8 +326,8 @@ def test_mariadb_restarted_mid_run(cloud, private_services):
     mariadb = private_services['mariadb']
     mariadb.stop()
     before = run.numbered()
-    wait_for(lambda: run.numbered() >= before + 3, 30,
-             'reports sent while MariaDB is down')
+    services.wait_for(lambda: run.numbered() >= before + 3, 30,
+                      'reports sent while MariaDB is down')
     mariadb.start()
     assert_all_stored_once(run, run.numbered())
     # Reports that reached the service while its database was down were
@@ -350,8 +342,8 @@ def test_service_killed_while_storing(cloud):
     run_until(run, 4)
     run.kill('service')
     before = run.numbered()
-    wait_for(lambda: run.numbered() >= before + 3, 30,
-             'reports sent while the service is down')
+    services.wait_for(lambda: run.numbered() >= before + 3, 30,
+                      'reports sent while the service is down')
     run.start('service')
     assert_all_stored_once(run, run.numbered())
 
@@ -389,7 +381,7 @@ def test_agent_killed_while_applying(cloud):
     decision = decide(run, [960, 1088])
     # The driver has resized the first VM (the shrink goes first) and
     # waits out resize_delay before it returns to the agent: kill it.
-    wait_for(run.resizes, 60, 'the first resize')
+    services.wait_for(run.resizes, 60, 'the first resize')
     run.kill('agent')
     [first] = run.resizes()
     [interrupted] = [entry for entry in run.journal()
@@ -399,7 +391,7 @@ def test_agent_killed_while_applying(cloud):
     numbered, outboxed = run.numbered(), run.outboxed()
     never_built = {numbered} - outboxed - set(run.stored())
     run.start('agent')
-    wait_for(lambda: {a['decision_state'] for a in run.actions()} == {
+    services.wait_for(lambda: {a['decision_state'] for a in run.actions()} == {
         'applied'}, 60, 'the decision to be applied')
     actions = run.actions()
     assert {a['decision'] for a in actions} == {decision['uuid']}

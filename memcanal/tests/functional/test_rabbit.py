@@ -17,6 +17,7 @@ from memcanal.db import models
 from memcanal import rpc
 from memcanal.rpc import service_api
 from memcanal.tests import fixtures as memcanal_fixtures
+from memcanal.tests.functional import services
 from memcanal.tests.unit.rpc import test_reports
 
 BIN = os.path.dirname(sys.executable)
@@ -71,27 +72,17 @@ def stored_host_reports():
             models.HostReport.id, models.HostReport.sequence)).all()
 
 
-def wait_for(predicate, timeout=60, what='condition'):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    pytest.fail('timed out waiting for %s' % what)
-
-
 def test_agent_kill_and_restart_loses_and_duplicates_nothing(cloud):
     cloud['start']('service')
     cloud['start']('agent')
-    before = wait_for(lambda: (r := stored_host_reports()) and len(r) >= 5
-                      and r, what='five reports over RabbitMQ')
+    services.wait_for(lambda: len(stored_host_reports()) >= 5,
+                      what='five reports over RabbitMQ')
     cloud['kill']('agent')
     before = stored_host_reports()
     cloud['start']('agent')
-    after = wait_for(lambda: (r := stored_host_reports())
-                     and len(r) >= len(before) + 5 and r,
-                     what='five more reports after the restart')
+    after = services.wait_for(
+        lambda: (r := stored_host_reports()) and len(r) >= len(before) + 5
+        and r, what='five more reports after the restart')
     # Nothing stored before the kill is gone or changed.
     assert set(before) <= set(after)
     sequences = [sequence for _id, sequence in after]
@@ -108,7 +99,7 @@ def test_agent_kill_and_restart_loses_and_duplicates_nothing(cloud):
 def test_service_restart_loses_no_queued_report(cloud):
     cloud['start']('service')
     cloud['start']('agent')
-    wait_for(lambda: len(stored_host_reports()) >= 2, what='reports')
+    services.wait_for(lambda: len(stored_host_reports()) >= 2, what='reports')
     cloud['kill']('service')
     time.sleep(2)  # about four reports queue up in RabbitMQ meanwhile
     cloud['kill']('agent')
@@ -121,7 +112,8 @@ def test_service_restart_loses_no_queued_report(cloud):
         # The last number may have been taken by a report the kill
         # stopped before it was cast.
         return stored >= set(range(1, sent))
-    wait_for(all_arrived, what='queued reports after the service restart')
+    services.wait_for(all_arrived,
+                      what='queued reports after the service restart')
 
 
 @pytest.fixture
@@ -146,7 +138,7 @@ def test_redelivered_and_malformed_reports_over_rabbit(cloud, rabbit_client):
                 context, 'compute-direct', 2 ** 34, 0, 60.0, timeout=2)
         except messaging.MessagingTimeout:
             return None
-    host = wait_for(register, what='the service to answer')
+    host = services.wait_for(register, what='the service to answer')
     report = test_reports.good_report()
     report['host_uuid'] = host['uuid']
     for _ in range(3):
@@ -154,8 +146,9 @@ def test_redelivered_and_malformed_reports_over_rabbit(cloud, rabbit_client):
     bad = dict(report, sequence=report['sequence'] + 1)
     bad['instances'] = [dict(report['instances'][0], allocated_bytes=-1)]
     rabbit_client.report(context, bad)
-    wait_for(lambda: db_api.count_rejections(context, host['uuid']) == 1,
-             what='the rejection')
+    services.wait_for(
+        lambda: db_api.count_rejections(context, host['uuid']) == 1,
+        what='the rejection')
     assert [s for _i, s in stored_host_reports()] == [report['sequence']]
     again = register()
     assert again == {'uuid': host['uuid'],

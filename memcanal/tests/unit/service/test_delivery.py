@@ -14,20 +14,9 @@ from memcanal.service import actions
 from memcanal.service import manager
 from memcanal.tests.unit.db import test_api as stored
 from memcanal.tests.unit.db import test_decisions
-
-
-@pytest.fixture
-def ctx(database):
-    return memcanal_context.get_admin_context()
-
-
-@pytest.fixture
-def host(ctx):
-    host = stored.register(ctx)
-    db_api.store_report(ctx, stored.report(
-        host, 1, stored.sample(stored.VM_1, 1),
-        stored.sample(stored.VM_2, 1)))
-    return host
+# The database and host with two VMs the decision tests use.
+from memcanal.tests.unit.db.test_decisions import ctx  # noqa: F401
+from memcanal.tests.unit.db.test_decisions import host  # noqa: F401
 
 
 def test_stored_reports_answers_from_the_database(conf, ctx, host):
