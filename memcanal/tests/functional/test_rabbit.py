@@ -40,7 +40,8 @@ def cloud(rabbit_url, tmp_path):
         'state_path = %s\n'
         'host = compute-test\n'
         '[database]\nconnection = sqlite:///%s\n'
-        '[agent]\nreport_interval = 0.5\nregister_timeout = 2\n'
+        '[agent]\ndriver = simulated\nreport_interval = 0.5\n'
+        'register_timeout = 2\n'
         '[simulated]\ninstances = %d\nreferences_per_interval = 2000\n'
         '[service]\nperiodic_interval = 1\n' % (
             rabbit_url, exchange, tmp_path, db_path, VMS))
