@@ -20,6 +20,7 @@ from memcanal.db import retention
 from memcanal import exception
 from memcanal.rpc import reports
 from memcanal.service import actions
+from memcanal.service import ingest
 from memcanal.service import optimizer
 
 LOG = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ class ServiceManager:
         self.counters = {'stored': 0, 'duplicate': 0, 'rejected': 0,
                          'failed': 0}
         self._counters_lock = threading.Lock()
+        self._writer = ingest.ReportWriter(conf.service.report_batch_size)
 
     def _count(self, outcome):
         with self._counters_lock:
@@ -55,7 +57,9 @@ class ServiceManager:
         """Store one agent report, or reject it whole; never raise.
 
         A cast has nobody to answer, so a bad report is logged, counted and
-        recorded with its reason instead.
+        recorded with its reason instead. Returns once the report is
+        committed, in one transaction with those other threads store
+        meanwhile (memcanal.service.ingest).
         """
         host_uuid = report.get('host_uuid') if isinstance(report,
                                                           dict) else None
@@ -65,7 +69,7 @@ class ServiceManager:
             valid = reports.validate_report(
                 report, self.conf.service.max_mrc_points,
                 self.conf.service.max_instances_per_report)
-            stored = db_api.store_report(context, valid)
+            stored = self._writer.store(valid)
         except exception.InvalidReport as err:
             self._reject(context, host_uuid, sequence, err.code, str(err))
             return
