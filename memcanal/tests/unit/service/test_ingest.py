@@ -1,6 +1,7 @@
 """The service's group commit: reports stored together by whichever
 thread writes, each caller answered with its own outcome."""
 
+import gc
 import threading
 from unittest import mock
 
@@ -145,3 +146,14 @@ def test_concurrent_reports_are_counted_as_stored_duplicate_or_rejected(
                                         'rejected': 1, 'failed': 0}
     assert db_api.count_reports(ctx)['host_reports'] == 12
     assert db_api.get_host(ctx, host['uuid'])['last_sequence'] == 12
+
+
+def test_collect_less_freezes_start_up_objects_and_collects_rarely():
+    thresholds = gc.get_threshold()
+    try:
+        ingest.collect_less()
+        assert gc.get_threshold() == ingest.GC_THRESHOLDS
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
