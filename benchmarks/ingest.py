@@ -1,156 +1,439 @@
-"""Reports stored per second by memcanal-service over RabbitMQ.
+"""Reports stored per second by 1, 2 and 4 service processes, per database.
 
-Side by side in one process and on one RabbitMQ: (1) the service's real
-RPC endpoint validating and storing agent reports in SQL, and (2) a raw
-oslo.messaging cast loop whose endpoint only counts the same payloads.
-The ratio says what validation and storage cost on top of messaging.
-
-    python benchmarks/ingest.py [--reports 500] [--vms 8]
+    .venv/bin/python benchmarks/ingest.py [--reports 2000] [--hosts 16]
+        [--vms 8] [--processes 1,2,4] [--databases sqlite,mysql,postgresql]
         [--transport-url rabbit://guest:guest@127.0.0.1:5672/]
-        [--db-url sqlite:///... | mysql+pymysql://root@127.0.0.1/memcanal]
+        [--mysql-url mysql+pymysql://root@127.0.0.1:3306/]
+        [--postgresql-url postgresql+psycopg2://postgres@127.0.0.1/postgres]
+        [--redeliver] [--reduced]
+
+This process plays the agents: it casts ``--reports`` reports of
+``--hosts`` hosts (``--vms`` VMs each, with an exact miss-ratio curve, as
+the real agent builds them), the hosts' reports interleaved, as fast as
+one oslo.messaging client casts them over RabbitMQ. On the other side, N
+processes (``--processes``) consume the topic, each with its own RPC
+server, as N ``memcanal-service`` processes would:
+
+- raw: an endpoint that only counts the reports: what messaging delivers;
+- memcanal, per database (a fresh SQLite file; a scratch database created
+  on MariaDB and PostgreSQL from the admin URLs, dropped afterwards):
+  memcanal's ServiceManager, validating and storing each report, with its
+  periodic jobs running.
+
+Each rate is reports over the time from the first cast to the last one
+counted or stored; "stored" is counted in the database's rows
+(host_reports of the benchmark's hosts), not taken from anybody's word.
+Prints a table of both rates and their ratio per database and process
+count, the CPU time the consuming processes took per report (raw and
+memcanal: what one process holds does not depend on how busy the machine
+is), and the services' own counters. Exits 1 if a database is missing
+rows, holds one twice, or a service counted a report failed or rejected.
+
+Everything shares the machine: this process casting takes about a core,
+RabbitMQ and the database servers take their share, so the rates say what
+this machine holds and the CPU per report what one service process costs.
+
+``--redeliver`` casts every report twice, so that service processes race
+each other to store the same (host, sequence); the duplicates must all be
+recognised. ``--reduced`` (200 reports, 1 and 2 processes) is for CI.
+
+The service processes are multiprocessing children (spawned: no connection
+crosses a fork) serving a private topic on a private exchange, so no other
+memcanal on the same RabbitMQ takes the benchmark's casts; their logs and
+the SQLite files go to a temporary directory removed at the end.
 """
 
 import argparse
+import contextlib
 import copy
+import multiprocessing
 import os
 import sys
 import tempfile
-import threading
 import time
 import uuid
 
+# memcanal first: importing it selects oslo.service's threading backend,
+# before oslo.messaging would ask for one (memcanal/threading_backend.py).
+import memcanal  # noqa: F401  (isort: skip)
 import oslo_messaging as messaging
+import sqlalchemy as sa
 
 from memcanal.agent import driver
 from memcanal.agent import manager as agent_manager
 from memcanal.cmd import common
 from memcanal import context as memcanal_context
-from memcanal.db import api as db_api
 from memcanal.db import migration
+from memcanal.db import models
 from memcanal import rpc
-from memcanal.rpc import service_api
 from memcanal.rpc import service as rpc_service
+from memcanal.rpc import service_api
+from memcanal.service import ingest
 from memcanal.service import manager as service_manager
 
 CONF = common.CONF
+# Seconds without a new row (or count) before a run is given up.
+STALL_SECONDS = 30
+CONFIG = """[DEFAULT]
+transport_url = {transport_url}
+control_exchange = {exchange}
+log_file = {log_file}
+[database]
+connection = {db_url}
+"""
 
 
 class CountingEndpoint:
-    """The baseline: receive each report and do nothing else."""
+    """The baseline: receive each report and count it, nothing else."""
 
     target = messaging.Target(version='1.0')
 
-    def __init__(self, expected):
-        self.expected = expected
-        self.received = 0
-        self.lock = threading.Lock()
-        self.done = threading.Event()
+    def __init__(self, counter):
+        self.counter = counter
 
     def report(self, context, report):
-        with self.lock:
-            self.received += 1
-            if self.received == self.expected:
-                self.done.set()
+        with self.counter.get_lock():
+            self.counter.value += 1
 
 
-def make_reports(count, vms, host_uuid, state_dir):
-    """``count`` reports as the real agent builds them for ``vms`` VMs."""
+def serve(kind, config_file, topic, server, counter, ready, stop, results):
+    """A child process: serve ``topic`` until ``stop``; put the service's
+    counters and the CPU time it took on ``results``.
+
+    Both kinds run as memcanal-service does (memcanal.cmd.service), with
+    its garbage-collector settings, so the baseline is a consumer the same
+    process settings serve, doing nothing with what it receives.
+    """
+    ingest.collect_less()
+    common.parse_args([sys.argv[0], '--config-file', config_file],
+                      default_config_files=[])
+    if kind == 'raw':
+        endpoint, timers = CountingEndpoint(counter), ()
+    else:
+        endpoint = service_manager.ServiceManager(CONF)
+        timers = endpoint.periodic_jobs()
+    service = rpc_service.RPCService(topic, server, [endpoint],
+                                     timers=timers, conf=CONF)
+    service.start()
+    started = time.process_time()
+    ready.set()
+    stop.wait()
+    service.stop()
+    results.put(dict(getattr(endpoint, 'counters', {}),
+                     cpu=time.process_time() - started))
+    rpc.cleanup()
+
+
+@contextlib.contextmanager
+def services(kind, count, config_file, topic, counter=None):
+    """``count`` child processes serving ``topic``; yields their servers'
+    names and, once they stopped, their counters in a list."""
+    spawn = multiprocessing.get_context('spawn')
+    stop, results = spawn.Event(), spawn.Queue()
+    servers = ['%s-%d' % (topic, i) for i in range(count)]
+    readies = [spawn.Event() for _ in servers]
+    children = [spawn.Process(target=serve, args=(
+        kind, config_file, topic, server, counter, ready, stop, results))
+        for server, ready in zip(servers, readies)]
+    counters = []
+    try:
+        for child in children:
+            child.start()
+        for ready, child in zip(readies, children):
+            while not ready.wait(0.2):
+                if not child.is_alive():
+                    raise RuntimeError('a %s service died at start; see '
+                                       'its log' % kind)
+        # Let every consumer subscribe before the first cast.
+        time.sleep(0.5)
+        yield servers, counters
+    finally:
+        stop.set()
+        for child in children:
+            if child.is_alive() or child.exitcode == 0:
+                try:
+                    counters.append(results.get(timeout=30))
+                except Exception:  # a child that died; reported below
+                    pass
+        for child in children:
+            if child.pid is None:  # never started
+                continue
+            child.join(30)
+            if child.is_alive():
+                child.kill()
+                child.join()
+
+
+def agent_reports(hosts, vms, state_dir):
+    """Reports as the real agent builds them, ``vms`` VMs each, for
+    ``hosts`` hosts (each its own VMs), keyed by host index: a function
+    of (host uuid, sequence)."""
     CONF.set_override('instances', vms, 'simulated')
     CONF.set_override('references_per_interval', 20000, 'simulated')
+    CONF.set_override('mrc_methods', ['exact'], 'estimation')
     CONF.set_override('state_path', state_dir)
     agent = agent_manager.AgentManager(
         CONF, 'bench-host', driver.load('simulated', CONF, 'bench-host'))
-    agent.host_uuid = host_uuid
+    agent.host_uuid = str(uuid.UUID(int=0))
     template = agent.build_report()
-    reports = []
-    for sequence in range(1, count + 1):
-        report = copy.deepcopy(template)
-        report['sequence'] = sequence
-        reports.append(report)
-    return reports
+
+    def report(host_index, host_uuid, sequence):
+        built = copy.deepcopy(template)
+        built.update(host_uuid=host_uuid, sequence=sequence)
+        for vm, sample in enumerate(built['instances']):
+            sample['uuid'] = str(uuid.UUID(int=(host_index + 1) << 32 | vm))
+        return built
+    return report
 
 
-def cast_all(client, reports, context):
-    for report in reports:
-        client.report(context, report)
-
-
-def measure(name, start_server, reports, wait_done, context):
-    server = start_server()
+def cast_all(topic, reports, copies):
     client = service_api.ServiceAPI()
-    client.client = client.client.prepare(topic=name)
-    # Warm the connection so both runs start with an open channel.
-    time.sleep(0.5)
-    started = time.perf_counter()
-    cast_all(client, reports, context)
-    wait_done()
-    elapsed = time.perf_counter() - started
-    server.stop()
-    return len(reports) / elapsed
+    client.client = client.client.prepare(topic=topic)
+    context = memcanal_context.get_admin_context()
+    for report in reports:
+        for _ in range(copies):
+            client.report(context, report)
+
+
+def wait_for(count, expected):
+    """Wait until ``count()`` reaches ``expected`` or stops moving; the
+    last count."""
+    last, moved = -1, time.monotonic()
+    while True:
+        now = count()
+        if now >= expected:
+            return now
+        if now != last:
+            last, moved = now, time.monotonic()
+        elif time.monotonic() - moved > STALL_SECONDS:
+            return now
+        time.sleep(0.02)
+
+
+def register_hosts(topic, servers, names):
+    """Register the hosts through the services, as agents do (each server
+    answers some: all of them are listening); their uuids."""
+    client = service_api.ServiceAPI()
+    topic_client = client.client.prepare(topic=topic)
+    context = memcanal_context.get_admin_context()
+    uuids = []
+    for index, name in enumerate(names):
+        client.client = topic_client.prepare(
+            server=servers[index % len(servers)])
+        uuids.append(client.register_host(context, name, 2 ** 36, 0, 60.0,
+                                          timeout=60)['uuid'])
+    return uuids
+
+
+@contextlib.contextmanager
+def database(kind, args, state_dir):
+    """A fresh database of ``kind`` at head; yields its URL."""
+    if kind == 'sqlite':
+        yield 'sqlite:///%s' % os.path.join(
+            state_dir, 'bench-%s.sqlite' % uuid.uuid4().hex[:8])
+        return
+    admin_url = args.mysql_url if kind == 'mysql' else args.postgresql_url
+    quote = '`%s`' if kind == 'mysql' else '"%s"'
+    name = 'memcanal_bench_%s' % uuid.uuid4().hex[:12]
+    admin = sa.create_engine(admin_url, isolation_level='AUTOCOMMIT')
+    try:
+        with admin.connect() as connection:
+            connection.execute(sa.text('CREATE DATABASE ' + quote % name))
+        try:
+            yield sa.engine.make_url(admin_url).set(
+                database=name).render_as_string(hide_password=False)
+        finally:
+            with admin.connect() as connection:
+                connection.execute(sa.text(
+                    'DROP DATABASE IF EXISTS ' + quote % name))
+    finally:
+        admin.dispose()
+
+
+def stored_counter(db_url, host_uuids):
+    """count(): rows of host_reports of these hosts; and a check that no
+    (host, sequence) is there twice."""
+    engine = sa.create_engine(db_url)
+    host_reports, hosts = (models.HostReport.__table__,
+                           models.Host.__table__)
+    mine = sa.select(hosts.c.id).where(hosts.c.uuid.in_(host_uuids))
+
+    def count():
+        with engine.connect() as connection:
+            return connection.execute(
+                sa.select(sa.func.count()).select_from(host_reports)
+                .where(host_reports.c.host_id.in_(mine))).scalar_one()
+
+    def distinct():
+        with engine.connect() as connection:
+            return connection.execute(sa.select(sa.func.count()).select_from(
+                sa.select(host_reports.c.host_id, host_reports.c.sequence)
+                .where(host_reports.c.host_id.in_(mine)).distinct()
+                .subquery())).scalar_one()
+    return count, distinct, engine
+
+
+class Bench:
+    def __init__(self, args, state_dir):
+        self.args = args
+        self.state_dir = state_dir
+        self.exchange = 'memcanal-bench-%s' % uuid.uuid4().hex[:8]
+        self.build = agent_reports(args.hosts, args.vms, state_dir)
+        self.runs = 0
+
+    def config(self, db_url):
+        self.runs += 1
+        path = os.path.join(self.state_dir, 'run-%d.conf' % self.runs)
+        with open(path, 'w') as config:
+            config.write(CONFIG.format(
+                transport_url=self.args.transport_url,
+                exchange=self.exchange, db_url=db_url,
+                log_file=os.path.join(self.state_dir,
+                                      'run-%d.log' % self.runs)))
+        return path, 'memcanal-bench-%d' % self.runs
+
+    def reports(self, host_uuids):
+        per_host = self.args.reports // len(host_uuids)
+        return [self.build(index, host_uuid, sequence)
+                for sequence in range(1, per_host + 1)
+                for index, host_uuid in enumerate(host_uuids)]
+
+    def raw(self, processes):
+        config, topic = self.config('sqlite://')
+        reports = self.reports([str(uuid.uuid4())
+                                for _ in range(self.args.hosts)])
+        expected = len(reports) * self.copies
+        counter = multiprocessing.get_context('spawn').Value('i', 0)
+        with services('raw', processes, config, topic,
+                      counter) as (_servers, counters):
+            started = time.perf_counter()
+            cast_all(topic, reports, self.copies)
+            received = wait_for(lambda: counter.value, expected)
+            elapsed = time.perf_counter() - started
+        cpu = sum(c['cpu'] for c in counters) / max(received, 1)
+        return received / elapsed, received == expected, cpu
+
+    def memcanal(self, kind, processes):
+        """(reports stored per second, problems, the services' counters
+        and their CPU seconds per report); with --redeliver, reports
+        stored or recognised as duplicates per second."""
+        with database(kind, self.args, self.state_dir) as db_url:
+            migration.upgrade(db_url)
+            config, topic = self.config(db_url)
+            with services('memcanal', processes, config,
+                          topic) as (servers, counters):
+                host_uuids = register_hosts(
+                    topic, servers, ['%s-host-%d' % (topic, i)
+                                     for i in range(self.args.hosts)])
+                reports = self.reports(host_uuids)
+                count, distinct, engine = stored_counter(db_url, host_uuids)
+                try:
+                    started = time.perf_counter()
+                    cast_all(topic, reports, self.copies)
+                    stored = wait_for(count, len(reports))
+                    elapsed = time.perf_counter() - started
+                    unique = distinct()
+                finally:
+                    engine.dispose()
+            totals = {key: sum(c.get(key, 0) for c in counters)
+                      for key in ('stored', 'duplicate', 'rejected',
+                                  'failed', 'cpu')}
+            totals['cpu'] /= max(stored * self.copies, 1)
+            problems = []
+            if stored != len(reports) or unique != stored:
+                problems.append('%d rows for %d reports (%d distinct)' % (
+                    stored, len(reports), unique))
+            if len(counters) != processes:
+                problems.append('%d of %d services reported' % (
+                    len(counters), processes))
+            elif (totals['stored'] != stored or totals['failed']
+                  or totals['rejected'] or totals['duplicate']
+                  != len(reports) * (self.copies - 1)):
+                problems.append('counters disagree with the rows')
+            return stored * self.copies / elapsed, problems, totals
+
+    @property
+    def copies(self):
+        return 2 if self.args.redeliver else 1
+
+
+def print_log_problems(state_dir):
+    """The services' warnings and errors, before their logs go."""
+    for name in sorted(os.listdir(state_dir)):
+        if name.endswith('.log'):
+            with open(os.path.join(state_dir, name)) as log:
+                for line in log:
+                    if ' ERROR ' in line or ' WARNING ' in line:
+                        print('%s: %s' % (name, line.rstrip()),
+                              file=sys.stderr)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--reports', type=int, default=500)
+    parser.add_argument('--reports', type=int)
+    parser.add_argument('--hosts', type=int, default=16)
     parser.add_argument('--vms', type=int, default=8)
+    parser.add_argument('--processes')
+    parser.add_argument('--databases', default='sqlite,mysql,postgresql')
     parser.add_argument('--transport-url',
                         default='rabbit://guest:guest@127.0.0.1:5672/')
-    parser.add_argument('--db-url', default=None)
+    parser.add_argument('--mysql-url',
+                        default='mysql+pymysql://root@127.0.0.1:3306/')
+    parser.add_argument(
+        '--postgresql-url',
+        default='postgresql+psycopg2://postgres@127.0.0.1/postgres')
+    parser.add_argument('--redeliver', action='store_true')
+    parser.add_argument('--reduced', action='store_true')
     args = parser.parse_args()
+    args.reports = args.reports or (200 if args.reduced else 2000)
+    args.processes = args.processes or ('1,2' if args.reduced else '1,2,4')
+    processes = [int(p) for p in args.processes.split(',')]
+    databases = args.databases.split(',')
 
-    state_dir = tempfile.mkdtemp(prefix='memcanal-bench-')
-    db_url = args.db_url or 'sqlite:///%s' % os.path.join(state_dir,
-                                                          'bench.sqlite')
-    common.parse_args([sys.argv[0]], default_config_files=[])
-    CONF.set_override('connection', db_url, 'database')
-    # A private exchange, so no running memcanal-service takes the casts.
-    messaging.set_transport_defaults(
-        control_exchange='memcanal-bench-%s' % uuid.uuid4().hex[:8])
-    migration.upgrade(db_url)
-    rpc.init(CONF, url=args.transport_url)
-    context = memcanal_context.get_admin_context()
-    host = db_api.register_host(context, 'bench-host-%s' % uuid.uuid4().hex,
-                                2 ** 36, 0)
-    reports = make_reports(args.reports, args.vms, host['uuid'], state_dir)
-    print('%d reports of %d VMs each (MRC of %d points) over %s, stored in '
-          '%s' % (args.reports, args.vms,
-                  len(reports[0]['instances'][0]['mrc']['exact']),
-                  args.transport_url.split('@')[-1],
-                  db_url.split('://')[0]), flush=True)
-
-    counting = CountingEndpoint(len(reports))
-
-    def start_raw():
-        service = rpc_service.RPCService('bench-raw', 'bench', [counting],
-                                         conf=CONF)
-        service.start()
-        return service
-    raw_rate = measure('bench-raw', start_raw, reports,
-                       lambda: counting.done.wait(600), context)
-
-    ingest = service_manager.ServiceManager(CONF)
-
-    def start_memcanal():
-        service = rpc_service.RPCService('bench-memcanal', 'bench', [ingest],
-                                         conf=CONF)
-        service.start()
-        return service
-
-    def stored_all():
-        while ingest.counters['stored'] + ingest.counters['rejected'] \
-                + ingest.counters['failed'] < len(reports):
-            time.sleep(0.01)
-    memcanal_rate = measure('bench-memcanal', start_memcanal, reports,
-                            stored_all, context)
-    # The host's highest stored sequence; the database may hold other
-    # hosts' reports (a shared --db-url).
-    stored = db_api.get_host(context, host['uuid'])['last_sequence']
-    print('raw oslo.messaging cast loop : %8.1f reports/s' % raw_rate)
-    print('memcanal-service ingest      : %8.1f reports/s  (%d stored, '
-          '%s)' % (memcanal_rate, stored, ingest.counters))
-    print('ratio memcanal / raw         : %8.3f' % (memcanal_rate / raw_rate))
-    rpc.cleanup()
-    return 0 if stored == len(reports) else 1
+    with tempfile.TemporaryDirectory(prefix='memcanal-bench-') as state_dir:
+        common.parse_args([sys.argv[0]], default_config_files=[])
+        bench = Bench(args, state_dir)
+        messaging.set_transport_defaults(control_exchange=bench.exchange)
+        rpc.init(CONF, url=args.transport_url)
+        sample = bench.build(0, str(uuid.uuid4()), 1)
+        per_host = args.reports // args.hosts
+        print('%d reports (%d hosts x %d) of %d VMs each, MRC of %d points'
+              '%s, over %s; %d cores for everything (this process, '
+              'RabbitMQ, the databases, the services)' % (
+                  per_host * args.hosts, args.hosts, per_host, args.vms,
+                  len(sample['instances'][0]['mrc']['exact']),
+                  ', each cast twice (rates count both)'
+                  if args.redeliver else '',
+                  args.transport_url.split('@')[-1], os.cpu_count()),
+              flush=True)
+        print('CPU: milliseconds per report of all the consuming processes '
+              'together', flush=True)
+        print('%-11s %5s %10s %9s %6s %8s %8s  %s' % (
+            'database', 'procs', 'raw msgs/s', 'stored/s', 'ratio',
+            'raw CPU', 'CPU', 'service counters'), flush=True)
+        failed = False
+        try:
+            for count in processes:
+                raw_rate, complete, raw_cpu = bench.raw(count)
+                if not complete:
+                    failed = True
+                    print('raw run with %d processes lost messages' % count)
+                for kind in databases:
+                    rate, problems, totals = bench.memcanal(kind, count)
+                    failed = failed or bool(problems)
+                    cpu = totals.pop('cpu')
+                    print('%-11s %5d %10.1f %9.1f %6.2f %8.2f %8.2f  %s%s'
+                          % (kind, count, raw_rate, rate, rate / raw_rate,
+                             raw_cpu * 1e3, cpu * 1e3,
+                             ' '.join('%s=%d' % item
+                                      for item in totals.items()),
+                             ''.join('  FAILED: %s' % p for p in problems)),
+                          flush=True)
+        finally:
+            rpc.cleanup()
+            if failed:
+                print_log_problems(state_dir)
+    return 1 if failed else 0
 
 
 if __name__ == '__main__':
