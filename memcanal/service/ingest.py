@@ -2,13 +2,13 @@
 
 The RPC server hands each report to a thread of its own (oslo.messaging's
 ``executor_thread_pool_size``, 64 by default). Each of those threads
-validates its report, queues it here and waits; one of them stores
-what is queued, up to ``[service] report_batch_size`` reports at a time,
-in one transaction (``db_api.store_reports``), and hands every waiting
-thread its own outcome. One transaction and a few multi-row INSERTs for many reports
-cost little more than for one, so the more reports arrive at once, the
-more each batch holds; a lone report is stored at once, never delayed to
-wait for company.
+validates its report, queues it here and waits; one of them stores what
+is queued, up to ``[service] report_batch_size`` reports at a time, in
+one transaction (``db_api.store_reports``), and hands every waiting
+thread its own outcome. One transaction and a few multi-row INSERTs for
+many reports cost little more than for one, so the more reports arrive
+at once, the more each batch holds; a lone report is stored at once,
+never delayed to wait for company.
 
 Nothing is held back that the caller could lose: each caller returns
 only once its report is committed (or refused), so it counts as stored
