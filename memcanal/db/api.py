@@ -187,13 +187,19 @@ def _lock_hosts(connection, host_uuids):
     other's to update the host's last_sequence. One statement locks them
     all in the order of the index it walks, the same in every
     transaction, so two batches sharing hosts queue instead of
-    deadlocking. (SQLite has no row locks: BEGIN IMMEDIATE took the
-    database's.)
+    deadlocking. MariaDB locks every row it reads, and reads them all when
+    the uuids are many of a small table's unless told to use the index:
+    every process's batches would then wait for each other. (PostgreSQL
+    locks the rows it returns; SQLite has no row locks, BEGIN IMMEDIATE
+    took the database's.)
     """
-    return {row.uuid: row for row in connection.execute(
-        sa.select(_HOSTS.c.id, _HOSTS.c.uuid, _HOSTS.c.last_sequence)
-        .where(_HOSTS.c.uuid.in_(sorted(host_uuids)))
-        .with_for_update())}
+    statement = sa.select(
+        _HOSTS.c.id, _HOSTS.c.uuid, _HOSTS.c.last_sequence).where(
+            _HOSTS.c.uuid.in_(sorted(host_uuids))).with_for_update()
+    for dialect in ('mysql', 'mariadb'):
+        statement = statement.with_hint(
+            _HOSTS, 'FORCE INDEX (uniq_hosts0uuid)', dialect)
+    return {row.uuid: row for row in connection.execute(statement)}
 
 
 def _already_stored(connection, host_ids, sequences):
