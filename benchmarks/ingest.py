@@ -164,10 +164,9 @@ def services(kind, count, config_file, topic, counter=None):
                 child.join()
 
 
-def agent_reports(hosts, vms, state_dir):
-    """Reports as the real agent builds them, ``vms`` VMs each, for
-    ``hosts`` hosts (each its own VMs), keyed by host index: a function
-    of (host uuid, sequence)."""
+def agent_reports(vms, state_dir):
+    """A function of (host index, host uuid, sequence): a report as the
+    real agent builds them, of ``vms`` VMs, the host's own."""
     CONF.set_override('instances', vms, 'simulated')
     CONF.set_override('references_per_interval', 20000, 'simulated')
     CONF.set_override('mrc_methods', ['exact'], 'estimation')
@@ -278,7 +277,7 @@ class Bench:
         self.args = args
         self.state_dir = state_dir
         self.exchange = 'memcanal-bench-%s' % uuid.uuid4().hex[:8]
-        self.build = agent_reports(args.hosts, args.vms, state_dir)
+        self.build = agent_reports(args.vms, state_dir)
         self.runs = 0
 
     def config(self, db_url):
@@ -429,6 +428,9 @@ def main():
                                       for item in totals.items()),
                              ''.join('  FAILED: %s' % p for p in problems)),
                           flush=True)
+        except BaseException:
+            failed = True
+            raise
         finally:
             rpc.cleanup()
             if failed:
