@@ -11,6 +11,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 import uuid
 
@@ -38,6 +39,28 @@ def wait_for(predicate, timeout=60, what='condition'):
             return value
         time.sleep(0.2)
     pytest.fail('timed out waiting for %s' % what)
+
+
+def race(*calls, timeout=120):
+    """Run ``calls`` at once, each from a thread of its own; their
+    results, or the exceptions they raised, in order."""
+    barrier = threading.Barrier(len(calls))
+    outcomes = [None] * len(calls)
+
+    def run(index, call):
+        barrier.wait()
+        try:
+            outcomes[index] = call()
+        except Exception as exc:  # the caller asserts on it
+            outcomes[index] = exc
+
+    threads = [threading.Thread(target=run, args=(index, call))
+               for index, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    return outcomes
 
 
 def missing(message):

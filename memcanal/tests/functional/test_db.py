@@ -5,8 +5,6 @@ same redelivered report, a failing report rolled back whole, and sizes
 and curves surviving each database's types.
 """
 
-import threading
-
 import pytest
 
 from memcanal import context as memcanal_context
@@ -14,6 +12,7 @@ from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
 from memcanal import exception
 from memcanal.tests import fixtures as memcanal_fixtures
+from memcanal.tests.functional import services
 from memcanal.tests.unit.api import data
 from memcanal.tests.unit.db import test_api as cases
 from memcanal.tests.unit.db import test_decisions as decision_cases
@@ -31,24 +30,9 @@ def test_racing_writers_store_a_report_once(ctx):
     host = cases.register(ctx)
     report = cases.report(host, 1, cases.sample(cases.VM_1, 1),
                           cases.sample(cases.VM_2, 1))
-    barrier = threading.Barrier(WRITERS)
-    results, errors = [], []
-
-    def store():
-        barrier.wait()
-        try:
-            results.append(db_api.store_report(
-                memcanal_context.get_admin_context(), report))
-        except Exception as exc:  # collected for the assertion below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=store) for _ in range(WRITERS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert errors == []
-    assert sorted(results) == [False] * (WRITERS - 1) + [True]
+    results = services.race(*[lambda: db_api.store_report(
+        memcanal_context.get_admin_context(), report)] * WRITERS)
+    assert sorted(results) == [False] * (WRITERS - 1) + [True], results
     assert db_api.count_reports(ctx) == {'host_reports': 1,
                                          'instance_reports': 2}
 
@@ -68,27 +52,6 @@ def test_sizes_and_curves_survive_the_database(ctx):
     assert latest['guest_stats'] == expected['guest_stats']
 
 
-def _race(*calls):
-    """Run ``calls`` at once from threads; their results or exceptions."""
-    barrier = threading.Barrier(len(calls))
-    outcomes = [None] * len(calls)
-
-    def run(index, call):
-        barrier.wait()
-        try:
-            outcomes[index] = call()
-        except Exception as exc:  # the race's loser, asserted below
-            outcomes[index] = exc
-
-    threads = [threading.Thread(target=run, args=(index, call))
-               for index, call in enumerate(calls)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    return outcomes
-
-
 def test_an_approval_racing_the_optimizer_leaves_one_decision_acting(ctx):
     """Under the host's row lock, an operator approving a recommended
     decision and an optimizer recording an auto one cannot both act."""
@@ -98,7 +61,7 @@ def test_an_approval_racing_the_optimizer_leaves_one_decision_acting(ctx):
     for round_ in range(3):
         recommended = decision_cases.decide(
             ctx, host, targets=(1024 + round_, 2048))
-        outcomes = _race(
+        outcomes = services.race(
             lambda: decisions_db.request_transition(
                 decision_cases.operator(), recommended['uuid'], 'approve'),
             lambda: decision_cases.decide(ctx, host, mode='auto',

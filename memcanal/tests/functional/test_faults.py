@@ -17,7 +17,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
 
 from oslo_db.sqlalchemy import enginefacade

@@ -7,7 +7,6 @@ from unittest import mock
 from oslo_utils import timeutils
 import pytest
 
-from memcanal import context as memcanal_context
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
 from memcanal.service import actions

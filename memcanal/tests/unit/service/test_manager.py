@@ -1,8 +1,6 @@
-import datetime
 from unittest import mock
 
 from oslo_db import exception as db_exc
-from oslo_utils import timeutils
 import pytest
 
 from memcanal import context as memcanal_context
