@@ -4,6 +4,7 @@ Functions take a ``memcanal.context.RequestContext`` first and return plain
 dicts, so callers never hold ORM objects past their transaction.
 """
 
+import datetime
 import json
 
 from oslo_db import api as oslo_db_api
@@ -443,19 +444,28 @@ def mark_gone_instances(context, gone_after):
     a host whose agent stopped are not known to be gone.
     """
     session = context.session
-    rows = session.execute(
-        sa.select(models.Instance, models.Host.last_heartbeat_at)
-        .join(models.Host, models.Instance.host_id == models.Host.id)
-        .where(models.Instance.deleted_at.is_(None))).all()
     now = timeutils.utcnow()
+    last_listed = sa.func.coalesce(models.Instance.last_reported_at,
+                                   models.Instance.created_at)
     gone = []
-    for instance, heartbeat in rows:
-        last = instance.last_reported_at or instance.created_at
-        if heartbeat is not None and (
-                heartbeat - last).total_seconds() > gone_after:
-            instance.deleted_at = now
-            gone.append(instance.uuid)
-    return gone
+    # A host's cutoff is its own last report less gone_after: one query
+    # per host, never every instance read into Python.
+    for host_id, heartbeat in session.execute(
+            sa.select(models.Host.id, models.Host.last_heartbeat_at)
+            .where(models.Host.last_heartbeat_at.is_not(None))).all():
+        cutoff = heartbeat - datetime.timedelta(seconds=gone_after)
+        left = session.execute(
+            sa.select(models.Instance.id, models.Instance.uuid).where(
+                models.Instance.host_id == host_id,
+                models.Instance.deleted_at.is_(None),
+                last_listed < cutoff)).all()
+        if left:
+            session.execute(
+                sa.update(models.Instance)
+                .where(models.Instance.id.in_([row.id for row in left]))
+                .values(deleted_at=now))
+            gone.extend(row.uuid for row in left)
+    return sorted(gone)
 
 
 def _host_counts(session):
@@ -633,10 +643,8 @@ def stored_sequences(context, host_uuid, sequences):
     """
     session = context.session
     stored, rejected = set(), set()
-    # A few hundred bound parameters per statement, well below SQLite's
-    # limit, however many the agent asks about.
-    for start in range(0, len(sequences), 500):
-        chunk = sequences[start:start + 500]
+    for start in range(0, len(sequences), _IN_CHUNK):
+        chunk = sequences[start:start + _IN_CHUNK]
         stored.update(session.execute(
             sa.select(models.HostReport.sequence)
             .join(models.Host, models.HostReport.host_id == models.Host.id)
