@@ -10,6 +10,7 @@ import pytest
 
 from memcanal.agent import driver
 from memcanal.agent import manager
+from memcanal.tests.unit.agent.test_manager import actions as decision
 
 MIB = 2 ** 20
 HOST_UUID = '4f1c2a2e-6b1f-4f5e-9a43-2b9f0e4d1c11'
@@ -127,13 +128,6 @@ def test_the_outbox_is_bounded(agent, conf):
 
 
 # -- actions ------------------------------------------------------------
-
-
-def decision(agent, *targets_mb):
-    vms = [vm.uuid for vm in agent.driver.list_instances()]
-    return [{'uuid': 'action-%d' % index, 'instance_uuid': vms[index],
-             'target_bytes': target * MIB, 'mechanism': 'hotplug'}
-            for index, target in enumerate(targets_mb)]
 
 
 def resizes(agent):
