@@ -219,9 +219,7 @@ class AgentManager:
         paid for is skipped (largest growths first), each skipped VM
         keeping its previous target.
         """
-        current = {instance.uuid: instance.target_bytes
-                   or instance.allocated_bytes
-                   for instance in self.driver.list_instances()}
+        current = self._sizes()
 
         def change(action):
             return action['target_bytes'] - (
@@ -255,12 +253,11 @@ class AgentManager:
             memcanal_context.get_admin_context(), decision_uuid, results)
         return results
 
-    def _current_bytes(self, instance_uuid):
-        """The VM's memory as its driver says now; None if it is gone."""
-        for instance in self.driver.list_instances():
-            if instance.uuid == instance_uuid:
-                return instance.target_bytes or instance.allocated_bytes
-        return None
+    def _sizes(self):
+        """Each VM's memory as its driver says now, by uuid."""
+        return {instance.uuid: instance.target_bytes
+                or instance.allocated_bytes
+                for instance in self.driver.list_instances()}
 
     def _apply(self, action):
         """Apply one action once, whatever happens to this agent; a
@@ -278,7 +275,7 @@ class AgentManager:
                 LOG.info('Action %s was already applied; answering its '
                          'outcome again', action['uuid'])
                 return entry['result']
-            current = self._current_bytes(action['instance_uuid'])
+            current = self._sizes().get(action['instance_uuid'])
             if entry is None:
                 previous = current
                 self.journal.intend(action, previous)
