@@ -30,6 +30,20 @@ def write(path, text):
     _sync_directory(directory)
 
 
+def names(directory, suffix):
+    """The names of the files ending in ``suffix`` in ``directory``
+    (made if missing); any other file is a write that a crash
+    interrupted, and is removed."""
+    os.makedirs(directory, exist_ok=True)
+    found = []
+    for name in os.listdir(directory):
+        if name.endswith(suffix):
+            found.append(name)
+        else:
+            remove(os.path.join(directory, name))
+    return found
+
+
 def remove(path):
     """Remove ``path`` if it is there (a crash may have removed it)."""
     try:

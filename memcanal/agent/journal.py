@@ -29,15 +29,10 @@ class ActionJournal:
     def __init__(self, directory, kept):
         self.directory = directory
         self.kept = kept
-        os.makedirs(directory, exist_ok=True)
         self._lock = threading.Lock()
         found = []
-        for name in os.listdir(directory):
+        for name in durable.names(directory, SUFFIX):
             path = os.path.join(directory, name)
-            if not name.endswith(SUFFIX):
-                # A write that a crash interrupted.
-                durable.remove(path)
-                continue
             with open(path) as f:
                 found.append((os.stat(path).st_mtime, json.load(f)))
         found.sort(key=lambda item: item[0])
@@ -54,16 +49,13 @@ class ActionJournal:
 
     def intend(self, action, previous_bytes):
         """Record that ``action`` is about to be applied."""
-        self._write({'action': action, 'previous_bytes': previous_bytes,
-                     'result': None})
+        self.record(action, previous_bytes, None)
 
     def record(self, action, previous_bytes, result):
         """Record what applying ``action`` gave."""
-        self._write({'action': action, 'previous_bytes': previous_bytes,
-                     'result': result})
-
-    def _write(self, entry):
-        uuid = entry['action']['uuid']
+        entry = {'action': action, 'previous_bytes': previous_bytes,
+                 'result': result}
+        uuid = action['uuid']
         with self._lock:
             durable.write(self._path(uuid), json.dumps(entry))
             self._entries[uuid] = entry

@@ -34,18 +34,13 @@ class Outbox:
     def __init__(self, directory, max_reports):
         self.directory = directory
         self.max_reports = max_reports
-        os.makedirs(directory, exist_ok=True)
         self._lock = threading.Lock()
         # When this process last sent each report (time.monotonic()); None
         # for one it has not sent: left by an earlier run, or its cast
         # failed. Such reports are asked about at once.
-        self._sent_at = {}
-        for name in os.listdir(directory):
-            if name.endswith(SUFFIX):
-                self._sent_at[int(name[:-len(SUFFIX)])] = None
-            else:
-                # A write that a crash interrupted.
-                durable.remove(os.path.join(directory, name))
+        self._sent_at = dict.fromkeys(
+            (int(name[:-len(SUFFIX)])
+             for name in durable.names(directory, SUFFIX)), None)
         self._trim()
 
     def _path(self, sequence):
