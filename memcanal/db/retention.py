@@ -249,10 +249,12 @@ def _add(totals, counts):
     return totals
 
 
-def _fold_until_done(context, condition, batch_size, interval):
+def _until_done(batch, *args):
+    """``batch(*args)``, each its own transaction, until it returns no
+    counts; their sum by table."""
     totals = {}
     while True:
-        counts = _fold_batch(context, condition, batch_size, interval)
+        counts = batch(*args)
         if not counts:
             return totals
         _add(totals, counts)
@@ -261,25 +263,15 @@ def _fold_until_done(context, condition, batch_size, interval):
 @retry_on_conflict
 def _delete_batch(context, model, condition, order_by, limit):
     """Delete up to ``limit`` rows of ``model`` matching ``condition``,
-    oldest first; returns how many."""
+    oldest first; returns how many, by table."""
     with db_api.context_manager.writer.using(context):
         ids = context.session.execute(
             sa.select(model.id).where(condition).order_by(order_by)
             .limit(limit).with_for_update()).scalars().all()
-        if ids:
-            context.session.execute(sa.delete(model).where(
-                model.id.in_(ids)))
-        return len(ids)
-
-
-def _delete_until_done(context, model, condition, order_by, batch_size):
-    total = 0
-    while True:
-        deleted = _delete_batch(context, model, condition, order_by,
-                                batch_size)
-        if not deleted:
-            return total
-        total += deleted
+        if not ids:
+            return {}
+        context.session.execute(sa.delete(model).where(model.id.in_(ids)))
+        return {model.__tablename__: len(ids)}
 
 
 def fold_reports(context, before, interval, batch_size):
@@ -287,24 +279,25 @@ def fold_reports(context, before, interval, batch_size):
     latest of each instance) into the history, and delete it with its
     estimates, curves and host report; then the host reports before
     ``before`` that describe no instance. Returns counts by table."""
-    totals = _fold_until_done(
-        context, sa.and_(_REPORT.collected_at < before, _has_newer_report()),
+    totals = _until_done(
+        _fold_batch, context,
+        sa.and_(_REPORT.collected_at < before, _has_newer_report()),
         batch_size, interval)
     host_report = models.HostReport
-    empty = _delete_until_done(
-        context, host_report,
+    return _add(totals, _until_done(
+        _delete_batch, context, host_report,
         sa.and_(host_report.collected_at < before,
                 ~sa.exists().where(_REPORT.host_report_id == host_report.id)),
-        host_report.collected_at, batch_size)
-    return _add(totals, {'host_reports': empty})
+        host_report.collected_at, batch_size))
 
 
 def expire_history(context, before, batch_size):
     """Delete the history of periods that started before ``before``;
     returns how many rows."""
-    return _delete_until_done(context, _HISTORY,
-                              _HISTORY.period_start < before,
-                              _HISTORY.period_start, batch_size)
+    return _until_done(_delete_batch, context, _HISTORY,
+                       _HISTORY.period_start < before,
+                       _HISTORY.period_start, batch_size).get(
+                           _HISTORY.__tablename__, 0)
 
 
 def _move_rows(session, table_name, condition):
@@ -444,13 +437,8 @@ def archive_until_complete(context, decisions_before=None,
                            instances_before=None, max_rows=1000,
                            interval=3600, superseded_before=None):
     """``archive`` batch after batch until nothing is left; the total."""
-    totals = {}
-    while True:
-        moved = archive(context, decisions_before, instances_before,
-                        max_rows, interval, superseded_before)
-        if not moved:
-            return totals
-        _add(totals, moved)
+    return _until_done(archive, context, decisions_before, instances_before,
+                       max_rows, interval, superseded_before)
 
 
 @retry_on_conflict
@@ -485,10 +473,10 @@ def _purge_instances(context, before, limit):
         if before is not None:
             query = query.where(instances.c.deleted_at < before)
         ids = session.execute(query.limit(limit)).scalars().all()
-        if ids:
-            session.execute(sa.delete(instances).where(
-                instances.c.id.in_(ids)))
-        return {'shadow_instances': len(ids)} if ids else {}
+        if not ids:
+            return {}
+        session.execute(sa.delete(instances).where(instances.c.id.in_(ids)))
+        return {'shadow_instances': len(ids)}
 
 
 def purge(context, before=None, batch_size=1000):
@@ -496,14 +484,8 @@ def purge(context, before=None, batch_size=1000):
     change was before ``before`` with their actions and events, and
     instances deleted before ``before``; everything when ``before`` is
     None. Returns the rows deleted by shadow table."""
-    totals = {}
-    for purge_batch in (_purge_decisions, _purge_instances):
-        while True:
-            purged = purge_batch(context, before, batch_size)
-            if not purged:
-                break
-            _add(totals, purged)
-    return totals
+    return _add(_until_done(_purge_decisions, context, before, batch_size),
+                _until_done(_purge_instances, context, before, batch_size))
 
 
 def run(context, options, now=None):
