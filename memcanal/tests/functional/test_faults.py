@@ -305,30 +305,31 @@ def run_until(cloud, count):
                       '%d reports' % count)
 
 
+def through_outage(run, stop, start, what, reports):
+    """Run until 4 reports are stored, stop ``what`` while the agent
+    numbers ``reports`` more, start it again: every report is stored,
+    once."""
+    run_until(run, 4)
+    stop()
+    before = run.numbered()
+    services.wait_for(lambda: run.numbered() >= before + reports, 30,
+                      'reports numbered while %s is down' % what)
+    start()
+    assert_all_stored_once(run, run.numbered())
+
+
 def test_rabbitmq_restarted_mid_run(cloud, private_services):
     run = cloud()
-    run_until(run, 4)
     rabbit = private_services['rabbit']
-    rabbit.stop()
-    before = run.numbered()
     # Reports go on being numbered, and kept, while the broker is down.
-    services.wait_for(lambda: run.numbered() >= before + 2, 30,
-                      'reports numbered while RabbitMQ is down')
-    rabbit.start()
-    assert_all_stored_once(run, run.numbered())
+    through_outage(run, rabbit.stop, rabbit.start, 'RabbitMQ', 2)
     assert 'it stays in the outbox' in run.log('agent')
 
 
 def test_mariadb_restarted_mid_run(cloud, private_services):
     run = cloud()
-    run_until(run, 4)
     mariadb = private_services['mariadb']
-    mariadb.stop()
-    before = run.numbered()
-    services.wait_for(lambda: run.numbered() >= before + 3, 30,
-                      'reports sent while MariaDB is down')
-    mariadb.start()
-    assert_all_stored_once(run, run.numbered())
+    through_outage(run, mariadb.stop, mariadb.start, 'MariaDB', 3)
     # Reports that reached the service while its database was down were
     # lost there and sent again from the outbox.
     assert 'is not stored; sending it again' in run.log('agent')
@@ -338,13 +339,8 @@ def test_mariadb_restarted_mid_run(cloud, private_services):
 
 def test_service_killed_while_storing(cloud):
     run = cloud()
-    run_until(run, 4)
-    run.kill('service')
-    before = run.numbered()
-    services.wait_for(lambda: run.numbered() >= before + 3, 30,
-                      'reports sent while the service is down')
-    run.start('service')
-    assert_all_stored_once(run, run.numbered())
+    through_outage(run, lambda: run.kill('service'),
+                   lambda: run.start('service'), 'the service', 3)
 
 
 def decide(run, targets_mb):
