@@ -23,6 +23,7 @@ import sys
 from alembic import util as alembic_util
 from oslo_config import cfg
 from oslo_db import exception as db_exc
+from oslo_utils import timeutils
 import sqlalchemy as sa
 
 from memcanal.cmd import common
@@ -120,10 +121,7 @@ def _date(text):
         raise argparse.ArgumentTypeError(
             'not an ISO 8601 date: %r (e.g. 2026-11-01 or '
             '2026-11-01T12:00:00)' % text)
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(datetime.timezone.utc).replace(
-            tzinfo=None)
-    return moment
+    return timeutils.normalize_time(moment)
 
 
 def _positive(text):
