@@ -3,28 +3,14 @@ service confirms them, actions journalled so each is applied once."""
 
 import threading
 import time
-from unittest import mock
 
 import oslo_messaging as messaging
 import pytest
 
 from memcanal.agent import driver
-from memcanal.agent import manager
-from memcanal.tests.unit.agent.test_manager import actions as decision
+from memcanal.tests.unit.agent import test_manager as cases
 
 MIB = 2 ** 20
-HOST_UUID = '4f1c2a2e-6b1f-4f5e-9a43-2b9f0e4d1c11'
-
-
-def make_agent(conf, hypervisor=None):
-    hypervisor = hypervisor or driver.load('simulated', conf, 'compute-1')
-    agent = manager.AgentManager(conf, 'compute-1', hypervisor)
-    agent._service_api = mock.Mock()
-    agent._service_api.register_host.return_value = {
-        'uuid': HOST_UUID, 'last_sequence': 0}
-    agent._service_api.stored_reports.return_value = {'stored': [],
-                                                      'rejected': []}
-    return agent
 
 
 @pytest.fixture
@@ -34,7 +20,7 @@ def agent(conf, tmp_path):
     conf.set_override('instance_memory_mb', 64, 'simulated')
     conf.set_override('references_per_interval', 500, 'simulated')
     conf.set_override('report_confirm_delay', 0, 'agent')
-    return make_agent(conf)
+    return cases.make_agent(conf)
 
 
 def sent_sequences(agent):
@@ -63,7 +49,7 @@ def test_confirmed_reports_are_dropped_the_others_sent_again(agent):
                                                      'rejected': []}
     agent.report()
     asked = agent.service_api.stored_reports.call_args
-    assert asked.args[1:] == (HOST_UUID, [1, 2])
+    assert asked.args[1:] == (cases.HOST_UUID, [1, 2])
     assert sent_sequences(agent) == [1, 1, 2, 2]
     assert agent.outbox.sequences() == [2]
     # A rejected report would be rejected again: it is dropped too.
@@ -110,7 +96,7 @@ def test_a_restarted_agent_sends_what_its_outbox_holds(agent, conf):
     agent.service_api.report.side_effect = messaging.MessageDeliveryFailure
     agent.report()
     agent.report()
-    restarted = make_agent(conf, agent.driver)
+    restarted = cases.make_agent(conf, agent.driver)
     restarted.service_api.stored_reports.return_value = {'stored': [1],
                                                          'rejected': []}
     restarted.report()
@@ -121,7 +107,7 @@ def test_a_restarted_agent_sends_what_its_outbox_holds(agent, conf):
 def test_the_outbox_is_bounded(agent, conf):
     conf.set_override('max_unconfirmed_reports', 2, 'agent')
     conf.set_override('report_confirm_delay', 3600, 'agent')
-    bounded = make_agent(conf, agent.driver)
+    bounded = cases.make_agent(conf, agent.driver)
     for _ in range(3):
         bounded.report()
     assert bounded.outbox.sequences() == [2, 3]
@@ -144,13 +130,13 @@ def resizes(agent):
 
 def test_killed_after_the_resize_answers_without_resizing_again(agent,
                                                                 conf):
-    actions = decision(agent, 32, 48)
+    actions = cases.actions(agent, 32, 48)
     # The agent died after resizing VM 0, before recording the outcome:
     # its intent is in the journal and the VM has the target.
     agent.journal.intend(actions[0], 64 * MIB)
     agent.driver.apply_memory_target(actions[0]['instance_uuid'],
                                      32 * MIB, 'hotplug')
-    restarted = make_agent(conf, agent.driver)
+    restarted = cases.make_agent(conf, agent.driver)
     done = resizes(restarted)
     results = restarted.apply_decision(None, 'd', actions)
     assert done == [(actions[1]['instance_uuid'], 48 * MIB)]
@@ -166,9 +152,9 @@ def test_killed_after_the_resize_answers_without_resizing_again(agent,
 
 
 def test_killed_before_the_resize_resizes_after_a_restart(agent, conf):
-    actions = decision(agent, 32)
+    actions = cases.actions(agent, 32)
     agent.journal.intend(actions[0], 64 * MIB)
-    restarted = make_agent(conf, agent.driver)
+    restarted = cases.make_agent(conf, agent.driver)
     done = resizes(restarted)
     [result] = restarted.apply_decision(None, 'd', actions)
     assert result['state'] == 'applied'
@@ -177,7 +163,7 @@ def test_killed_before_the_resize_resizes_after_a_restart(agent, conf):
 
 
 def test_a_redelivery_during_the_apply_waits_for_it(agent):
-    actions = decision(agent, 32, 48)
+    actions = cases.actions(agent, 32, 48)
     done = resizes(agent)
     slow = agent.driver.apply_memory_target
     started = threading.Event()

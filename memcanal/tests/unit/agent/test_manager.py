@@ -8,6 +8,8 @@ from memcanal.agent import manager
 from memcanal import exception
 from memcanal.rpc import reports
 
+HOST_UUID = '4f1c2a2e-6b1f-4f5e-9a43-2b9f0e4d1c11'
+
 
 @pytest.fixture
 def agent(conf, tmp_path):
@@ -16,11 +18,17 @@ def agent(conf, tmp_path):
     conf.set_override('instance_memory_mb', 64, 'simulated')
     conf.set_override('references_per_interval', 2000, 'simulated')
     conf.set_override('prl_tau', 5, 'estimation')
-    hypervisor = driver.load('simulated', conf, 'compute-1')
+    return make_agent(conf)
+
+
+def make_agent(conf, hypervisor=None):
+    """An agent of compute-1 (on a simulated host unless ``hypervisor``)
+    whose service registers it and has stored none of its reports."""
+    hypervisor = hypervisor or driver.load('simulated', conf, 'compute-1')
     agent = manager.AgentManager(conf, 'compute-1', hypervisor)
     agent._service_api = mock.Mock()
     agent._service_api.register_host.return_value = {
-        'uuid': '4f1c2a2e-6b1f-4f5e-9a43-2b9f0e4d1c11', 'last_sequence': 0}
+        'uuid': HOST_UUID, 'last_sequence': 0}
     agent._service_api.stored_reports.return_value = {'stored': [],
                                                       'rejected': []}
     return agent
