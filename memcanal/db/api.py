@@ -53,11 +53,17 @@ def _is_sqlite_busy(error):
             and 'database is locked' in str(error))
 
 
+def retry_when(exception_checker):
+    """A decorator retrying a write on deadlocks and whatever else
+    ``exception_checker`` says is worth another try."""
+    return oslo_db_api.wrap_db_retry(
+        max_retries=20, retry_interval=0.02, inc_retry_interval=True,
+        max_retry_interval=0.5, retry_on_deadlock=True,
+        exception_checker=exception_checker)
+
+
 # Writes retried on deadlocks (MariaDB, PostgreSQL) and a busy SQLite.
-retry_on_conflict = oslo_db_api.wrap_db_retry(
-    max_retries=20, retry_interval=0.02, inc_retry_interval=True,
-    max_retry_interval=0.5, retry_on_deadlock=True,
-    exception_checker=_is_sqlite_busy)
+retry_on_conflict = retry_when(_is_sqlite_busy)
 
 
 # The interval of hosts whose agent registered none (older agents): the

@@ -25,7 +25,6 @@ other instead of folding a report twice.
 
 import datetime
 
-from oslo_db import api as oslo_db_api
 from oslo_db import exception as db_exc
 from oslo_utils import timeutils
 import sqlalchemy as sa
@@ -57,10 +56,7 @@ def _is_conflict(error):
             or isinstance(error, db_exc.DBDuplicateEntry))
 
 
-retry_on_conflict = oslo_db_api.wrap_db_retry(
-    max_retries=20, retry_interval=0.02, inc_retry_interval=True,
-    max_retry_interval=0.5, retry_on_deadlock=True,
-    exception_checker=_is_conflict)
+retry_on_conflict = db_api.retry_when(_is_conflict)
 
 
 def days_ago(days, now=None):
