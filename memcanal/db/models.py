@@ -55,6 +55,10 @@ class Host(TimestampMixin, Base):
     report_interval = sa.Column(sa.Float, nullable=True)
     # Highest report sequence stored; a restarted agent resumes after it.
     last_sequence = sa.Column(sa.BigInteger, nullable=False, default=0)
+    # Nova's availability zone of the host; a live migration stays in it.
+    availability_zone = sa.Column(sa.String(255), nullable=True)
+    # The MEMORY_MB allocation ratio memcanal last set in placement.
+    allocation_ratio = sa.Column(sa.Float, nullable=True)
 
 
 class Instance(TimestampMixin, Base):
@@ -91,6 +95,11 @@ class Instance(TimestampMixin, Base):
     # stopped listing for [service] instance_gone_after is deleted.
     last_reported_at = sa.Column(sa.DateTime, nullable=True)
     deleted_at = sa.Column(sa.DateTime, nullable=True)
+    # The flavor's name (nova's metadata): a new VM's demand is estimated
+    # from the VMs of its flavor.
+    flavor = sa.Column(sa.String(255), nullable=True)
+    # The latest report's working set, by the most exact estimator.
+    wss_bytes = sa.Column(sa.BigInteger, nullable=True)
 
     host = orm.relationship(Host)
 
@@ -206,6 +215,7 @@ class Decision(TimestampMixin, Base):
     __table_args__ = (
         sa.UniqueConstraint('uuid', name='uniq_decisions0uuid'),
         sa.Index('decisions_host_id_state_idx', 'host_id', 'state'),
+        sa.Index('decisions_peer_host_id_idx', 'peer_host_id'),
     )
 
     id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
@@ -218,6 +228,9 @@ class Decision(TimestampMixin, Base):
     outputs = sa.Column(sa.JSON, nullable=False)
     state = sa.Column(sa.String(16), nullable=False, default='recommended')
     mode = sa.Column(sa.String(16), nullable=False, default='recommend')
+    # The other host a decision concerns: a migration's destination.
+    peer_host_id = sa.Column(sa.Integer, sa.ForeignKey('hosts.id'),
+                             nullable=True)
 
 
 class Action(TimestampMixin, Base):
