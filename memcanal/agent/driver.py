@@ -30,6 +30,8 @@ class InstanceInfo:
     project_id: str
     allocated_bytes: int
     target_bytes: int | None
+    # The flavor's name, where the hypervisor knows it (nova's metadata).
+    flavor: str | None = None
 
 
 MECHANISMS = ('balloon', 'hotplug')

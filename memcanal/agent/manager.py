@@ -113,11 +113,13 @@ class AgentManager:
             samples.append(dict(
                 summary, uuid=instance.uuid, project_id=instance.project_id,
                 allocated_bytes=instance.allocated_bytes,
-                observed_bytes=instance.target_bytes))
+                observed_bytes=instance.target_bytes,
+                flavor=instance.flavor))
         return {
             'host_uuid': self.host_uuid,
             'sequence': self.sequence.next(),
             'collected_at': timeutils.utcnow().isoformat() + 'Z',
+            'availability_zone': self.conf.agent.availability_zone,
             'instances': samples,
         }
 

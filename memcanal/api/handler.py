@@ -10,6 +10,7 @@ import webob.exc
 
 from memcanal.api import errors
 from memcanal.api.handlers import decisions
+from memcanal.api.handlers import demand
 from memcanal.api.handlers import hosts
 from memcanal.api.handlers import instances
 from memcanal.api.handlers import reports
@@ -21,6 +22,9 @@ from memcanal.api import util
 ROUTE_DECLARATIONS = {
     '/': {
         'GET': root.home,
+    },
+    '/demand_ratios': {
+        'GET': demand.show_demand_ratios,
     },
     '/hosts': {
         'GET': hosts.list_hosts,

@@ -31,6 +31,9 @@ VERSIONS = [
     '1.3',  # Instances: observed_bytes, last_reported_at, deleted_at, and
             # GET /instances?deleted=true for those gone from their host;
             # hosts: report_interval.
+    '1.4',  # Hosts: availability_zone, allocation_ratio and measured
+            # capacity_bytes, demand_bytes, headroom_bytes, utilization;
+            # instances: flavor, wss_bytes; GET /demand_ratios.
 ]
 
 

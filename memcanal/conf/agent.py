@@ -12,6 +12,11 @@ agent_opts = [
                     '(a compute node\'s domains), qemu (guests traced '
                     'by memtrace) or simulated (invented VMs, for trying '
                     'memcanal out; memcanal-aio uses it).'),
+    cfg.StrOpt('availability_zone',
+               help='Nova availability zone of this host, sent with every '
+                    'report: the migration planner keeps a VM in its zone, '
+                    'as a live migration does. Unset: the zone the host '
+                    'had (none for a new host).'),
     cfg.FloatOpt('report_interval',
                  default=60.0,
                  min=0.1,

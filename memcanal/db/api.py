@@ -21,6 +21,8 @@ from sqlalchemy.dialects import sqlite
 from memcanal import conf as memcanal_conf
 from memcanal import exception
 from memcanal.db import models
+from memcanal.policy import demand
+from memcanal.policy import guardrails
 
 context_manager = enginefacade.transaction_context()
 
@@ -91,7 +93,11 @@ def host_state(last_heartbeat_at, report_interval, now=None):
     return 'up' if silence <= allowed else 'down'
 
 
-def _host_dict(host, instance_count, rejected_count):
+def _host_dict(host, load, rejected_count):
+    """The host, with ``load`` (instance count, measured demand) of its
+    live instances."""
+    count, demand_bytes = load
+    capacity = host.memory_total_bytes - host.memory_reserved_bytes
     return {
         'id': host.id,
         'uuid': host.uuid,
@@ -102,8 +108,14 @@ def _host_dict(host, instance_count, rejected_count):
         'report_interval': host.report_interval,
         'last_heartbeat_at': host.last_heartbeat_at,
         'last_sequence': host.last_sequence,
-        'instance_count': instance_count,
+        'instance_count': count,
         'reports_rejected': rejected_count,
+        'availability_zone': host.availability_zone,
+        'allocation_ratio': host.allocation_ratio,
+        'capacity_bytes': capacity,
+        'demand_bytes': demand_bytes,
+        'headroom_bytes': capacity - demand_bytes,
+        'utilization': demand_bytes / capacity if capacity > 0 else None,
         'created_at': host.created_at,
         'updated_at': host.updated_at,
     }
@@ -118,6 +130,8 @@ def _instance_dict(instance, host_uuid):
         'allocated_bytes': instance.allocated_bytes,
         'target_bytes': instance.target_bytes,
         'observed_bytes': instance.observed_bytes,
+        'flavor': instance.flavor,
+        'wss_bytes': instance.wss_bytes,
         'floor_bytes': instance.floor_bytes,
         'ceiling_bytes': instance.ceiling_bytes,
         'opt_out': instance.opt_out,
@@ -179,7 +193,8 @@ _MRC_CURVES = models.MrcCurve.__table__
 # decisions set targets (memcanal.db.decisions), and a report collected
 # before a resize may be stored after it.
 _REPORTED_COLUMNS = ('host_id', 'project_id', 'allocated_bytes',
-                     'observed_bytes', 'last_reported_at', 'deleted_at')
+                     'observed_bytes', 'last_reported_at', 'deleted_at',
+                     'flavor', 'wss_bytes')
 # Uuids per IN (...) list: SQLite allows 32766 bound parameters in a
 # statement, and a batch may describe more instances.
 _IN_CHUNK = 1000
@@ -290,12 +305,19 @@ def _insert(connection, table, json_columns=()):
     return sa.insert(table).values(values)
 
 
-def _insert_returning_ids(connection, statement, rows):
-    """Insert ``rows`` in multi-row INSERTs; their new ids, in order."""
-    return connection.execute(
-        statement.returning(statement.table.c.id,
-                            sort_by_parameter_order=True),
-        rows).scalars().all()
+def _insert_returning_ids(connection, statement, rows, key):
+    """Insert ``rows`` in multi-row INSERTs; their new ids, in order.
+
+    Each row's id is found by ``key``, columns of a unique constraint,
+    which RETURNING gives with it: asking for the ids in the rows' order
+    instead (sort_by_parameter_order) made SQLAlchemy insert one row per
+    statement on SQLite, which cannot promise that order.
+    """
+    table = statement.table
+    ids = {tuple(row[1:]): row[0] for row in connection.execute(
+        statement.returning(table.c.id, *[table.c[name] for name in key]),
+        rows)}
+    return [ids[tuple(row[name] for name in key)] for row in rows]
 
 
 def _insert_reports(connection, fresh, now):
@@ -305,7 +327,7 @@ def _insert_reports(connection, fresh, now):
         connection, _HOST_REPORTS), [
         {'host_id': host_id, 'sequence': report['sequence'],
          'collected_at': report['collected_at'], 'received_at': now}
-        for host_id, report in fresh])
+        for host_id, report in fresh], ('host_id', 'sequence'))
     latest = {}  # A later report of the batch describes an instance last.
     for host_id, report in fresh:
         for sample in report['instances']:
@@ -313,6 +335,8 @@ def _insert_reports(connection, fresh, now):
                 'host_id': host_id, 'project_id': sample['project_id'],
                 'allocated_bytes': sample['allocated_bytes'],
                 'observed_bytes': sample.get('observed_bytes'),
+                'flavor': sample.get('flavor'),
+                'wss_bytes': guardrails.preferred_wss(sample.get('wss', {})),
                 'last_reported_at': now, 'deleted_at': None}
     samples = [(report_id, report, sample)
                for report_id, (_host_id, report) in zip(report_ids, fresh)
@@ -329,7 +353,8 @@ def _insert_reports(connection, fresh, now):
          'allocated_bytes': sample['allocated_bytes'],
          'guest_stats': _dumps(sample.get('guest_stats', {})),
          'log_stats': _dumps(sample.get('logs'))}
-        for report_id, report, sample in samples])
+        for report_id, report, sample in samples],
+        ('host_report_id', 'instance_id'))
     estimates = [
         {'instance_report_id': sample_id, 'estimator': estimator,
          'wss_bytes': wss_bytes}
@@ -353,16 +378,22 @@ def _update_hosts(connection, hosts, fresh, now):
     Its row is locked (_lock_hosts), so the last_sequence read with the
     lock is still the stored one.
     """
-    last_sequences = {}
+    last_sequences, zones = {}, {}
     for host_id, report in fresh:
         last_sequences[host_id] = max(
             last_sequences.get(host_id, hosts[host_id].last_sequence),
             report['sequence'])
+        zones[host_id] = report.get('availability_zone') or zones.get(
+            host_id)
+    # A report without a zone (an older agent's) leaves the host's.
     connection.execute(
         sa.update(_HOSTS).where(_HOSTS.c.id == sa.bindparam('host'))
         .values(last_sequence=sa.bindparam('sequence'),
-                last_heartbeat_at=now),
-        [{'host': host_id, 'sequence': sequence}
+                last_heartbeat_at=now,
+                availability_zone=sa.func.coalesce(
+                    sa.bindparam('zone', type_=sa.String),
+                    _HOSTS.c.availability_zone)),
+        [{'host': host_id, 'sequence': sequence, 'zone': zones[host_id]}
          for host_id, sequence in sorted(last_sequences.items())])
 
 
@@ -474,11 +505,37 @@ def mark_gone_instances(context, gone_after):
     return sorted(gone)
 
 
+def _rails():
+    """The guardrails' kernel footprint, which a VM's demand counts."""
+    return guardrails.Rails(
+        kernel_bytes=memcanal_conf.CONF.optimizer.kernel_mb * 2 ** 20)
+
+
+def _live_demands(session, *conditions):
+    """(host id, flavor, project, flavor memory, measured demand or None
+    when no working set was measured) of every live instance."""
+    rails = _rails()
+    rows = session.execute(
+        sa.select(models.Instance.host_id, models.Instance.flavor,
+                  models.Instance.project_id,
+                  models.Instance.allocated_bytes,
+                  models.Instance.target_bytes, models.Instance.wss_bytes)
+        .where(models.Instance.deleted_at.is_(None), *conditions)).all()
+    return [(row.host_id, row.flavor, row.project_id, row.allocated_bytes,
+             demand.vm_demand(row.target_bytes or row.allocated_bytes,
+                              row.wss_bytes, rails)
+             if row.wss_bytes is not None else None,
+             row.target_bytes or row.allocated_bytes) for row in rows]
+
+
 def _host_counts(session):
-    instances = dict(session.execute(
-        sa.select(models.Instance.host_id, sa.func.count(models.Instance.id))
-        .where(models.Instance.deleted_at.is_(None))
-        .group_by(models.Instance.host_id)).all())
+    """Per host id: (live instances, their measured demand, a VM never
+    measured counting its whole memory); per host uuid: rejections."""
+    instances = {}
+    for host_id, _f, _p, _a, measured, memory in _live_demands(session):
+        count, total = instances.get(host_id, (0, 0))
+        instances[host_id] = (count + 1, total + (
+            measured if measured is not None else memory))
     rejected = dict(session.execute(
         sa.select(models.ReportRejection.host_uuid,
                   sa.func.count(models.ReportRejection.id))
@@ -491,8 +548,8 @@ def list_hosts(context):
     hosts = context.session.execute(
         sa.select(models.Host).order_by(models.Host.name)).scalars().all()
     instances, rejected = _host_counts(context.session)
-    return [_host_dict(h, instances.get(h.id, 0), rejected.get(h.uuid, 0))
-            for h in hosts]
+    return [_host_dict(h, instances.get(h.id, (0, 0)),
+                       rejected.get(h.uuid, 0)) for h in hosts]
 
 
 @context_manager.reader
@@ -503,7 +560,7 @@ def get_host(context, host_uuid):
     if host is None:
         raise exception.HostNotFound(host=host_uuid)
     instances, rejected = _host_counts(context.session)
-    return _host_dict(host, instances.get(host.id, 0),
+    return _host_dict(host, instances.get(host.id, (0, 0)),
                       rejected.get(host.uuid, 0))
 
 
@@ -661,3 +718,38 @@ def stored_sequences(context, host_uuid, sequences):
             .where(models.ReportRejection.host_uuid == host_uuid,
                    models.ReportRejection.sequence.in_(chunk))).scalars())
     return {'stored': sorted(stored), 'rejected': sorted(rejected - stored)}
+
+
+# The share of VMs whose demand a ratio covers: a new VM is estimated as
+# needing what nine in ten of its flavor's (or project's) VMs need.
+DEMAND_PERCENTILE = 90
+
+
+def _percentile(values, percentile):
+    """The nearest-rank percentile of ``values`` (not empty)."""
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * percentile // 100))
+    return ordered[rank - 1]
+
+
+@context_manager.reader
+def demand_ratios(context):
+    """Measured demand over flavor memory of the live VMs with a measured
+    working set, by flavor name and by project: per key, the ratio
+    (DEMAND_PERCENTILE-th percentile) and how many VMs it is taken over.
+    The scheduler filter scales a new VM's flavor memory by it."""
+    by_flavor, by_project = {}, {}
+    for _h, flavor, project, allocated, measured, _m in _live_demands(
+            context.session, models.Instance.wss_bytes.is_not(None)):
+        if allocated <= 0:
+            continue
+        ratio = measured / allocated
+        if flavor is not None:
+            by_flavor.setdefault(flavor, []).append(ratio)
+        by_project.setdefault(project, []).append(ratio)
+    return {
+        name: {key: {'ratio': _percentile(ratios, DEMAND_PERCENTILE),
+                     'instances': len(ratios)}
+               for key, ratios in sorted(groups.items())}
+        for name, groups in (('flavors', by_flavor),
+                             ('projects', by_project))}

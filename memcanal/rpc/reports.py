@@ -5,9 +5,11 @@ A report is a dict::
     {"host_uuid": "<uuid from register_host>",
      "sequence": 42,                       # per host, from 1, increasing
      "collected_at": "2026-11-22T09:00:00Z",
+     "availability_zone": "nova",          # optional: the host's zone
      "instances": [
         {"uuid": "<instance uuid>", "project_id": "<project>",
          "allocated_bytes": 1073741824, "observed_bytes": null,
+         "flavor": "m1.small",             # optional: the flavor's name
          "wss": {"<estimator>": <bytes>, ...},
          "mrc": {"<method>": [[<size bytes>, <miss ratio>], ...], ...},
          "guest_stats": {"<name>": <number>, ...},
@@ -58,6 +60,7 @@ INSTANCE_SCHEMA = {
         # as observed_bytes.
         'observed_bytes': {'type': ['integer', 'null'], 'minimum': 0},
         'target_bytes': {'type': ['integer', 'null'], 'minimum': 0},
+        'flavor': {'type': ['string', 'null'], 'maxLength': 255},
         'wss': {
             'type': 'object',
             'propertyNames': {'pattern': NAME_PATTERN},
@@ -95,6 +98,7 @@ REPORT_SCHEMA = {
         'host_uuid': {'type': 'string', 'pattern': UUID_PATTERN},
         'sequence': {'type': 'integer', 'minimum': 1},
         'collected_at': {'type': 'string', 'maxLength': 64},
+        'availability_zone': {'type': ['string', 'null'], 'maxLength': 255},
         'instances': {'type': 'array', 'items': INSTANCE_SCHEMA},
     },
 }

@@ -134,6 +134,12 @@ class LibvirtDriver(driver.HypervisorDriver):
         return self.options.unowned_project_id
 
     @staticmethod
+    def _flavor(root):
+        flavor = root.find('metadata/{%s}instance/{%s}flavor' % (
+            NOVA_NS, NOVA_NS))
+        return flavor.get('name') if flavor is not None else None
+
+    @staticmethod
     def _boot_kib(root):
         """``<memory>`` less the memory devices: what the domain booted
         with, the balloon's ceiling."""
@@ -162,7 +168,8 @@ class LibvirtDriver(driver.HypervisorDriver):
                 # the memory the VM is set to is what it has.
                 target = current
             instances.append(driver.InstanceInfo(
-                uuid, self._project(root), boot, target))
+                uuid, self._project(root), boot, target,
+                self._flavor(root)))
         return instances
 
     def _domain(self, uuid):

@@ -147,6 +147,8 @@ class SimulatedVM:
         self.uuid = instance_uuid(host, index)
         self.project_id = PROJECTS[index % len(PROJECTS)]
         self.allocated_bytes = memory_bytes
+        # Named as a flavor of its memory would be.
+        self.flavor = 'sim.%dmb' % (memory_bytes // 2 ** 20)
         self.target_bytes = None
         self.kernel_bytes = kernel_bytes
         self.storage = hcache.Storage()
@@ -363,7 +365,8 @@ class SimulatedDriver(driver.HypervisorDriver):
     def list_instances(self):
         with self._lock:
             return [driver.InstanceInfo(vm.uuid, vm.project_id,
-                                        vm.allocated_bytes, vm.target_bytes)
+                                        vm.allocated_bytes, vm.target_bytes,
+                                        vm.flavor)
                     for vm in self._vms.values()]
 
     def _vm(self, instance_uuid):

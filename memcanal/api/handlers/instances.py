@@ -43,6 +43,9 @@ def _view(req, instance):
         body.update(views.instance_settings(instance))
     if microversion.is_supported(req, '1.3'):
         body.update(views.instance_presence(instance))
+    if microversion.is_supported(req, '1.4'):
+        body.update(flavor=instance['flavor'],
+                    wss_bytes=instance['wss_bytes'])
     return body
 
 

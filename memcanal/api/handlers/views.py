@@ -25,6 +25,17 @@ def host(value):
     }
 
 
+def host_demand(value):
+    """Microversion 1.4 adds the host's zone, the MEMORY_MB allocation
+    ratio memcanal set in placement, and what its live VMs measurably
+    need (memcanal.policy.demand): capacity (total less reserved), demand,
+    headroom (capacity less demand) and utilization (demand over
+    capacity; null without capacity)."""
+    return {key: value[key] for key in (
+        'availability_zone', 'allocation_ratio', 'capacity_bytes',
+        'demand_bytes', 'headroom_bytes', 'utilization')}
+
+
 def instance(value):
     return {
         'uuid': value['uuid'],

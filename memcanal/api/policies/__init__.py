@@ -8,6 +8,7 @@ import itertools
 
 from memcanal.api.policies import base
 from memcanal.api.policies import decisions
+from memcanal.api.policies import demand
 from memcanal.api.policies import hosts
 from memcanal.api.policies import instances
 
@@ -16,6 +17,7 @@ def list_rules():
     return list(itertools.chain(
         base.list_rules(),
         decisions.list_rules(),
+        demand.list_rules(),
         hosts.list_rules(),
         instances.list_rules(),
     ))

@@ -1,4 +1,5 @@
-"""Policies of /hosts: compute hosts are infrastructure, admin only."""
+"""Policies of /hosts: compute hosts are infrastructure, for the admin
+and for nova's scheduler (the service role)."""
 
 from oslo_policy import policy
 
@@ -11,14 +12,14 @@ SHOW = PREFIX % 'show'
 rules = [
     policy.DocumentedRuleDefault(
         name=LIST,
-        check_str=base.ADMIN,
+        check_str=base.ADMIN_OR_SERVICE,
         description='List the compute hosts running a memcanal agent, with '
                     'their memory, state and report counters.',
         operations=[{'method': 'GET', 'path': '/hosts'}],
         scope_types=base.SCOPE_TYPES),
     policy.DocumentedRuleDefault(
         name=SHOW,
-        check_str=base.ADMIN,
+        check_str=base.ADMIN_OR_SERVICE,
         description='Show one compute host.',
         operations=[{'method': 'GET', 'path': '/hosts/{uuid}'}],
         scope_types=base.SCOPE_TYPES),

@@ -24,6 +24,7 @@ MIB = 2 ** 20
 PROJECT = '6f2c1c5e0a8b4b7fa3e1d2c3b4a59687'
 NOVA = '''<metadata>
     <nova:instance xmlns:nova="http://openstack.org/xmlns/libvirt/nova/1.1">
+      <nova:flavor name="m1.small"><nova:memory>1024</nova:memory></nova:flavor>
       <nova:owner><nova:project uuid="%s">demo</nova:project></nova:owner>
     </nova:instance></metadata>''' % PROJECT
 
@@ -62,8 +63,9 @@ def test_lists_active_domains_with_nova_project(driver):
     assert instances[vm].project_id == PROJECT
     assert instances[vm].allocated_bytes == 1024 * MIB
     assert instances[vm].target_bytes is None
+    assert instances[vm].flavor == 'm1.small'
     bare = [i for i in instances.values() if i.uuid != vm][0]
-    assert bare.project_id == 'unowned'
+    assert (bare.project_id, bare.flavor) == ('unowned', None)
 
 
 def test_host_info_falls_back_to_get_info(driver, conf):

@@ -50,6 +50,14 @@ def test_report_registers_first_and_is_valid(agent, conf):
     assert all(len(curve) <= conf.agent.max_mrc_points for curve in curves)
 
 
+def test_reports_carry_the_zone_and_each_vms_flavor(agent, conf):
+    conf.set_override('availability_zone', 'az1', 'agent')
+    report = agent.report()
+    assert report['availability_zone'] == 'az1'
+    assert all(sample['flavor'].startswith('sim.')
+               for sample in report['instances'])
+
+
 def test_reports_carry_each_vms_estimates_once_they_converge(agent, conf):
     for _ in range(8):
         report = agent.report()

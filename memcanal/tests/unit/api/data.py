@@ -28,6 +28,7 @@ PROJECTS = {A1: PROJECT_A, A2: PROJECT_A, A3: PROJECT_A,
 # host-a stores reports 1 to 3 of A1, A2 and B1; host-b report 1 of A3
 # and B2.
 HOST_A_INSTANCES = [A1, A2, B1]
+FLAVORS = {PROJECT_A: 'm1.medium', PROJECT_B: 'm1.large'}
 HOST_B_INSTANCES = [A3, B2]
 HOST_A_REPORTS = 3
 UNKNOWN = '99999999-0000-4000-8000-000000000099'
@@ -45,7 +46,8 @@ def using(fixture):
 
 def wss(sequence):
     """The WSS the seed reports for any instance at ``sequence``."""
-    return {'distinct': 100 * MIB * sequence, 'ewma': 90 * MIB * sequence}
+    return {'distinct': 100 * MIB * sequence, 'ewma': 90 * MIB * sequence,
+            'prl': 80 * MIB * sequence}
 
 
 def mrc(sequence):
@@ -55,6 +57,7 @@ def mrc(sequence):
 def _sample(uuid, sequence):
     return {'uuid': uuid, 'project_id': PROJECTS[uuid],
             'allocated_bytes': 4 * GIB, 'observed_bytes': 3 * GIB,
+            'flavor': FLAVORS[PROJECTS[uuid]],
             'wss': wss(sequence), 'mrc': mrc(sequence),
             'guest_stats': {'major_faults': 10.0 * sequence}}
 

@@ -82,3 +82,28 @@ def test_report_interval_from_microversion_1_3(client, hosts):
     # host-b registered without one (an older agent).
     assert [h['report_interval'] for h in listed] == [30.0, None]
     assert 'report_interval' not in client.admin('/hosts').json['hosts'][0]
+
+
+V14 = {'OpenStack-API-Version': 'memcanal 1.4'}
+
+
+def test_measured_demand_from_microversion_1_4(client, hosts):
+    listed = client.admin('/hosts', headers=V14).json['hosts']
+    # Each VM's latest PRL working set plus the 64 MiB kernel: host-a's
+    # three at report 3 (240 MiB), host-b's two at report 1 (80 MiB).
+    host_a, host_b = listed
+    assert host_a['capacity_bytes'] == 62 * data.GIB
+    assert host_a['demand_bytes'] == 3 * 304 * data.MIB
+    assert host_a['headroom_bytes'] == 62 * data.GIB - 3 * 304 * data.MIB
+    assert host_a['utilization'] == 3 * 304 * data.MIB / (62 * data.GIB)
+    assert host_b['demand_bytes'] == 2 * 144 * data.MIB
+    assert (host_a['availability_zone'], host_a['allocation_ratio']) == (
+        None, None)
+    assert 'demand_bytes' not in client.admin('/hosts').json['hosts'][0]
+
+
+def test_nova_scheduler_service_role_reads_hosts(client, hosts):
+    response = client.request('/hosts', token='nova', roles='service',
+                              headers=V14)
+    assert response.status_int == 200
+    assert len(response.json['hosts']) == 2

@@ -9,8 +9,9 @@ from memcanal.api import policy
 from memcanal import context
 
 RULES = {
-    'memcanal:hosts:list': 'role:admin',
-    'memcanal:hosts:show': 'role:admin',
+    'memcanal:hosts:list': '(role:admin) or (role:service)',
+    'memcanal:hosts:show': '(role:admin) or (role:service)',
+    'memcanal:demand_ratios:show': '(role:admin) or (role:service)',
     'memcanal:instances:list':
         '(role:admin) or (role:reader and project_id:%(project_id)s)',
     'memcanal:instances:list:all_projects': 'role:admin',

@@ -14,6 +14,7 @@ from memcanal.db import models
 from memcanal import exception
 from memcanal.rpc import reports
 
+MIB = 2 ** 20
 GIB = 2 ** 30
 VM_1 = '10000000-0000-4000-8000-000000000001'
 VM_2 = '20000000-0000-4000-8000-000000000002'
@@ -212,6 +213,22 @@ def test_a_report_sets_what_was_observed_never_the_target(ctx):
     instance = db_api.get_instance(ctx, VM_1)
     assert (instance['target_bytes'], instance['observed_bytes']) == (
         4 * GIB, 6 * GIB)
+
+
+def test_a_report_sets_flavor_working_set_and_zone(ctx):
+    host = register(ctx)
+    measured = dict(sample(VM_1, 1), flavor='m1.small',
+                    wss={'esx': 300 * MIB, 'pml': 200 * MIB})
+    db_api.store_report(ctx, dict(report(host, 1, measured),
+                                  availability_zone='az1'))
+    instance = db_api.get_instance(ctx, VM_1)
+    # PML before ESX sampling: the more exact estimator's.
+    assert (instance['flavor'], instance['wss_bytes']) == (
+        'm1.small', 200 * MIB)
+    assert db_api.get_host(ctx, host)['availability_zone'] == 'az1'
+    # A report without a zone (an older agent's) keeps the host's.
+    db_api.store_report(ctx, report(host, 2, sample(VM_1, 2)))
+    assert db_api.get_host(ctx, host)['availability_zone'] == 'az1'
 
 
 def test_instances_left_out_of_their_hosts_reports_are_deleted(ctx):
