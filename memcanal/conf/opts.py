@@ -8,13 +8,14 @@ from memcanal.conf import estimation
 from memcanal.conf import hcache
 from memcanal.conf import libvirt
 from memcanal.conf import optimizer
+from memcanal.conf import placement
 from memcanal.conf import qemu
 from memcanal.conf import retention
 from memcanal.conf import service
 from memcanal.conf import simulated
 
 _MODULES = (base, agent, api, database, estimation, hcache, libvirt,
-            optimizer, qemu, retention, service, simulated)
+            optimizer, placement, qemu, retention, service, simulated)
 
 
 def list_opts():
