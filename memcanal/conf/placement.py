@@ -2,8 +2,9 @@
 session, auth and adapter options, as nova's [placement] has them) and
 the bounds of the MEMORY_MB allocation ratios it sets there."""
 
-from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
+
+from memcanal.conf import ksa
 
 SERVICE_TYPE = 'placement'
 
@@ -54,25 +55,11 @@ memcanal_opts = [
 ]
 
 
-def _adapter_opts():
-    opts = ks_loading.get_adapter_conf_options(include_deprecated=False)
-    cfg.set_defaults(opts, service_type=SERVICE_TYPE,
-                     valid_interfaces=['internal', 'public'])
-    return opts
-
-
 def register_opts(conf):
     conf.register_group(placement_group)
     conf.register_opts(memcanal_opts, group=placement_group)
-    ks_loading.register_session_conf_options(conf, placement_group.name)
-    ks_loading.register_auth_conf_options(conf, placement_group.name)
-    conf.register_opts(_adapter_opts(), group=placement_group)
+    ksa.register_opts(conf, placement_group, SERVICE_TYPE)
 
 
 def list_opts():
-    return {placement_group: (
-        memcanal_opts
-        + ks_loading.get_session_conf_options()
-        + ks_loading.get_auth_common_conf_options()
-        + ks_loading.get_auth_plugin_conf_options('password')
-        + _adapter_opts())}
+    return {placement_group: memcanal_opts + ksa.list_opts(SERVICE_TYPE)}

@@ -40,8 +40,8 @@ class ProviderNotFound(exception.NotFound):
 
 
 class InventoryNotFound(exception.NotFound):
-    msg_fmt = ('placement resource provider %(uuid)s has no %(resource_class)s '
-               'inventory.')
+    msg_fmt = ('placement resource provider %(uuid)s has no '
+               '%(resource_class)s inventory.')
 
 
 class ConcurrentUpdate(PlacementError):

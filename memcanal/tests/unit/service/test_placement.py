@@ -4,6 +4,7 @@ from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
 import pytest
 
+from memcanal.conf import placement as placement_conf_module
 from memcanal.policy import guardrails
 from memcanal.policy import overcommit
 from memcanal.service import placement
@@ -220,3 +221,13 @@ def test_client_and_bounds_load_from_the_placement_options(placement_conf):
     assert adapter.get_endpoint() == 'http://placement.test:8780'
     assert updater.client.attempts == 7
     assert updater.bounds == overcommit.Bounds(max_ratio=1.8)
+
+
+def test_placement_options_for_the_sample_config():
+    (group, opts), = placement_conf_module.list_opts().items()
+    names = {opt.dest for opt in opts}
+    assert group.name == 'placement'
+    assert {'enabled', 'max_ratio', 'auth_type', 'username', 'cafile',
+            'region_name', 'valid_interfaces'} <= names
+    service_type, = [opt for opt in opts if opt.dest == 'service_type']
+    assert service_type.default == 'placement'
