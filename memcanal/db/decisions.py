@@ -1,7 +1,18 @@
 """Database API of decisions, their actions and their history.
 
-A decision is the optimizer's proposal for one host: new memory targets
-for some of its VMs, with the policy, inputs and predictions behind them.
+A decision is the optimizer's proposal for one host, with the policy,
+inputs and predictions behind it, of one of three kinds:
+
+- ``memory_targets``: new memory targets for some of its VMs (actions
+  ``set_target``, carried out by the host's agent);
+- ``migration``: a live migration of one of its VMs to another host, the
+  decision's peer host (action ``migrate``; by nova, or by the agent of
+  a simulated host);
+- ``allocation_ratio``: the host's MEMORY_MB allocation ratio in
+  placement (action ``set_allocation_ratio``, carried out by the
+  service).
+
+Rolling one back adds ``restore`` actions that undo its applied ones.
 Its life:
 
     recommended --approve--> approved --(agent results)--> applied | failed
@@ -17,7 +28,9 @@ What decides the host's VMs happens under the host's row lock (SELECT
 ... FOR UPDATE on hosts), taken first by every function that creates,
 approves or rolls back a decision: of two optimizers, or an approval
 racing the optimizer, one waits for the other and then sees what it did,
-so at most one decision of a host is ever being carried out.
+so at most one decision of a host is ever being carried out. A
+migration concerns two hosts: it locks both, in the order of their ids,
+and neither may have another decision being carried out.
 """
 
 from oslo_utils import timeutils
@@ -35,11 +48,20 @@ DECISION_TRANSITIONS = {
     'reject': (('recommended',), 'rejected'),
     'rollback': (('applied', 'failed'), 'rolling_back'),
 }
-# States whose actions are being carried out, with the kind of those
-# actions and the states the decision ends in (all applied, otherwise).
+# States whose actions are being carried out, with the states the
+# decision ends in (all its actions of the phase applied, otherwise).
+# Approved decisions carry out their forward actions, rolling back ones
+# their ``restore`` actions.
 IN_FLIGHT = {
-    'approved': ('set_target', 'applied', 'failed'),
-    'rolling_back': ('restore', 'rolled_back', 'rollback_failed'),
+    'approved': ('applied', 'failed'),
+    'rolling_back': ('rolled_back', 'rollback_failed'),
+}
+RESTORE = 'restore'
+# Each kind of decision's forward action.
+FORWARD_ACTIONS = {
+    'memory_targets': 'set_target',
+    'migration': 'migrate',
+    'allocation_ratio': 'set_allocation_ratio',
 }
 OPEN_ACTION_STATES = ('pending', 'sent')
 # Decisions whose actions changed, or are changing, some VM's target: a
@@ -60,13 +82,16 @@ def _event_dict(event):
 
 
 def _action_dict(action, instance_uuid):
+    """An action with its parameters: a memory target's target_bytes,
+    previous_bytes and mechanism (None for other kinds), a migration's
+    source and destination hosts, a ratio's allocation_ratio and
+    previous_ratio."""
     return {
+        'target_bytes': None, 'previous_bytes': None, 'mechanism': None,
+        **action.params,
         'uuid': action.uuid,
         'kind': action.kind,
         'instance_uuid': instance_uuid,
-        'target_bytes': action.params['target_bytes'],
-        'previous_bytes': action.params['previous_bytes'],
-        'mechanism': action.params['mechanism'],
         'state': action.state,
         'error': action.error,
         'result': action.result,
@@ -82,6 +107,7 @@ def _decision_dict(session, decision, host_uuid, with_details=True):
         'policy': decision.policy,
         'mode': decision.mode,
         'state': decision.state,
+        'peer_host_uuid': _host_uuid(session, decision.peer_host_id),
         'outputs': decision.outputs,
         'created_at': decision.created_at,
         'updated_at': decision.updated_at,
@@ -92,7 +118,7 @@ def _decision_dict(session, decision, host_uuid, with_details=True):
             _action_dict(action, instance_uuid)
             for action, instance_uuid in session.execute(
                 sa.select(models.Action, models.Instance.uuid)
-                .join(models.Instance,
+                .outerjoin(models.Instance,
                       models.Action.instance_id == models.Instance.id)
                 .where(models.Action.decision_id == decision.id)
                 .order_by(models.Action.id)).all()]
@@ -101,6 +127,13 @@ def _decision_dict(session, decision, host_uuid, with_details=True):
             .where(models.DecisionEvent.decision_id == decision.id)
             .order_by(models.DecisionEvent.id)).scalars()]
     return result
+
+
+def _host_uuid(session, host_id):
+    if host_id is None:
+        return None
+    return session.execute(sa.select(models.Host.uuid).where(
+        models.Host.id == host_id)).scalar_one_or_none()
 
 
 def _move(session, decision, to_state, user_id=None, project_id=None,
@@ -124,12 +157,25 @@ def _lock_host(session, host_uuid=None, host_id=None):
     return host
 
 
+def _lock_both(session, host_ids):
+    """The hosts' rows by id, locked one after the other in the order of
+    their ids, as every transaction locking two takes them."""
+    return {host_id: _lock_host(session, host_id=host_id)
+            for host_id in sorted(set(host_ids))}
+
+
+def _of_host(host_id):
+    """Decisions concerning the host: its own, and migrations to it."""
+    return sa.or_(models.Decision.host_id == host_id,
+                  models.Decision.peer_host_id == host_id)
+
+
 def _check_not_busy(session, host, decision_id=None):
-    """HostBusy if a decision of the host (other than ``decision_id``) is
-    being carried out."""
+    """HostBusy if a decision concerning the host (other than
+    ``decision_id``) is being carried out."""
     busy = session.execute(
         sa.select(models.Decision.uuid).where(
-            models.Decision.host_id == host.id,
+            _of_host(host.id),
             models.Decision.id != (decision_id or 0),
             models.Decision.state.in_(list(IN_FLIGHT)))
         .limit(1)).scalar_one_or_none()
@@ -174,34 +220,115 @@ def create_decision(context, host_uuid, kind, policy, mode, inputs, outputs,
             instances[change['instance_uuid']])]
     if not changes:
         return None
+    _supersede(session, models.Decision.host_id == host.id,
+               models.Decision.kind == kind)
+    return _record(session, host, kind, policy, mode, inputs, outputs, [
+        (instances[change['instance_uuid']].id, {
+            'target_bytes': change['target_bytes'],
+            'previous_bytes': change['previous_bytes'],
+            'mechanism': change['mechanism']}) for change in changes])
+
+
+def _supersede(session, *conditions):
+    """Decisions matching ``conditions`` still waiting for an operator:
+    only the newest reflects the cloud as it is."""
     for waiting in session.execute(
             sa.select(models.Decision).where(
-                models.Decision.host_id == host.id,
-                models.Decision.state == 'recommended')).scalars():
+                models.Decision.state == 'recommended',
+                *conditions)).scalars():
         _move(session, waiting, 'superseded', reason='A newer decision '
               'was made for the host.')
+
+
+def _record(session, host, kind, policy, mode, inputs, outputs, actions,
+            peer=None):
+    """A new decision of ``host`` (and ``peer``) with a forward action per
+    (instance id or None, params) of ``actions``; approved at once in
+    ``auto`` mode."""
     decision = models.Decision(
         uuid=uuidutils.generate_uuid(), host_id=host.id, kind=kind,
         policy=policy, mode=mode, inputs=inputs, outputs=outputs,
-        state='recommended')
+        state='recommended', peer_host_id=peer.id if peer else None)
     session.add(decision)
     session.flush()
     session.add(models.DecisionEvent(decision_id=decision.id,
                                      to_state='recommended'))
-    for change in changes:
+    for instance_id, params in actions:
         session.add(models.Action(
             uuid=uuidutils.generate_uuid(), decision_id=decision.id,
-            host_id=host.id,
-            instance_id=instances[change['instance_uuid']].id,
-            kind='set_target',
-            state='pending', params={
-                'target_bytes': change['target_bytes'],
-                'previous_bytes': change['previous_bytes'],
-                'mechanism': change['mechanism']}))
+            host_id=host.id, instance_id=instance_id,
+            kind=FORWARD_ACTIONS[kind], state='pending', params=params))
     if mode == 'auto':
         _move(session, decision, 'approved', reason='Auto mode.')
     session.flush()
-    return _decision_dict(session, decision, host_uuid)
+    return _decision_dict(session, decision, host.uuid)
+
+
+@db_api.retry_on_conflict
+@db_api.context_manager.writer
+def create_migration(context, instance_uuid, destination_uuid, policy, mode,
+                     inputs, outputs):
+    """Record a decision to live-migrate a VM from the host it is on to
+    ``destination_uuid``; returns it, or None when the VM is gone or
+    already there.
+
+    Both hosts are locked (in id order) and HostBusy is raised while
+    another decision concerning either is being carried out. A migration
+    of the same VM still waiting for an operator is superseded.
+    """
+    session = context.session
+    instance = session.execute(
+        sa.select(models.Instance).where(
+            models.Instance.uuid == instance_uuid,
+            models.Instance.deleted_at.is_(None))).scalar_one_or_none()
+    destination_id = session.execute(
+        sa.select(models.Host.id).where(
+            models.Host.uuid == destination_uuid)).scalar_one_or_none()
+    if destination_id is None:
+        raise exception.HostNotFound(host=destination_uuid)
+    if instance is None or instance.host_id in (None, destination_id):
+        return None
+    hosts = _lock_both(session, (instance.host_id, destination_id))
+    source, destination = hosts[instance.host_id], hosts[destination_id]
+    for host in hosts.values():
+        _check_not_busy(session, host)
+    session.refresh(instance)
+    if instance.host_id != source.id or instance.deleted_at is not None:
+        return None
+    _supersede(session, models.Decision.kind == 'migration',
+               models.Decision.id.in_(
+                   sa.select(models.Action.decision_id).where(
+                       models.Action.instance_id == instance.id)))
+    return _record(session, source, 'migration', policy, mode, inputs,
+                   outputs, [(instance.id, _migration_params(
+                       source, destination))], peer=destination)
+
+
+def _migration_params(source, destination):
+    return {'source_host': source.name, 'source_host_uuid': source.uuid,
+            'destination_host': destination.name,
+            'destination_host_uuid': destination.uuid}
+
+
+@db_api.retry_on_conflict
+@db_api.context_manager.writer
+def create_ratio_decision(context, host_uuid, ratio, policy, mode, inputs,
+                          outputs):
+    """Record a decision to set the host's MEMORY_MB allocation ratio in
+    placement; returns it, or None when the host already has that ratio.
+    HostBusy while another decision concerning the host is being carried
+    out; an older ratio decision still waiting is superseded."""
+    session = context.session
+    host = _lock_host(session, host_uuid)
+    _check_not_busy(session, host)
+    if host.allocation_ratio == ratio:
+        return None
+    _supersede(session, models.Decision.host_id == host.id,
+               models.Decision.kind == 'allocation_ratio')
+    return _record(session, host, 'allocation_ratio', policy, mode, inputs,
+                   outputs, [(None, {'allocation_ratio': ratio,
+                                     'previous_ratio':
+                                     host.allocation_ratio})])
 
 
 def _decision_query():
@@ -250,11 +377,19 @@ def list_decisions(context, host_uuid=None, state=None, limit=None,
             for decision, h_uuid in session.execute(query).all()]
 
 
-def _open_actions(session, decision_id, kind):
+def _phase(state):
+    """The condition on actions of the phase a decision in ``state``
+    carries out: restores while rolling back, its forward ones else."""
+    if state == 'rolling_back':
+        return models.Action.kind == RESTORE
+    return models.Action.kind != RESTORE
+
+
+def _open_actions(session, decision):
     return session.execute(
         sa.select(models.Action).where(
-            models.Action.decision_id == decision_id,
-            models.Action.kind == kind,
+            models.Action.decision_id == decision.id,
+            _phase(decision.state),
             models.Action.state.in_(OPEN_ACTION_STATES))).scalars().all()
 
 
@@ -263,7 +398,8 @@ def _check_not_superseded(session, decision):
     changing) VMs since ``decision``."""
     newer = session.execute(
         sa.select(models.Decision).where(
-            models.Decision.host_id == decision.host_id,
+            sa.or_(_of_host(decision.host_id),
+                   _of_host(decision.peer_host_id)),
             models.Decision.id > decision.id,
             models.Decision.state.in_(CHANGED_TARGETS))
         .order_by(models.Decision.id.desc()).limit(1)).scalar_one_or_none()
@@ -291,31 +427,70 @@ def _floor(session, instance, rails):
         ceiling_bytes=instance.ceiling_bytes), rails)
 
 
+def _restore_target(session, decision, action, instance, rails):
+    """A memory target's restore: the size before, never below the VM's
+    floor now; None when the VM is there already."""
+    target = max(action.params['previous_bytes'],
+                 _floor(session, instance, rails))
+    if target == _current_bytes(instance):
+        return None
+    return {'target_bytes': target,
+            'previous_bytes': _current_bytes(instance),
+            'mechanism': action.params['mechanism']}
+
+
+def _restore_migration(session, decision, action, instance, rails):
+    """A migration's restore: back to its source, if the VM is still on
+    the destination the migration took it to."""
+    if instance.host_id != decision.peer_host_id:
+        return None
+    return {'source_host': action.params['destination_host'],
+            'source_host_uuid': action.params['destination_host_uuid'],
+            'destination_host': action.params['source_host'],
+            'destination_host_uuid': action.params['source_host_uuid']}
+
+
+def _restore_ratio(session, decision, action, instance, rails):
+    """A ratio's restore: the ratio before, unless the host had none
+    (memcanal never set one: placement keeps the last it was given)."""
+    host = session.get(models.Host, decision.host_id)
+    previous = action.params['previous_ratio']
+    if previous is None or host.allocation_ratio == previous:
+        return None
+    return {'allocation_ratio': previous,
+            'previous_ratio': host.allocation_ratio}
+
+
+_RESTORES = {
+    'memory_targets': _restore_target,
+    'migration': _restore_migration,
+    'allocation_ratio': _restore_ratio,
+}
+
+
 def _add_restores(session, decision, rails):
-    """A restore action for every target the decision applied, back to
-    the size before it but never below the VM's floor now; returns how
-    many. A VM deleted since, or already at that size, needs none."""
+    """A restore action undoing every action the decision applied;
+    returns how many. A VM deleted since, or one already as it was,
+    needs none."""
     applied = session.execute(
         sa.select(models.Action, models.Instance)
-        .join(models.Instance,
-              models.Action.instance_id == models.Instance.id)
+        .outerjoin(models.Instance,
+                   models.Action.instance_id == models.Instance.id)
         .where(models.Action.decision_id == decision.id,
-               models.Action.kind == 'set_target',
-               models.Action.state == 'applied',
-               models.Instance.deleted_at.is_(None))).all()
+               models.Action.kind == FORWARD_ACTIONS[decision.kind],
+               models.Action.state == 'applied')).all()
     restores = 0
     for action, instance in applied:
-        target = max(action.params['previous_bytes'],
-                     _floor(session, instance, rails))
-        if target == _current_bytes(instance):
+        if instance is not None and instance.deleted_at is not None:
+            continue
+        params = _RESTORES[decision.kind](session, decision, action,
+                                          instance, rails)
+        if params is None:
             continue
         session.add(models.Action(
             uuid=uuidutils.generate_uuid(), decision_id=decision.id,
             host_id=action.host_id, instance_id=action.instance_id,
-            kind='restore', state='pending', params={
-                'target_bytes': target,
-                'previous_bytes': _current_bytes(instance),
-                'mechanism': action.params['mechanism']}))
+            kind=RESTORE, state='pending', params=params))
         restores += 1
     return restores
 
@@ -338,11 +513,10 @@ def request_transition(context, decision_uuid, request, reason=None,
     session = context.session
     # The host's lock first, as create_decision takes it, so the two
     # never wait for each other in opposite orders.
-    host_id = session.execute(
-        sa.select(models.Decision.host_id).where(
-            models.Decision.uuid == decision_uuid)).scalar_one_or_none()
-    if host_id is not None:
-        host = _lock_host(session, host_id=host_id)
+    host_ids = session.execute(
+        sa.select(models.Decision.host_id, models.Decision.peer_host_id)
+        .where(models.Decision.uuid == decision_uuid)).first() or ()
+    hosts = _lock_both(session, [i for i in host_ids if i is not None])
     decision, host_uuid = _get(session, decision_uuid, for_update=True)
     allowed_from, to_state = DECISION_TRANSITIONS[request]
     if decision.state not in allowed_from:
@@ -350,8 +524,9 @@ def request_transition(context, decision_uuid, request, reason=None,
             uuid=decision_uuid, state=decision.state,
             requested={'approve': 'approved', 'reject': 'rejected',
                        'rollback': 'rolled back'}[request])
-    if request != 'reject' and decision.host_id is not None:
-        _check_not_busy(session, host, decision.id)
+    if request != 'reject':
+        for host in hosts.values():
+            _check_not_busy(session, host, decision.id)
     if request == 'rollback':
         _check_not_superseded(session, decision)
     _move(session, decision, to_state, context.user_id, context.project_id,
@@ -369,23 +544,34 @@ def _batches(session, *conditions):
     as one batch per decision: dicts of decision_uuid, host (its name,
     the agent's RPC server) and actions."""
     rows = session.execute(
-        sa.select(models.Decision.uuid, models.Host.name, models.Action,
-                  models.Instance.uuid)
+        sa.select(models.Decision.uuid, models.Decision.kind,
+                  models.Host.name, models.Action, models.Instance.uuid)
         .join(models.Action, models.Action.decision_id == models.Decision.id)
         .join(models.Host, models.Decision.host_id == models.Host.id)
-        .join(models.Instance,
-              models.Action.instance_id == models.Instance.id)
+        .outerjoin(models.Instance,
+                   models.Action.instance_id == models.Instance.id)
         .where(models.Decision.state.in_(list(IN_FLIGHT)), *conditions)
         .order_by(models.Decision.id, models.Action.id)).all()
     batches = {}
-    for decision_uuid, host_name, action, instance_uuid in rows:
+    for decision_uuid, kind, host_name, action, instance_uuid in rows:
         batches.setdefault(decision_uuid, {
-            'decision_uuid': decision_uuid, 'host': host_name,
-            'actions': []})['actions'].append({
-                'uuid': action.uuid, 'instance_uuid': instance_uuid,
-                'target_bytes': action.params['target_bytes'],
-                'mechanism': action.params['mechanism']})
+            'decision_uuid': decision_uuid, 'kind': kind,
+            'host': host_name, 'actions': []})['actions'].append(
+                _batch_action(action, instance_uuid))
     return list(batches.values())
+
+
+def _batch_action(action, instance_uuid):
+    """What the executor of an action is sent: a memory target's size
+    and mechanism (as agents have always been sent them), or the
+    parameters of another kind."""
+    sent = {'uuid': action.uuid, 'instance_uuid': instance_uuid}
+    if 'target_bytes' in action.params:
+        sent.update(target_bytes=action.params['target_bytes'],
+                    mechanism=action.params['mechanism'])
+    else:
+        sent.update(action.params, kind=action.kind)
+    return sent
 
 
 @db_api.context_manager.reader
@@ -414,13 +600,13 @@ def mark_sent(context, action_uuids):
 
 
 def _finish_if_done(session, decision):
-    kind, success, failure = IN_FLIGHT[decision.state]
-    if _open_actions(session, decision.id, kind):
+    success, failure = IN_FLIGHT[decision.state]
+    if _open_actions(session, decision):
         return
     states = session.execute(
         sa.select(models.Action.state).where(
             models.Action.decision_id == decision.id,
-            models.Action.kind == kind)).scalars().all()
+            _phase(decision.state))).scalars().all()
     if all(state == 'applied' for state in states):
         _move(session, decision, success)
     else:
@@ -430,13 +616,29 @@ def _finish_if_done(session, decision):
 
 
 def _apply_result(session, action, result, now):
+    """Record an action's outcome; an applied one changes what it acted
+    on: a VM's target, the host a VM is on, a host's ratio."""
     action.state = result['state']
     action.error = result.get('error')
     action.result = result.get('result')
-    if action.state == 'applied':
-        instance = session.get(models.Instance, action.instance_id)
-        instance.target_bytes = action.params['target_bytes']
-        instance.target_changed_at = now
+    if action.state != 'applied':
+        return
+    params = action.params
+    if 'allocation_ratio' in params:
+        session.get(models.Host, action.host_id).allocation_ratio = (
+            params['allocation_ratio'])
+        return
+    instance = session.get(models.Instance, action.instance_id)
+    if 'destination_host_uuid' in params:
+        instance.host_id = session.execute(
+            sa.select(models.Host.id).where(
+                models.Host.uuid == params['destination_host_uuid'])
+        ).scalar_one()
+        # Its memory is as it booted on the new host, its hold begins.
+        instance.target_bytes = None
+    else:
+        instance.target_bytes = params['target_bytes']
+    instance.target_changed_at = now
 
 
 @db_api.retry_on_conflict
@@ -496,8 +698,9 @@ def fail_unanswered(context, cutoff):
 def host_busy(context, host_uuid):
     """Whether a decision of the host is being carried out: the optimizer
     waits for it before deciding again."""
+    host_id = context.session.execute(sa.select(models.Host.id).where(
+        models.Host.uuid == host_uuid)).scalar_one_or_none()
     return context.session.execute(
         sa.select(sa.func.count(models.Decision.id))
-        .join(models.Host, models.Decision.host_id == models.Host.id)
-        .where(models.Host.uuid == host_uuid,
+        .where(_of_host(host_id),
                models.Decision.state.in_(list(IN_FLIGHT)))).scalar_one() > 0

@@ -52,10 +52,19 @@ def list_decisions(req):
         raise webob.exc.HTTPNotFound(str(exc),
                                      comment=errors.MARKER_NOT_FOUND)
     return util.json_response({
-        'decisions': [views.decision(d) for d in found],
+        'decisions': [_view(req, d, views.decision) for d in found],
         'links': util.page_links(req, found, limit,
                                  found[-1]['uuid'] if found else None),
     })
+
+
+def _view(req, decision, view):
+    """The decision as ``view`` renders it; from 1.4 with the other host
+    it concerns (a migration's destination; null for other kinds)."""
+    body = view(decision)
+    if microversion.is_supported(req, '1.4'):
+        body['peer_host_uuid'] = decision['peer_host_uuid']
+    return body
 
 
 @util.wsgify
@@ -69,7 +78,7 @@ def get_decision(req):
         found = decisions_db.get_decision(context, uuid)
     except exception.DecisionNotFound as exc:
         raise _not_found(str(exc))
-    return util.json_response(views.decision_detail(found))
+    return util.json_response(_view(req, found, views.decision_detail))
 
 
 def _conflict(req, exc, code, **names):
@@ -103,7 +112,7 @@ def _transition(request, rule):
         except exception.HostBusy as exc:
             return _conflict(req, exc, errors.DECISION_HOST_BUSY,
                              busy_decision=exc.kwargs['busy'])
-        return util.json_response(views.decision_detail(found))
+        return util.json_response(_view(req, found, views.decision_detail))
     handler.__doc__ = 'POST /decisions/{uuid}/%s' % request
     return handler
 
