@@ -8,12 +8,24 @@ baseline may have at most ``1 + delta`` times its baseline misses.
 Three searches over allocations in whole units (4 MB by default):
 
 - ``exhaustive``: every allocation, as the paper does for three VMs.
-- ``greedy``: the paper's heuristic for more VMs: move a unit from the VM
-  that loses least to the VM that gains most while that lowers the mean
-  and the loser stays within its bound.
+- ``greedy``: the paper's idea for more VMs (memory to the VM that gains
+  most, from the VM that loses least, bounds kept), on the lower convex
+  hull of each VM's cost rather than a unit at a time: a one-unit move
+  gains nothing on a step of a curve, so the paper's heuristic stops
+  there. Marginal allocation on the hulls from every VM's least allowed
+  size, then moves of two VMs (one up a step, the other down to its
+  cheapest size that leaves room) while they gain. Optimal on convex
+  curves; on steps within a few per cent of ``exact``.
 - ``exact``: the geometric mean is the exponential of a sum of per-VM
   logarithms, so the optimum is a knapsack-like dynamic programme over
-  memory units: the true optimum for any number of VMs.
+  memory units: the true optimum for any number of VMs. A VM's cost
+  changes only at its curve's points, so the programme merges, per VM,
+  only the sizes no smaller size beats.
+
+Both run in C (``_allocate.c``) on each VM's curve as runs of units of
+one step (``_runs``); ``_costs`` and ``_exact_dense`` are the same costs
+and programme over every unit in numpy, for ``exhaustive`` and as the
+reference of the tests and the benchmark (benchmarks/optimizer_scale.py).
 
 A VM's sizes are its current memory plus or minus whole units, so
 staying where all are is always among the allocations searched, however
@@ -23,16 +35,19 @@ VM it helps most. Memory no VM may take (all at their ceilings) stays
 unallocated, as does memory that lowers nobody's misses.
 """
 
+import bisect
 import itertools
 
 import numpy as np
 
+from memcanal.policy import _allocate
 from memcanal.policy import base
 
 METHODS = ('exact', 'greedy', 'exhaustive')
 MAX_UNITS = 4096
-"""The exact search costs units squared per VM; on hosts with more than
-this many units of memory the unit grows to keep it about a second."""
+"""The dense searches cost units squared per VM (exact in C: units times
+the curve's points); on hosts with more than this many units of memory
+the unit grows."""
 EXHAUSTIVE_MAX_VMS = 3
 STAY_PREFERENCE = 1e-9
 """Cost of each unit a VM moves from its current memory: among
@@ -68,8 +83,11 @@ def _costs(vm, units, unit, delta):
                     np.inf)
 
 
-def _exact(costs, units):
-    """Units per VM minimising the summed costs over at most ``units``."""
+def _exact_dense(costs, units):
+    """Units per VM minimising the summed costs over at most ``units``:
+    the dynamic programme over every unit, in numpy. ``exact`` gives the
+    same optimum in C from the curves' breakpoints; this one is its
+    reference in the tests and its baseline in benchmarks/optimizer_scale."""
     best = np.full(units + 1, np.inf)
     best[0] = 0.0
     choices = []
@@ -123,65 +141,56 @@ def _exhaustive(costs, units):
     return best
 
 
-def _nearest_allowed(cost, k):
-    """The allowed number of units closest to ``k`` (None if none)."""
-    allowed = np.flatnonzero(np.isfinite(cost))
-    if not allowed.size:
-        return None
-    return int(allowed[np.argmin(np.abs(allowed - k))])
+def _runs(vms, units, unit, delta):
+    """The arguments of _allocate's searches: each VM's cost as runs of
+    units over which its curve is one step (where each starts, its log
+    relative miss ratio, whether that is allowed below the baseline),
+    and its bounds in units. The same costs as _costs, without a value
+    for every unit: a host's VMs at once, as the optimizer plans a
+    cloud host by host."""
+    rems = np.array([vm.current_bytes % unit for vm in vms], np.int64)
+    # A run before the curve's first point (miss ratio 1.0), then one
+    # from each point: the first unit whose size reaches it.
+    counts = np.array([len(vm.curve.sizes) + 1 for vm in vms])
+    points = np.concatenate([part for vm in vms
+                             for part in ([-1], vm.curve.sizes)])
+    ratios = np.concatenate([part for vm in vms
+                             for part in ([1.0], vm.curve.miss_ratios)])
+    # As base.VM.relative_miss_ratio, for a host's VMs at once.
+    baselines = np.maximum(
+        [vm.miss_ratio(vm.baseline_bytes) for vm in vms], base.MIN_MISS_RATIO)
+    relative = (np.maximum(ratios, base.MIN_MISS_RATIO)
+                / np.repeat(baselines, counts))
 
+    def first_unit(limits, rems=rems):
+        return np.maximum(-((rems - limits) // unit), 0)
 
-def _greedy(costs, start, units):
-    """Lu and Shen's unit moves from the current allocation ``start``.
-
-    A VM out of its bounds there first moves to the nearest size it may
-    have, and the allocation is brought to at most ``units``: a unit to
-    the VM it helps most while one helps, a unit from the VM it hurts
-    least while there are too many. Then a unit moves from the VM that
-    loses least to the VM that gains most, over every pair, while that
-    lowers the mean; a VM may not break its bound.
-    """
-    taken = [_nearest_allowed(c, k) for c, k in zip(costs, start)]
-    if None in taken:
-        return None
-    while True:
-        # A step out of bounds costs inf: no VM is ever taken there.
-        gains = np.array([c[k + 1] - c[k] if k < units else np.inf
-                          for c, k in zip(costs, taken)])
-        losses = np.array([c[k - 1] - c[k] if k > 0 else np.inf
-                           for c, k in zip(costs, taken)])
-        spare = units - sum(taken)
-        if spare < 0:
-            if not np.isfinite(losses.min()):
-                return None
-            taken[int(np.argmin(losses))] -= 1
-        elif spare > 0 and gains.min() < -1e-12:
-            taken[int(np.argmin(gains))] += 1
-        else:
-            moves = gains[:, None] + losses[None, :]
-            np.fill_diagonal(moves, np.inf)
-            receiver, donor = np.unravel_index(np.argmin(moves),
-                                               moves.shape)
-            if not moves[receiver, donor] < -1e-12:
-                return taken
-            taken[receiver] += 1
-            taken[donor] -= 1
+    return (first_unit(points, np.repeat(rems, counts))
+            .clip(max=units + 1),
+            np.log(relative),
+            (relative <= 1.0 + delta + 1e-12).astype(np.uint8),
+            np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
+            first_unit(np.array([vm.min_bytes for vm in vms], np.int64)),
+            np.array([units if vm.max_bytes is None else
+                      (vm.max_bytes - rem) // unit
+                      for vm, rem in zip(vms, rems)], np.int64),
+            first_unit(np.array([vm.baseline_bytes for vm in vms],
+                                np.int64)),
+            np.array([vm.current_bytes // unit for vm in vms], np.int64),
+            units, STAY_PREFERENCE)
 
 
 def _search(vms, units, unit, delta, method):
     """Units per VM by ``method``; None if no allocation is allowed."""
-    costs = [_costs(vm, units, unit, delta) for vm in vms]
-    if method == 'exact':
-        taken = _exact(costs, units)
-    elif method == 'exhaustive':
+    if method == 'exhaustive':
+        costs = [_costs(vm, units, unit, delta) for vm in vms]
         taken = _exhaustive(costs, units)
-    else:
-        taken = _greedy(costs, [vm.current_bytes // unit for vm in vms],
-                        units)
-    if taken is None or not np.isfinite(sum(
-            c[k] for c, k in zip(costs, taken))):
-        return None
-    return taken
+        if taken is None or not np.isfinite(sum(
+                c[k] for c, k in zip(costs, taken))):
+            return None
+        return taken
+    search = _allocate.exact if method == 'exact' else _allocate.greedy
+    return search(*_runs(vms, units, unit, delta))
 
 
 def isolated_sharing(vms, total_bytes, delta,
@@ -207,7 +216,7 @@ def isolated_sharing(vms, total_bytes, delta,
         if taken is None:
             raise ValueError('no allocation of %d bytes meets every VM\'s '
                              'bounds' % total_bytes)
-        targets.update({vm.name: int(_sizes(vm, units, unit)[k])
+        targets.update({vm.name: vm.current_bytes % unit + k * unit
                         for vm, k in zip(free, taken)})
         _give_remainder(free, targets, shared - sum(
             targets[vm.name] for vm in free))
@@ -225,7 +234,14 @@ def _give_remainder(vms, targets, remainder):
             <= vm.max_bytes]
     if not fits:
         return
-    best = min(fits, key=lambda vm: float(
-        vm.relative_miss_ratio(targets[vm.name] + remainder)
-        / vm.relative_miss_ratio(targets[vm.name])))
-    targets[best.name] += remainder
+
+    def gain(vm):
+        # A step function: only a point within the bytes changes it.
+        sizes, target = vm.curve.sizes, targets[vm.name]
+        at = bisect.bisect_right(sizes, target)
+        if at == len(sizes) or sizes[at] > target + remainder:
+            return 1.0
+        return float(vm.relative_miss_ratio(target + remainder)
+                     / vm.relative_miss_ratio(target))
+
+    targets[min(fits, key=gain).name] += remainder

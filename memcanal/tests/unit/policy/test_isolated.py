@@ -60,8 +60,136 @@ def test_exact_is_never_worse_than_greedy():
         assert sum(greedy.targets.values()) == total * MB
         assert exact.geometric_mean <= greedy.geometric_mean + 1e-12
         strictly_better += exact.geometric_mean < greedy.geometric_mean
-    # Greedy stops on the curves' plateaus; the optimum does not.
+    # These curves are a few random steps, far from convex: greedy's
+    # hulls and exchanges miss some optima.
     assert strictly_better > 0
+
+
+def test_greedy_stays_close_to_exact_on_steps():
+    rng = np.random.default_rng(42)
+    ratios = []
+    for case in range(50):
+        vms = [curves.random_vm(rng, 'vm%d' % i)
+               for i in range(2 + case % 5)]
+        total = 512 * len(vms)
+        exact = allocate(vms, total, 0.1, unit_mb=8)
+        greedy = allocate(vms, total, 0.1, 'greedy', unit_mb=8)
+        ratios.append(greedy.geometric_mean / exact.geometric_mean)
+    # Measured: equal on 42 of 50, 0.7 % worse on (geometric) average.
+    assert sum(ratio <= 1 + 1e-9 for ratio in ratios) >= 40
+    assert isolated.base.geometric_mean(ratios) < 1.01
+
+
+def test_greedy_crosses_a_step_whole():
+    # Every unit from 512 MB to 636 MB leaves 'cliff' at its misses: a
+    # unit-by-unit greedy gains nothing with the first unit and stops.
+    # Its hull is one segment from 512 to 640 MB, taken at once.
+    cliff = curves.vm('cliff', [(64, 1.0), (640, 0.1)])
+    flat = curves.vm('flat', [(64, 0.3)])
+    for delta in (0.0, 0.25):
+        greedy = allocate([cliff, flat], 1024, delta, 'greedy')
+        exact = allocate([cliff, flat], 1024, delta)
+        assert greedy.targets == exact.targets == {
+            'cliff': 640 * MB, 'flat': 384 * MB}
+        assert greedy.predicted['cliff'] == pytest.approx(0.1)
+
+
+def test_greedy_takes_a_step_from_the_vm_that_loses_least():
+    # 'wide' crosses its step to 768 MB with memory 'cheap' gives at
+    # little loss; 'dear' may not give any (it would break its bound).
+    wide = curves.vm('wide', [(64, 1.0), (768, 0.05)])
+    cheap = curves.vm('cheap', [(64, 1.0), (256, 0.5), (512, 0.49)])
+    dear = curves.vm('dear', [(64, 1.0), (448, 0.5), (512, 0.2)])
+    greedy = allocate([wide, cheap, dear], 1536, 0.05, 'greedy')
+    exact = allocate([wide, cheap, dear], 1536, 0.05)
+    assert greedy.targets == exact.targets
+    assert greedy.targets['wide'] == 768 * MB
+    assert greedy.targets['dear'] == 512 * MB
+
+
+def convex_vm(rng, name):
+    # A point every unit; a power law is log-convex, so the cost is
+    # convex in the units and every unit a corner of its hull.
+    sizes = np.arange(4, 2049, 4)
+    floor = rng.uniform(0, 0.2)
+    ratios = floor + (1 - floor) * (1 + sizes / rng.uniform(50, 800)) ** (
+        -rng.uniform(0.5, 3))
+    return curves.vm(name, list(zip(sizes.tolist(), ratios.tolist())),
+                     baseline=int(rng.integers(128, 1024)))
+
+
+@pytest.mark.parametrize('seed', range(6))
+def test_greedy_matches_exact_on_convex_curves(seed):
+    rng = np.random.default_rng(seed)
+    vms = [convex_vm(rng, 'vm%d' % i) for i in range(2 + seed)]
+    total = sum(vm.baseline_bytes for vm in vms) // MB
+    for delta in (0.0, 0.05, 0.3):
+        exact = allocate(vms, total, delta)
+        greedy = allocate(vms, total, delta, 'greedy')
+        assert greedy.geometric_mean == pytest.approx(
+            exact.geometric_mean, rel=1e-9)
+
+
+def random_host(rng):
+    """VMs with bounds, and memory off their baselines and off the
+    unit grid; a host of some 0.7 to 1.3 times their baselines."""
+    vms = []
+    for i in range(int(rng.integers(1, 8))):
+        vm = curves.random_vm(rng, 'vm%d' % i,
+                              baseline=int(rng.integers(200, 900)),
+                              points=int(rng.integers(2, 40)))
+        bounds = {}
+        if rng.random() < 0.3:
+            bounds['min_bytes'] = int(rng.integers(0, 400)) * MB
+        if rng.random() < 0.3:
+            bounds['max_bytes'] = int(rng.integers(300, 1500)) * MB
+        if rng.random() < 0.5:
+            bounds['memory_bytes'] = int(rng.integers(100 * MB, 1200 * MB))
+        vms.append(isolated.base.VM(vm.name, vm.baseline_bytes, vm.curve,
+                                    **bounds))
+    total = int(sum(vm.baseline_bytes for vm in vms) * rng.uniform(0.7, 1.3))
+    return vms, total
+
+
+@pytest.mark.parametrize('seed', range(4))
+def test_exact_finds_the_dense_programmes_optimum(seed):
+    # The C search merges only the units not dominated; the numpy one
+    # every unit. Equal costs may be reached by different allocations
+    # (units a stay preference trades one for one between VMs).
+    rng = np.random.default_rng(seed)
+    for _ in range(50):
+        vms, total = random_host(rng)
+        delta = float(rng.choice([0.0, 0.05, 0.25]))
+        unit = isolated._unit(total, int(rng.choice([1, 4, 8])) * MB)
+        units = (total - sum(vm.current_bytes % unit for vm in vms)) // unit
+        if units < 0:
+            continue
+        costs = [isolated._costs(vm, units, unit, delta) for vm in vms]
+        dense = isolated._exact_dense(costs, units)
+        found = {method: isolated._search(vms, units, unit, delta, method)
+                 for method in ('exact', 'greedy')}
+        if dense is None:
+            assert found == {'exact': None, 'greedy': None}
+            continue
+        optimum = sum(cost[k] for cost, k in zip(costs, dense))
+        exact, greedy = (sum(cost[k] for cost, k in zip(costs, found[m]))
+                         for m in ('exact', 'greedy'))
+        assert exact == pytest.approx(optimum, rel=0, abs=1e-12)
+        assert sum(found['exact']) <= units
+        assert sum(found['greedy']) <= units
+        assert optimum - 1e-12 <= greedy < np.inf
+
+
+def test_searches_check_their_arguments():
+    vms, total = random_host(np.random.default_rng(0))
+    args = list(isolated._runs(vms, 100, 4 * MB, 0.05))
+    for method in (isolated._allocate.exact, isolated._allocate.greedy):
+        with pytest.raises(ValueError, match='steps'):
+            method(*[args[0], args[1][:-1]] + args[2:])
+        with pytest.raises(ValueError, match='bound'):
+            method(*args[:4] + [args[4][:-1]] + args[5:])
+        with pytest.raises(ValueError, match='offsets'):
+            method(*args[:3] + [args[3][::-1].copy()] + args[4:])
 
 
 def test_flat_curve_gives_memory_away():
