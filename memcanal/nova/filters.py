@@ -17,7 +17,12 @@ from nova.scheduler import filters
 from oslo_config import cfg
 
 from memcanal.nova import client
+from memcanal.nova import conf as memcanal_conf
 from memcanal.policy import demand
+
+
+# nova's configuration has [memcanal] once nova loads this class.
+memcanal_conf.register_opts(cfg.CONF)
 
 
 class MemCanalFilter(filters.BaseHostFilter):

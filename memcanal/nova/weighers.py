@@ -30,6 +30,11 @@ from nova import weights as nova_weights
 from oslo_config import cfg
 
 from memcanal.nova import client
+from memcanal.nova import conf as memcanal_conf
+
+
+# nova's configuration has [memcanal] once nova loads this class.
+memcanal_conf.register_opts(cfg.CONF)
 
 
 class MemCanalWeigher(weights.BaseHostWeigher):
