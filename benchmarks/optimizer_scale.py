@@ -21,8 +21,10 @@ Times, in this process, ``isolated.isolated_sharing`` per host:
 - greedy: marginal allocation on the curves' convex hulls;
 
 each for the whole cloud, in one thread and in ``--threads`` threads
-(the C searches release the GIL; the optimizer plans host by host). The
-baseline's cloud time is its per-host mean times the hosts. Prints the
+(the C searches release the GIL; the optimizer plans host by host), as
+wall time and as this process's CPU time (which other load on the
+machine disturbs less). The baseline's cloud times are its per-host
+means times the hosts. Prints the
 ratios to the baseline side by side, and greedy's objective against
 exact's: per host, greedy's geometric mean over exact's (1.0 = as good),
 their geometric mean over hosts and the worst host, and how many hosts
@@ -111,8 +113,8 @@ def plan(method):
 
 
 def timed(name, run, hosts, threads=1):
-    """Seconds for ``run`` on every host, and its results."""
-    start = time.perf_counter()
+    """Wall and CPU seconds for ``run`` on every host, and its results."""
+    start, cpu = time.perf_counter(), time.process_time()
     results = []
     if threads == 1:
         for i, vms in enumerate(hosts):
@@ -124,9 +126,10 @@ def timed(name, run, hosts, threads=1):
         with concurrent.futures.ThreadPoolExecutor(threads) as pool:
             results = list(pool.map(run, hosts))
     seconds = time.perf_counter() - start
-    progress('%s: %d hosts in %.2f s' % (name, len(hosts), seconds),
-             last=True)
-    return seconds, results
+    cpu = time.process_time() - cpu
+    progress('%s: %d hosts in %.2f s (CPU %.2f s)' % (
+        name, len(hosts), seconds, cpu), last=True)
+    return seconds, cpu, results
 
 
 def main():
@@ -143,17 +146,18 @@ def main():
     hosts = [host(rng, args.vms) for _ in range(args.hosts)]
     sample = hosts[:max(1, min(args.sample, args.hosts))]
 
-    dense_s, dense_cost = timed('baseline (numpy, sample)',
+    dense_s, dense_cpu, dense_cost = timed('baseline (numpy, sample)',
                                 lambda vms: search(vms, 'dense'), sample)
     per_host = {'baseline': dense_s / len(sample)}
     cloud = {'baseline': per_host['baseline'] * args.hosts}
+    cpu = {'baseline': dense_cpu / len(sample) * args.hosts}
     threaded = {}
     gms = {}
     for method in ('exact', 'greedy'):
-        seconds, gms[method] = timed(method, plan(method), hosts)
+        seconds, cpu[method], gms[method] = timed(method, plan(method), hosts)
         per_host[method] = seconds / args.hosts
         cloud[method] = seconds
-        threaded[method], _ = timed('%s, %d threads' % (
+        threaded[method], _, _ = timed('%s, %d threads' % (
             method, args.threads), plan(method), hosts, args.threads)
 
     agree = np.allclose(dense_cost, [search(vms, 'exact') for vms in sample],
@@ -162,12 +166,12 @@ def main():
         args.hosts, args.vms, POINTS, DELTA, isolated._unit(
             sum(vm.baseline_bytes for vm in hosts[0]),
             base.DEFAULT_UNIT_BYTES) // MB))
-    print('%-10s %12s %12s %16s %10s' % (
-        'method', 'ms/host', 'cloud s', 'cloud s, %d thr' % args.threads,
-        'speed-up'))
+    print('%-10s %9s %9s %12s %16s %9s' % (
+        'method', 'ms/host', 'cloud s', 'cloud CPU s',
+        'cloud s, %d thr' % args.threads, 'speed-up'))
     for name in ('baseline', 'exact', 'greedy'):
-        print('%-10s %12.2f %12.2f %16s %9.0fx' % (
-            name, 1000 * per_host[name], cloud[name],
+        print('%-10s %9.2f %9.2f %12.2f %16s %8.0fx' % (
+            name, 1000 * per_host[name], cloud[name], cpu[name],
             '%.2f' % threaded[name] if name in threaded else
             '(%d hosts)' % len(sample),
             per_host['baseline'] / per_host[name]))

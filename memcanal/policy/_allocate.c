@@ -108,54 +108,56 @@ max_segments(const problem *p)
     return most;
 }
 
-/* The dynamic programme's tables: best cost for each number of units
- * taken by the VMs so far, finite between first and last; cap leaves
- * the VMs still to merge their least units. */
+/* The dynamic programme's tables: a row per VM merged of the least cost
+ * of each number of units taken so far, finite between first and last;
+ * cap leaves the VMs still to merge their least units. Rows, not
+ * choices, are kept: a merge is then a plain minimum the compiler
+ * vectorises, and the choices are found again going back. */
 typedef struct {
-    double *best, *next, *window_cost;
+    double *rows, *window_cost;
     int64_t *window, first, last, cap;
-    int32_t *choice;
 } tables;
 
+/* A VM's choices: units from..to of one step (one unit, or units below
+ * its current size, each unit less costing eps more). */
+typedef struct {
+    int64_t from, to;
+    double s;
+} piece;
+
 static void
-point(const problem *p, tables *t, Py_ssize_t vm, int64_t k, double c,
+point(tables *t, const double *best, double *next, int64_t k, double c,
       int64_t *reach)
 {
-    int64_t first = t->first, last = t->last;
-    int64_t stop = last + k > t->cap ? t->cap : last + k;
-    int32_t *choice = t->choice + vm * (p->units + 1);
-    for (int64_t u = first + k; u <= stop; u++) {
-        double v = t->best[u - k] + c;
-        if (v < t->next[u]) {
-            t->next[u] = v;
-            choice[u] = (int32_t)k;
-        }
+    int64_t stop = t->last + k > t->cap ? t->cap : t->last + k;
+    const double *from = best - k;
+    for (int64_t u = t->first + k; u <= stop; u++) {
+        double v = from[u] + c;
+        next[u] = v < next[u] ? v : next[u];
     }
     if (stop > *reach)
         *reach = stop;
 }
 
-/* Units a..e below the VM's current size, each unit less costing eps
- * more: next[u] = min over k of best[u - k] + cost(k), the minimum of
- * best[j] + eps j over a window of j that slides with u. Equal windows
- * keep the largest j, the fewest units, as the unit-by-unit merge does. */
+/* Units a..e below the VM's current size: next[u] = min over k of
+ * best[u - k] + cost(k), the minimum of best[j] + eps j over a window
+ * of j that slides with u. */
 static void
-descending(const problem *p, tables *t, Py_ssize_t vm, int64_t a,
-           int64_t e, double s, int64_t *reach)
+descending(const problem *p, tables *t, Py_ssize_t vm, const double *best,
+           double *next, const piece *own, int64_t *reach)
 {
+    int64_t a = own->from, e = own->to;
     if (e - a < SHORT) {
         for (int64_t k = a; k <= e; k++)
-            point(p, t, vm, k, cost(p, vm, s, k), reach);
+            point(t, best, next, k, cost(p, vm, own->s, k), reach);
         return;
     }
-    int64_t first = t->first, last = t->last;
-    int64_t stop = last + e > t->cap ? t->cap : last + e;
-    int32_t *choice = t->choice + vm * (p->units + 1);
+    int64_t stop = t->last + e > t->cap ? t->cap : t->last + e;
     int64_t head = 0, tail = 0;
-    for (int64_t u = first + a; u <= stop; u++) {
+    for (int64_t u = t->first + a; u <= stop; u++) {
         int64_t j = u - a;
-        if (j <= last) {
-            double g = t->best[j] + p->eps * (double)j;
+        if (j <= t->last) {
+            double g = best[j] + p->eps * (double)j;
             while (tail > head && t->window_cost[tail - 1] >= g)
                 tail--;
             t->window[tail] = j;
@@ -164,90 +166,111 @@ descending(const problem *p, tables *t, Py_ssize_t vm, int64_t a,
         while (t->window[head] < u - e)
             head++;
         j = t->window[head];
-        double v = t->best[j] + cost(p, vm, s, u - j);
-        if (v < t->next[u]) {
-            t->next[u] = v;
-            choice[u] = (int32_t)(u - j);
-        }
+        double v = best[j] + cost(p, vm, own->s, u - j);
+        next[u] = v < next[u] ? v : next[u];
     }
     if (stop > *reach)
         *reach = stop;
 }
 
+/* The VM's pieces, ascending: of each segment the units that no smaller
+ * unit beats (costs no more with less memory). */
+static Py_ssize_t
+pieces(const problem *p, Py_ssize_t vm, const segment *segs,
+       Py_ssize_t count, piece *out)
+{
+    Py_ssize_t made = 0;
+    int64_t k0 = p->current[vm];
+    double cheapest = INFINITY;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t a = segs[i].a, e = segs[i].b < k0 ? segs[i].b : k0;
+        double s = segs[i].s;
+        if (a >= k0)
+            e = a;
+        if (!(cost(p, vm, s, e) < cheapest))
+            continue;
+        /* The first unit cheaper than any before it. */
+        int64_t from = a, to = e;
+        while (from < to) {
+            int64_t mid = from + (to - from) / 2;
+            if (cost(p, vm, s, mid) < cheapest)
+                to = mid;
+            else
+                from = mid + 1;
+        }
+        out[made++] = (piece){from, e, s};
+        cheapest = cost(p, vm, s, e);
+    }
+    return made;
+}
+
 static int
-exact_search(const problem *p, segment *segs, tables *t, int64_t *taken)
+exact_search(const problem *p, segment *segs, piece *own, Py_ssize_t stride,
+             Py_ssize_t *counts, tables *t, int64_t *taken)
 {
     int64_t width = p->units + 1;
-    for (int64_t u = 0; u < width; u++)
-        t->best[u] = INFINITY;
-    t->best[0] = 0.0;
-    t->first = t->last = 0;
     t->cap = p->units;
     for (Py_ssize_t vm = 0; vm < p->vms; vm++) {
-        if (!segments(p, vm, segs))
+        Py_ssize_t n = segments(p, vm, segs);
+        if (!n)
             return 0;
-        t->cap -= segs[0].a;
+        counts[vm] = pieces(p, vm, segs, n, own + vm * stride);
+        t->cap -= own[vm * stride].from;
     }
+    for (int64_t u = 0; u < width * (p->vms + 1); u++)
+        t->rows[u] = INFINITY;
+    t->rows[0] = 0.0;
+    t->first = t->last = 0;
     for (Py_ssize_t vm = 0; vm < p->vms; vm++) {
-        for (int64_t u = 0; u < width; u++)
-            t->next[u] = INFINITY;
-        int64_t k0 = p->current[vm], reach = -1, low = -1;
-        /* Of the VM's units merged so far, the cheapest: a unit that
-         * costs no less with more memory never helps. */
-        double cheapest = INFINITY;
-        Py_ssize_t count = segments(p, vm, segs);
-        t->cap += segs[0].a;
-        for (Py_ssize_t i = 0; i < count; i++) {
-            int64_t a = segs[i].a, e = segs[i].b < k0 ? segs[i].b : k0;
-            double s = segs[i].s;
-            if (a >= k0 || a == e) {
-                double c = cost(p, vm, s, a);
-                if (c < cheapest) {
-                    point(p, t, vm, a, c, &reach);
-                    cheapest = c;
-                    if (low < 0)
-                        low = a;
-                }
-                continue;
-            }
-            if (!(cost(p, vm, s, e) < cheapest))
-                continue;
-            /* The first unit cheaper than any before it. */
-            int64_t from = a, to = e;
-            while (from < to) {
-                int64_t mid = from + (to - from) / 2;
-                if (cost(p, vm, s, mid) < cheapest)
-                    to = mid;
-                else
-                    from = mid + 1;
-            }
-            descending(p, t, vm, from, e, s, &reach);
-            cheapest = cost(p, vm, s, e);
-            if (low < 0)
-                low = from;
-        }
-        if (low < 0 || t->first + low > t->cap)
+        const double *best = t->rows + vm * width;
+        double *next = t->rows + (vm + 1) * width;
+        const piece *mine = own + vm * stride;
+        int64_t reach = -1;
+        t->cap += mine[0].from;
+        if (t->first + mine[0].from > t->cap)
             return 0;
-        t->first += low;
+        for (Py_ssize_t i = 0; i < counts[vm]; i++) {
+            if (mine[i].from == mine[i].to)
+                point(t, best, next, mine[i].from,
+                      cost(p, vm, mine[i].s, mine[i].from), &reach);
+            else
+                descending(p, t, vm, best, next, &mine[i], &reach);
+        }
+        t->first += mine[0].from;
         t->last = reach;
-        double *swap = t->best;
-        t->best = t->next;
-        t->next = swap;
     }
+    const double *best = t->rows + p->vms * width;
     double least = INFINITY;
     for (int64_t u = t->first; u <= t->last; u++)
-        if (t->best[u] < least)
-            least = t->best[u];
+        if (best[u] < least)
+            least = best[u];
     if (!isfinite(least))
         return 0;
     /* The most memory among the best: what lowers nobody's misses still
      * serves the VMs better than the host's free list. */
     int64_t left = t->first;
     for (int64_t u = t->first; u <= t->last; u++)
-        if (t->best[u] <= least + GAIN)
+        if (best[u] <= least + GAIN)
             left = u;
+    /* Back through the rows: each VM's fewest units that reach the cost
+     * its row has there. */
     for (Py_ssize_t vm = p->vms - 1; vm >= 0; vm--) {
-        taken[vm] = t->choice[vm * width + left];
+        const double *prev = t->rows + vm * width;
+        double want = t->rows[(vm + 1) * width + left], miss = INFINITY;
+        const piece *mine = own + vm * stride;
+        taken[vm] = mine[0].from;
+        for (Py_ssize_t i = 0; i < counts[vm] && miss > 0; i++)
+            for (int64_t k = mine[i].from; k <= mine[i].to && k <= left;
+                 k++) {
+                double off = fabs(prev[left - k]
+                                  + cost(p, vm, mine[i].s, k) - want);
+                if (off < miss) {
+                    miss = off;
+                    taken[vm] = k;
+                    if (!miss)
+                        break;
+                }
+            }
         left -= taken[vm];
     }
     return 1;
@@ -257,21 +280,24 @@ static int
 exact(const problem *p, int64_t *taken)
 {
     int64_t width = p->units + 1;
+    Py_ssize_t stride = max_segments(p) + 1;
     tables t = {
-        malloc(width * sizeof(double)), malloc(width * sizeof(double)),
+        malloc((size_t)(p->vms + 1) * width * sizeof(double)),
         malloc(width * sizeof(double)), malloc(width * sizeof(int64_t)),
-        0, 0, 0, malloc((size_t)p->vms * width * sizeof(int32_t)),
+        0, 0, 0,
     };
-    segment *segs = malloc((max_segments(p) + 1) * sizeof(segment));
+    segment *segs = malloc(stride * sizeof(segment));
+    piece *own = malloc((size_t)p->vms * stride * sizeof(piece));
+    Py_ssize_t *counts = malloc((size_t)p->vms * sizeof(Py_ssize_t));
     int found = -1;
-    if (t.best && t.next && t.window_cost && t.window && t.choice && segs)
-        found = exact_search(p, segs, &t, taken);
-    free(t.best);
-    free(t.next);
+    if (t.rows && t.window_cost && t.window && segs && own && counts)
+        found = exact_search(p, segs, own, stride, counts, &t, taken);
+    free(t.rows);
     free(t.window_cost);
     free(t.window);
-    free(t.choice);
     free(segs);
+    free(own);
+    free(counts);
     return found;
 }
 

@@ -35,7 +35,6 @@ VM it helps most. Memory no VM may take (all at their ceilings) stays
 unallocated, as does memory that lowers nobody's misses.
 """
 
-import bisect
 import itertools
 
 import numpy as np
@@ -141,46 +140,63 @@ def _exhaustive(costs, units):
     return best
 
 
-def _runs(vms, units, unit, delta):
+class _Curves:
+    """A host's VMs' curves end to end, as the searches and the remainder
+    read them: each VM's points after a point at -1 (below its first
+    point a curve misses always), its relative miss ratios from each (as
+    base.VM.relative_miss_ratio), and where each VM's points begin."""
+
+    def __init__(self, vms):
+        self.counts = np.array([len(vm.curve.sizes) + 1 for vm in vms])
+        self.offsets = np.concatenate(([0], np.cumsum(self.counts)))
+        self.points = np.concatenate([part for vm in vms
+                                      for part in ([-1], vm.curve.sizes)])
+        ratios = np.maximum(np.concatenate([
+            part for vm in vms for part in ([1.0], vm.curve.miss_ratios)]),
+            base.MIN_MISS_RATIO)
+        self.baselines = np.array([vm.baseline_bytes for vm in vms],
+                                  np.int64)
+        self.relative = ratios / np.repeat(
+            self._at(ratios, self.baselines), self.counts)
+
+    def _at(self, values, sizes):
+        """``values`` of each VM's last point at or below its size."""
+        below = np.add.reduceat(
+            self.points <= np.repeat(sizes, self.counts), self.offsets[:-1])
+        return values[self.offsets[:-1] + below - 1]
+
+    def relative_at(self, sizes):
+        """Each VM's relative miss ratio at its size in ``sizes``."""
+        return self._at(self.relative, sizes)
+
+
+def _runs(vms, curves, units, unit, delta):
     """The arguments of _allocate's searches: each VM's cost as runs of
     units over which its curve is one step (where each starts, its log
     relative miss ratio, whether that is allowed below the baseline),
     and its bounds in units. The same costs as _costs, without a value
-    for every unit: a host's VMs at once, as the optimizer plans a
-    cloud host by host."""
+    for every unit, for a host's VMs at once."""
     rems = np.array([vm.current_bytes % unit for vm in vms], np.int64)
-    # A run before the curve's first point (miss ratio 1.0), then one
-    # from each point: the first unit whose size reaches it.
-    counts = np.array([len(vm.curve.sizes) + 1 for vm in vms])
-    points = np.concatenate([part for vm in vms
-                             for part in ([-1], vm.curve.sizes)])
-    ratios = np.concatenate([part for vm in vms
-                             for part in ([1.0], vm.curve.miss_ratios)])
-    # As base.VM.relative_miss_ratio, for a host's VMs at once.
-    baselines = np.maximum(
-        [vm.miss_ratio(vm.baseline_bytes) for vm in vms], base.MIN_MISS_RATIO)
-    relative = (np.maximum(ratios, base.MIN_MISS_RATIO)
-                / np.repeat(baselines, counts))
 
     def first_unit(limits, rems=rems):
         return np.maximum(-((rems - limits) // unit), 0)
 
-    return (first_unit(points, np.repeat(rems, counts))
+    # Each point starts a run at the first unit whose size reaches it.
+    return (first_unit(curves.points, np.repeat(rems, curves.counts))
             .clip(max=units + 1),
-            np.log(relative),
-            (relative <= 1.0 + delta + 1e-12).astype(np.uint8),
-            np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
+            np.log(curves.relative),
+            (curves.relative <= 1.0 + delta + 1e-12).astype(np.uint8),
+            curves.offsets.astype(np.int64),
             first_unit(np.array([vm.min_bytes for vm in vms], np.int64)),
             np.array([units if vm.max_bytes is None else
                       (vm.max_bytes - rem) // unit
                       for vm, rem in zip(vms, rems)], np.int64),
-            first_unit(np.array([vm.baseline_bytes for vm in vms],
-                                np.int64)),
+            first_unit(curves.baselines),
             np.array([vm.current_bytes // unit for vm in vms], np.int64),
             units, STAY_PREFERENCE)
 
 
-def _search(vms, units, unit, delta, method):
+def _search(vms, units, unit, delta, method, curves=None):
     """Units per VM by ``method``; None if no allocation is allowed."""
     if method == 'exhaustive':
         costs = [_costs(vm, units, unit, delta) for vm in vms]
@@ -190,7 +206,7 @@ def _search(vms, units, unit, delta, method):
             return None
         return taken
     search = _allocate.exact if method == 'exact' else _allocate.greedy
-    return search(*_runs(vms, units, unit, delta))
+    return search(*_runs(vms, curves or _Curves(vms), units, unit, delta))
 
 
 def isolated_sharing(vms, total_bytes, delta,
@@ -211,37 +227,39 @@ def isolated_sharing(vms, total_bytes, delta,
                              'total memory')
         units = (shared - sum(vm.current_bytes % unit for vm in free)) \
             // unit
-        taken = _search(free, units, unit, delta, method) \
+        curves = _Curves(free)
+        taken = _search(free, units, unit, delta, method, curves) \
             if units >= 0 else None
         if taken is None:
             raise ValueError('no allocation of %d bytes meets every VM\'s '
                              'bounds' % total_bytes)
         targets.update({vm.name: vm.current_bytes % unit + k * unit
                         for vm, k in zip(free, taken)})
-        _give_remainder(free, targets, shared - sum(
+        _give_remainder(free, curves, targets, shared - sum(
             targets[vm.name] for vm in free))
-    return base.Allocation.of(
-        'isolated_sharing', vms, targets, method=method, delta=delta,
-        unit_bytes=unit, total_bytes=total_bytes)
+    # As base.Allocation.of predicts, with the host's curves read at once
+    # (one by one that was half the time of a 30-VM greedy plan).
+    predicted = {vm.name: 1.0 for vm in vms}
+    if free:
+        predicted.update(zip((vm.name for vm in free), curves.relative_at(
+            np.array([targets[vm.name] for vm in free], np.int64)).tolist()))
+    return base.Allocation(
+        'isolated_sharing', {name: int(size) for name, size in
+                             targets.items()},
+        predicted, base.geometric_mean(predicted.values()),
+        dict(method=method, delta=delta, unit_bytes=unit,
+             total_bytes=total_bytes))
 
 
-def _give_remainder(vms, targets, remainder):
+def _give_remainder(vms, curves, targets, remainder):
     """The bytes below one unit go where they lower the mean most."""
     if remainder <= 0:
         return
-    fits = [vm for vm in vms
-            if vm.max_bytes is None or targets[vm.name] + remainder
-            <= vm.max_bytes]
-    if not fits:
+    sizes = np.array([targets[vm.name] for vm in vms], np.int64)
+    fits = np.flatnonzero([vm.max_bytes is None or size + remainder
+                           <= vm.max_bytes for vm, size in zip(vms, sizes)])
+    if not fits.size:
         return
-
-    def gain(vm):
-        # A step function: only a point within the bytes changes it.
-        sizes, target = vm.curve.sizes, targets[vm.name]
-        at = bisect.bisect_right(sizes, target)
-        if at == len(sizes) or sizes[at] > target + remainder:
-            return 1.0
-        return float(vm.relative_miss_ratio(target + remainder)
-                     / vm.relative_miss_ratio(target))
-
-    targets[min(fits, key=gain).name] += remainder
+    gains = (curves.relative_at(sizes + remainder)
+             / curves.relative_at(sizes))[fits]
+    targets[vms[fits[np.argmin(gains)]].name] += remainder

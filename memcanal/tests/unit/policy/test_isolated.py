@@ -182,7 +182,8 @@ def test_exact_finds_the_dense_programmes_optimum(seed):
 
 def test_searches_check_their_arguments():
     vms, total = random_host(np.random.default_rng(0))
-    args = list(isolated._runs(vms, 100, 4 * MB, 0.05))
+    args = list(isolated._runs(vms, isolated._Curves(vms), 100, 4 * MB,
+                               0.05))
     for method in (isolated._allocate.exact, isolated._allocate.greedy):
         with pytest.raises(ValueError, match='steps'):
             method(*[args[0], args[1][:-1]] + args[2:])
@@ -313,3 +314,12 @@ def test_curve_from_points():
                 [[float('inf'), 0.5]], None):
         with pytest.raises(ValueError):
             isolated.base.curve_from_points(bad)
+
+
+@pytest.mark.parametrize('method', isolated.METHODS)
+def test_predictions_are_the_curves_at_the_targets(method):
+    no_curve = isolated.base.VM('unknown', 100 * MB, None)
+    vms = [no_curve] + curves.table2()
+    allocation = allocate(vms, 1637, 0.25, method)
+    assert allocation == isolated.base.Allocation.of(
+        'isolated_sharing', vms, allocation.targets, **allocation.details)
