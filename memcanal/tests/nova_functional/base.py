@@ -11,6 +11,7 @@ from nova.scheduler import filters as nova_filters
 from nova.scheduler import weights as nova_weights
 from nova.tests.functional import integrated_helpers
 
+from memcanal.nova import client
 from memcanal.nova import filters
 from memcanal.nova import weighers
 from memcanal.tests.nova_functional import memcanal_api
@@ -36,6 +37,10 @@ class MemCanalNovaTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         self.addCleanup(directory.cleanup)
         self.memcanal = memcanal_api.MemcanalAPI(directory.name)
         self.addCleanup(self.memcanal.close)
+        # The scheduler's client (and its adapter) is per process: one
+        # for this test's memcanal.
+        client.reset()
+        self.addCleanup(client.reset)
         # admin_token: memcanal's noauth2 takes the token "admin" as an
         # admin; its options are those keystoneauth registers when it
         # loads the plugin.
