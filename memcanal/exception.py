@@ -46,6 +46,12 @@ class TracingNotSupported(MemcanalException):
                'cache.')
 
 
+class MigrationFailed(MemcanalException):
+    """A VM could not be moved to another host; it stays where it was."""
+
+    msg_fmt = 'Could not migrate instance %(uuid)s to %(host)s: %(reason)s'
+
+
 class ResizeFailed(MemcanalException):
     """A hypervisor could not give a VM the memory asked for; the VM keeps
     what it had."""

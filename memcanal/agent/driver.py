@@ -128,6 +128,14 @@ class HypervisorDriver(abc.ABC):
         of MECHANISMS); return a Resize, or raise ResizeFailed and leave
         the VM as it was."""
 
+    def migrate_instance(self, instance_uuid, destination_host):
+        """Move a VM to the host named ``destination_host``; a VM already
+        there counts as moved. Only simulated hosts move VMs themselves:
+        on a real cloud nova live-migrates them ([migration] executor)."""
+        raise exception.MigrationFailed(
+            uuid=instance_uuid, host=destination_host,
+            reason='this driver does not move VMs; nova does')
+
     def start_tracing(self, instance_uuid, cache_bytes):
         """Lend ``cache_bytes`` of a VM's memory to a hypervisor exclusive
         cache; its Samples carry a CacheTrace until stop_tracing."""

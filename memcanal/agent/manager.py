@@ -221,6 +221,11 @@ class AgentManager:
         paid for is skipped (largest growths first), each skipped VM
         keeping its previous target.
         """
+        if any('destination_host' in action for action in actions):
+            results = [self._migrate(action) for action in actions]
+            self.service_api.actions_done(
+                memcanal_context.get_admin_context(), decision_uuid, results)
+            return results
         current = self._sizes()
 
         def change(action):
@@ -300,6 +305,32 @@ class AgentManager:
                              'stopped; applying it', action['uuid'])
                     result = self._resize(action)
             self.journal.record(action, previous, result)
+            return result
+
+    def _migrate(self, action):
+        """Move a VM to another host once (the simulated driver's hosts);
+        a redelivered action gets its first outcome again, and one this
+        agent was killed in is tried again: a VM already moved counts as
+        moved."""
+        with self._apply_lock:
+            entry = self.journal.get(action['uuid'])
+            if entry is not None and entry['result'] is not None:
+                return entry['result']
+            self.journal.intend(action, None)
+            try:
+                self.driver.migrate_instance(action['instance_uuid'],
+                                             action['destination_host'])
+                result = {'uuid': action['uuid'], 'state': 'applied',
+                          'error': None, 'result': {
+                              'destination_host': action['destination_host']}}
+                LOG.info('Moved %s to %s', action['instance_uuid'],
+                         action['destination_host'])
+            except (exception.MigrationFailed,
+                    exception.InstanceNotFound) as error:
+                LOG.warning('Action %s failed: %s', action['uuid'], error)
+                result = {'uuid': action['uuid'], 'state': 'failed',
+                          'error': str(error), 'result': None}
+            self.journal.record(action, None, result)
             return result
 
     def _resize(self, action):

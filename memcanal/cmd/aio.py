@@ -64,6 +64,12 @@ def _arguments(argv):
                         help='recommend: decisions wait for approval '
                              '(POST /decisions/{uuid}/approve); auto: they '
                              'are applied at once (default recommend)')
+    parser.add_argument('--hot-host-memory-mb', type=int, default=None,
+                        help='memory of the first simulated host in MiB '
+                             '(default [simulated] host_memory_mb): small '
+                             'enough, its VMs\' measured demand passes '
+                             '[migration] threshold and the service '
+                             'migrates VMs off it to the others')
     parser.add_argument('--api-port', type=int, default=None,
                         help='port of the REST API on 127.0.0.1 '
                              '(default [api] bind_port, 8793)')
@@ -71,6 +77,10 @@ def _arguments(argv):
     if args.hosts < 1 or args.vms < 0 or args.interval <= 0:
         parser.error('--hosts must be >= 1, --vms >= 0 and --interval > 0')
     return args, oslo_args
+
+
+def _host_name(index):
+    return 'sim-host-%d' % (index + 1)
 
 
 def _configure(args, oslo_args):
@@ -110,6 +120,15 @@ def _configure(args, oslo_args):
     # A real compute node's agent defaults to libvirt; here the hosts
     # are simulated.
     CONF.set_override('driver', 'simulated', 'agent')
+    # Migrations off a host that stays hot for two intervals, carried out
+    # by the simulated hosts themselves (there is no nova).
+    CONF.set_default('enabled', True, 'migration')
+    CONF.set_override('executor', 'agent', 'migration')
+    CONF.set_default('hold_seconds', 2 * args.interval, 'migration')
+    CONF.set_default('min_gain_mb', 16, 'migration')
+    if args.hot_host_memory_mb is not None:
+        CONF.set_override('host_memory_mb_by_host', {
+            _host_name(0): args.hot_host_memory_mb}, 'simulated')
     # VMs of an earlier run with more VMs per host leave after a while.
     CONF.set_default('instance_gone_after', 10 * args.interval, 'service')
     CONF.set_override('periodic_interval', max(1, int(args.interval)),
@@ -162,7 +181,10 @@ def _summary(api_url):
     counts = db_api.count_reports(context)
     print('\nmemcanal-aio summary')
     print('  hosts: %d (%s)' % (len(hosts), ', '.join(
-        '%s %s, %d VMs' % (h['name'], h['state'], h['instance_count'])
+        '%s %s, %d VMs, measured demand %s of its capacity' % (
+            h['name'], h['state'], h['instance_count'],
+            '%.0f %%' % (100 * h['utilization'])
+            if h['utilization'] is not None else '-')
         for h in hosts)))
     print('  reports stored: %d host reports, %d VM reports, %d rejected' % (
         counts['host_reports'], counts['instance_reports'],
@@ -198,9 +220,17 @@ def _decisions_summary(context):
     print('  decisions: %d (%s)' % (len(made), ', '.join(
         '%d %s' % (count, state) for state, count in sorted(
             states.items())) or 'none yet'))
+    for listed in made:
+        if listed['kind'] == 'migration' and listed['state'] == 'applied':
+            move = listed['outputs']['move']
+            print('  migrated %s from %s to %s: %s predicted at %.0f %% '
+                  'after it' % (move['vm'], move['source'],
+                                move['destination'], move['source'],
+                                100 * move['source_utilization']))
     shown = set()
     for listed in made:
-        if listed['state'] != 'applied' or listed['host_uuid'] in shown:
+        if (listed['state'] != 'applied' or listed['host_uuid'] in shown
+                or listed['kind'] != 'memory_targets'):
             continue
         shown.add(listed['host_uuid'])
         decision = decisions_db.get_decision(context, listed['uuid'])
@@ -245,7 +275,7 @@ def main(argv=None):
     rpc.init(CONF, url=args.transport_url)
     services = [common.configured(central_service.create, CONF,
                                   transport_url=args.transport_url)]
-    services += [agent_service.create(CONF, host='sim-host-%d' % (i + 1),
+    services += [agent_service.create(CONF, host=_host_name(i),
                                       transport_url=args.transport_url)
                  for i in range(args.hosts)]
     for service in services:

@@ -7,6 +7,7 @@ from memcanal.conf import database
 from memcanal.conf import estimation
 from memcanal.conf import hcache
 from memcanal.conf import libvirt
+from memcanal.conf import migration
 from memcanal.conf import optimizer
 from memcanal.conf import placement
 from memcanal.conf import qemu
@@ -15,7 +16,8 @@ from memcanal.conf import service
 from memcanal.conf import simulated
 
 _MODULES = (base, agent, api, database, estimation, hcache, libvirt,
-            optimizer, placement, qemu, retention, service, simulated)
+            migration, optimizer, placement, qemu, retention, service,
+            simulated)
 
 
 def list_opts():

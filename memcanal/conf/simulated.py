@@ -13,6 +13,10 @@ simulated_opts = [
                help='Number of VMs on the simulated host.'),
     cfg.IntOpt('host_memory_mb', default=65536, min=1,
                help='Memory of the simulated host in MiB.'),
+    cfg.DictOpt('host_memory_mb_by_host', default={},
+                help='Memory in MiB of named simulated hosts, e.g. '
+                     '"sim-host-1:4096", in place of host_memory_mb: a '
+                     'small one runs hot and its VMs are migrated off.'),
     cfg.IntOpt('reserved_host_memory_mb', default=2048, min=0,
                help='Memory kept for the simulated host itself, in MiB.'),
     cfg.IntOpt('instance_memory_mb', default=1024, min=1,

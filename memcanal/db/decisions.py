@@ -634,8 +634,7 @@ def _apply_result(session, action, result, now):
             sa.select(models.Host.id).where(
                 models.Host.uuid == params['destination_host_uuid'])
         ).scalar_one()
-        # Its memory is as it booted on the new host, its hold begins.
-        instance.target_bytes = None
+        # A live migration keeps its memory; its hold begins anew.
     else:
         instance.target_bytes = params['target_bytes']
     instance.target_changed_at = now
@@ -671,14 +670,17 @@ def record_results(context, decision_uuid, results):
 
 @db_api.retry_on_conflict
 @db_api.context_manager.writer
-def fail_unanswered(context, cutoff):
-    """Actions sent before ``cutoff`` that no agent answered fail (the
-    host may be down); returns the uuids of the decisions concerned."""
+def fail_unanswered(context, cutoff, kinds=tuple(FORWARD_ACTIONS)):
+    """Actions of decisions of ``kinds`` sent before ``cutoff`` that no
+    executor answered fail (the host may be down); returns the uuids of
+    the decisions concerned."""
     session = context.session
     stale = session.execute(
-        sa.select(models.Action).where(
-            models.Action.state == 'sent',
-            models.Action.updated_at < cutoff)).scalars().all()
+        sa.select(models.Action)
+        .join(models.Decision, models.Action.decision_id == models.Decision.id)
+        .where(models.Action.state == 'sent',
+               models.Action.updated_at < cutoff,
+               models.Decision.kind.in_(kinds))).scalars().all()
     decision_ids = set()
     for action in stale:
         action.state = 'failed'
@@ -692,6 +694,15 @@ def fail_unanswered(context, cutoff):
         if decision.state in IN_FLIGHT:
             _finish_if_done(session, decision)
     return [decision.uuid for decision in decisions]
+
+
+@db_api.context_manager.reader
+def count_in_flight(context, kind):
+    """How many decisions of ``kind`` are being carried out."""
+    return context.session.execute(
+        sa.select(sa.func.count(models.Decision.id)).where(
+            models.Decision.kind == kind,
+            models.Decision.state.in_(list(IN_FLIGHT)))).scalar_one()
 
 
 @db_api.context_manager.reader

@@ -1,15 +1,25 @@
-"""Carrying decisions out: send their actions to the agents, and fail
-the ones no agent answers.
+"""Carrying decisions out: each action to what executes it, and failing
+the ones nothing answers.
 
 The API only changes a decision's state; this periodic job is what
-casts the actions of approved (or rolling-back) decisions to the host's
-agent, one message per decision. An action is marked sent only after
-its cast went out, so a broker outage delays it rather than losing it.
-A cast that went out may still be lost (a broker restarted before the
-agent took it, an agent killed in the middle of it, an answer lost):
-actions no agent answered within [optimizer] action_resend_interval are
-sent again, every such interval, until [optimizer] action_timeout fails
-them. The agent's journal (memcanal.agent.journal) applies each once.
+carries out the actions of approved (or rolling-back) decisions:
+
+- memory targets: cast to the host's agent, one message per decision;
+- migrations: nova's API live-migrates the VM ([migration] executor
+  nova), followed on every run until nova says where it ended; or, on
+  simulated hosts (executor agent), cast to the agent of the host the VM
+  is on, which moves it;
+- allocation ratios: set in placement by the service itself, at once.
+
+An action is marked sent only after its cast or request went out, so a
+broker or nova outage delays it rather than losing it. A cast that went
+out may still be lost (a broker restarted before the agent took it, an
+agent killed in the middle of it, an answer lost): actions no agent
+answered within [optimizer] action_resend_interval are sent again, every
+such interval, until [optimizer] action_timeout fails them. The agent's
+journal (memcanal.agent.journal) applies each once; nova is asked to
+migrate a VM only when it is neither there nor migrating; placement is
+given a ratio it may already hold.
 """
 
 import datetime
@@ -21,14 +31,19 @@ from oslo_utils import timeutils
 
 from memcanal.db import decisions as decisions_db
 from memcanal.rpc import agent_api
+from memcanal.service import nova_migration
+from memcanal.service import placement
 
 LOG = logging.getLogger(__name__)
+AGENT, NOVA, PLACEMENT = 'agent', 'nova', 'placement'
 
 
 class ActionDispatcher:
-    def __init__(self, conf):
+    def __init__(self, conf, migrator=None, updater=None):
         self.conf = conf
         self._agent_api = None
+        self._migrator = migrator
+        self._updater = updater
         # When this service last sent each unanswered action again
         # (time.monotonic()); a restarted service sends them at once.
         self._resent_at = {}
@@ -40,36 +55,128 @@ class ActionDispatcher:
             self._agent_api = agent_api.AgentAPI()
         return self._agent_api
 
+    @property
+    def migrator(self):
+        if self._migrator is None:
+            self._migrator = nova_migration.NovaMigrator.from_conf(self.conf)
+        return self._migrator
+
+    @property
+    def updater(self):
+        if self._updater is None:
+            self._updater = placement.PlacementUpdater.from_conf(self.conf)
+        return self._updater
+
+    def executor_of(self, batch):
+        """Who carries out a batch's actions: AGENT, NOVA or PLACEMENT."""
+        if batch['kind'] == 'allocation_ratio':
+            return PLACEMENT
+        if batch['kind'] == 'migration':
+            return self.conf.migration.executor
+        return AGENT
+
+    @staticmethod
+    def _agent_host(batch):
+        """The agent to cast to: a migration's goes to the host the VM
+        is on (its source, or its destination when rolling back)."""
+        if batch['kind'] == 'migration':
+            return batch['actions'][0]['source_host']
+        return batch['host']
+
     def _cast(self, context, batch):
+        host = self._agent_host(batch)
         try:
             self.agent_api.apply_decision(
-                context, batch['host'], batch['decision_uuid'],
-                batch['actions'])
+                context, host, batch['decision_uuid'], batch['actions'])
         except messaging.MessagingException:
             LOG.exception('Could not send decision %s to %s; will retry',
-                          batch['decision_uuid'], batch['host'])
+                          batch['decision_uuid'], host)
             return False
         return True
 
+    def _start_migrations(self, context, batch):
+        """Ask nova to migrate; a refusal fails the action."""
+        started, refused = [], []
+        for action in batch['actions']:
+            try:
+                self.migrator.start(action['instance_uuid'],
+                                    action['destination_host'])
+                started.append(action['uuid'])
+            except Exception as exc:
+                LOG.warning('nova refused to migrate %s to %s: %s',
+                            action['instance_uuid'],
+                            action['destination_host'], exc)
+                refused.append(_outcome(action, 'failed', str(exc)))
+        if started:
+            decisions_db.mark_sent(context, started)
+        if refused:
+            decisions_db.record_results(context, batch['decision_uuid'],
+                                        refused)
+        return bool(started)
+
+    def _set_ratios(self, context, batch):
+        """Set each ratio in placement and record the outcome at once."""
+        outcomes = []
+        for action in batch['actions']:
+            try:
+                result = self.updater.apply(batch['host'],
+                                            action['allocation_ratio'])
+                outcomes.append(_outcome(action, 'applied', result=result))
+            except Exception as exc:
+                LOG.warning('Could not set the allocation ratio of %s: %s',
+                            batch['host'], exc)
+                outcomes.append(_outcome(action, 'failed', str(exc)))
+        decisions_db.record_results(context, batch['decision_uuid'],
+                                    outcomes)
+        return True
+
     def send(self, context):
-        """Cast every decision's pending actions, and again those no
-        agent answered; returns how many decisions were sent."""
+        """Carry out every decision's pending actions, send again those
+        no agent answered and follow nova's migrations; returns how many
+        decisions were sent."""
         sent = 0
         for batch in decisions_db.actions_to_send(context):
-            if self._cast(context, batch):
+            executor = self.executor_of(batch)
+            if executor == PLACEMENT:
+                sent += self._set_ratios(context, batch)
+            elif executor == NOVA:
+                sent += self._start_migrations(context, batch)
+            elif self._cast(context, batch):
                 decisions_db.mark_sent(context,
                                        [a['uuid'] for a in batch['actions']])
                 sent += 1
+        self.follow_migrations(context)
         return sent + self.resend(context)
+
+    def follow_migrations(self, context):
+        """Record the migrations nova finished or failed since."""
+        for batch in decisions_db.unanswered_actions(context,
+                                                     timeutils.utcnow()):
+            if self.executor_of(batch) != NOVA:
+                continue
+            outcomes = []
+            for action in batch['actions']:
+                try:
+                    state, error = self.migrator.poll(
+                        action['instance_uuid'], action['destination_host'])
+                except Exception:
+                    LOG.exception('Could not ask nova about %s',
+                                  action['instance_uuid'])
+                    continue
+                if state != nova_migration.IN_PROGRESS:
+                    outcomes.append(_outcome(action, state, error))
+            if outcomes:
+                decisions_db.record_results(context, batch['decision_uuid'],
+                                            outcomes)
 
     def resend(self, context):
         """Cast again the actions sent more than
         [optimizer] action_resend_interval ago that no agent answered, at
         most once per interval; returns how many decisions were sent."""
         interval = self.conf.optimizer.action_resend_interval
-        batches = decisions_db.unanswered_actions(
+        batches = [batch for batch in decisions_db.unanswered_actions(
             context, timeutils.utcnow() - datetime.timedelta(
-                seconds=interval))
+                seconds=interval)) if self.executor_of(batch) == AGENT]
         now = time.monotonic()
         unanswered = {action['uuid'] for batch in batches
                       for action in batch['actions']}
@@ -84,17 +191,34 @@ class ActionDispatcher:
                    for uuid in uuids):
                 continue
             LOG.info('No agent answered for decision %s yet; sending it '
-                     'to %s again', batch['decision_uuid'], batch['host'])
+                     'to %s again', batch['decision_uuid'],
+                     self._agent_host(batch))
             if self._cast(context, batch):
                 self._resent_at.update(dict.fromkeys(uuids, now))
                 sent += 1
         return sent
 
     def fail_unanswered(self, context):
-        cutoff = timeutils.utcnow() - datetime.timedelta(
-            seconds=self.conf.optimizer.action_timeout)
-        failed = decisions_db.fail_unanswered(context, cutoff)
+        """Fail what no agent answered within [optimizer] action_timeout,
+        and nova's migrations past [migration] migration_timeout."""
+        now = timeutils.utcnow()
+        nova_kinds = (('migration',) if self.conf.migration.executor == NOVA
+                      else ())
+        failed = decisions_db.fail_unanswered(
+            context, now - datetime.timedelta(
+                seconds=self.conf.optimizer.action_timeout),
+            kinds=[kind for kind in decisions_db.FORWARD_ACTIONS
+                   if kind not in nova_kinds])
+        if nova_kinds:
+            failed += decisions_db.fail_unanswered(
+                context, now - datetime.timedelta(
+                    seconds=self.conf.migration.migration_timeout),
+                kinds=nova_kinds)
         for decision_uuid in failed:
-            LOG.warning('No agent answered for decision %s in time',
-                        decision_uuid)
+            LOG.warning('No answer for decision %s in time', decision_uuid)
         return failed
+
+
+def _outcome(action, state, error=None, result=None):
+    return {'uuid': action['uuid'], 'state': state, 'error': error,
+            'result': result}

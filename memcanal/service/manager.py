@@ -21,7 +21,9 @@ from memcanal import exception
 from memcanal.rpc import reports
 from memcanal.service import actions
 from memcanal.service import ingest
+from memcanal.service import migrations
 from memcanal.service import optimizer
+from memcanal.service import overcommit
 
 LOG = logging.getLogger(__name__)
 
@@ -34,6 +36,9 @@ class ServiceManager:
     def __init__(self, conf):
         self.conf = conf
         self.optimizer = optimizer.Optimizer(conf)
+        self.migrations = migrations.MigrationPlanner(conf,
+                                                      self.optimizer.rails)
+        self.ratios = overcommit.RatioPlanner(conf, self.optimizer.rails)
         self.dispatcher = actions.ActionDispatcher(conf)
         # Outcomes since start; the rejections are also stored, per host.
         self.counters = {'stored': 0, 'duplicate': 0, 'rejected': 0,
@@ -133,8 +138,13 @@ class ServiceManager:
         LOG.info('Decision %s is %s', decision_uuid, decision['state'])
 
     def optimize(self):
-        """Periodic: a decision for every host whose VMs should change."""
-        return self.optimizer.run(memcanal_context.get_admin_context())
+        """Periodic: migrations off hot hosts first (the hosts they
+        concern are then busy, and their VMs are not resized meanwhile),
+        then a decision for every host whose VMs should change, and the
+        allocation ratios in placement."""
+        context = memcanal_context.get_admin_context()
+        return (self.migrations.run(context) + self.optimizer.run(context)
+                + self.ratios.run(context))
 
     def carry_out_decisions(self):
         """Periodic: send approved actions, fail those never answered."""

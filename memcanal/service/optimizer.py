@@ -40,10 +40,12 @@ def memory_of(instance):
     return instance['target_bytes'] or instance['allocated_bytes']
 
 
-def _first(mapping, names):
-    for name in names:
-        if mapping.get(name) is not None:
-            return name, mapping[name]
+def first_curve(mrc):
+    """(method, points) of a report's most trusted curve (CURVE_METHODS),
+    or (None, None)."""
+    for name in CURVE_METHODS:
+        if mrc.get(name) is not None:
+            return name, mrc[name]
     return None, None
 
 
@@ -100,7 +102,7 @@ class Optimizer:
             last_change_at=_seconds(instance['target_changed_at']))
 
     def _policy_vm(self, instance, report, limits):
-        method, points = _first(report['mrc'], CURVE_METHODS)
+        method, points = first_curve(report['mrc'])
         return policy_base.VM(
             name=instance['uuid'], baseline_bytes=instance['allocated_bytes'],
             curve=policy_base.curve_from_points(points) if points else None,

@@ -46,6 +46,7 @@ import os
 import threading
 import time
 import uuid
+import weakref
 import zlib
 
 import numpy as np
@@ -322,6 +323,11 @@ class SimulatedVM:
                                  accesses)
 
 
+# The simulated hosts of this process by name: a migration hands a VM
+# from one to the other (memcanal-aio runs every host in one process).
+_HOSTS = weakref.WeakValueDictionary()
+
+
 class SimulatedDriver(driver.HypervisorDriver):
     """A host of ``[simulated] instances`` VMs, configured by [simulated].
 
@@ -332,12 +338,14 @@ class SimulatedDriver(driver.HypervisorDriver):
 
     def __init__(self, conf, host):
         options = conf.simulated
+        self.host = host
         self.references_per_interval = options.references_per_interval
         self.write_policy = conf.hcache.write_policy
         self._failing = {instance_uuid(host, index)
                          for index in options.fail_resize_instances}
         self._host_info = driver.HostInfo(
-            memory_total_bytes=options.host_memory_mb * 2 ** 20,
+            memory_total_bytes=int(options.host_memory_mb_by_host.get(
+                host, options.host_memory_mb)) * 2 ** 20,
             memory_reserved_bytes=options.reserved_host_memory_mb * 2 ** 20)
         self._vms = {}
         interval_ns = int(conf.agent.report_interval * 1e9)
@@ -358,6 +366,7 @@ class SimulatedDriver(driver.HypervisorDriver):
                     if done['instance'] in self._vms:
                         self._vms[done['instance']].resize(
                             done['target_bytes'], done['mechanism'], False)
+        _HOSTS[host] = self
 
     def host_info(self):
         return self._host_info
@@ -386,6 +395,24 @@ class SimulatedDriver(driver.HypervisorDriver):
             guest_stats=dict(stats, references=float(len(trace)),
                              writes=float(trace.writes.sum())),
             cache_trace=cache_trace)
+
+    def migrate_instance(self, instance_uuid, destination_host):
+        """Hand the VM, with its memory and workload, to the simulated
+        host named ``destination_host`` in this process."""
+        destination = _HOSTS.get(destination_host)
+        if destination is None:
+            raise exception.MigrationFailed(
+                uuid=instance_uuid, host=destination_host,
+                reason='no such simulated host in this process')
+        with self._lock:
+            vm = self._vms.pop(instance_uuid, None)
+        if vm is None:
+            with destination._lock:
+                if instance_uuid in destination._vms:
+                    return
+            raise exception.InstanceNotFound(uuid=instance_uuid)
+        with destination._lock:
+            destination._vms[instance_uuid] = vm
 
     def start_tracing(self, instance_uuid, cache_bytes):
         vm = self._vm(instance_uuid)

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import socket
 import sqlite3
 import subprocess
@@ -59,8 +60,9 @@ def report_with(process, port, uuid, has):
 
 def check_summary(output, estimated=True, vms=2):
     assert 'memcanal-aio summary' in output, output
-    assert 'hosts: 2 (sim-host-1 up, %d VMs, sim-host-2 up, %d VMs)' % (
-        vms, vms) in output, output
+    assert re.search(
+        r'hosts: 2 \(sim-host-1 up, %d VMs, measured demand \d+ %% of its '
+        r'capacity, sim-host-2 up, %d VMs, ' % (vms, vms), output), output
     rows = [line for line in output.splitlines()
             if line.strip().startswith(('simulated-project', ))
             or 'simulated-project-' in line]
@@ -233,3 +235,29 @@ def check_applied_moves(database):
             (uuid, params['previous_bytes'], params['target_bytes']))
     ordered = [moves[key] for key in sorted(moves)]
     assert all(a != b for a, b in zip(ordered, ordered[1:])), ordered
+
+
+def test_aio_migrates_vms_off_a_hot_host(tmp_path):
+    """sim-host-1 has 652 MiB for its four VMs once its 2 GiB reserved
+    are taken: their measured demand passes 90 % of it, and in auto mode
+    the service moves VMs to sim-host-2 until it falls back under."""
+    process = subprocess.Popen(
+        [os.path.join(BIN, 'memcanal-aio'), '--hosts', '2', '--vms', '4',
+         '--interval', '1', '--duration', '45', '--policy-mode', 'auto',
+         '--hot-host-memory-mb', '2700', '--state-dir',
+         str(tmp_path / 'state'), '--api-port', str(free_port())],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output, _ = process.communicate(timeout=180)
+    assert process.returncode == 0, output
+    moved = re.findall(r'migrated (\S+) from sim-host-1 to sim-host-2', output)
+    assert moved, output
+    hot, other = re.search(
+        r'sim-host-1 up, (\d+) VMs, measured demand (\d+) %.*'
+        r'sim-host-2 up, (\d+) VMs', output).group(1, 2), re.search(
+        r'sim-host-2 up, (\d+) VMs', output).group(1)
+    assert int(hot[0]) == 4 - len(moved) and int(other) == 4 + len(moved)
+    assert int(hot[1]) < 90, output
+    # The moved VMs report from their new host.
+    rows = [line for line in output.splitlines() if moved[0] in line
+            and 'simulated-project-' in line]
+    assert rows and 'sim-host-2' in rows[0], output

@@ -1,0 +1,112 @@
+"""Migrations off hot hosts: the cloud as the agents measured it, through
+the planner (memcanal.policy.migration), into migration decisions.
+
+Each run reads every host that is up with its live VMs' measured demand
+and latest miss-ratio curves, remembers since when each host has been
+hot (this process's memory: a restarted service waits the hold time
+again, the safe side), and records a decision per planned move. A
+decision locks its two hosts and is refused while either takes part in
+another (HostBusy): the move is planned again next run.
+"""
+
+import time
+
+from oslo_log import log as logging
+
+from memcanal.db import api as db_api
+from memcanal.db import decisions as decisions_db
+from memcanal import exception
+from memcanal.policy import base as policy_base
+from memcanal.policy import demand
+from memcanal.policy import migration
+from memcanal.service import optimizer as optimizer_service
+
+LOG = logging.getLogger(__name__)
+MIB = 2 ** 20
+POLICY = 'migration'
+
+
+class MigrationPlanner:
+    def __init__(self, conf, rails, clock=time.time):
+        self.conf = conf
+        self.rails = rails
+        self.clock = clock
+        # Host name -> when it was first seen hot in a row (clock()).
+        self._hot_since = {}
+
+    def options(self, in_flight):
+        options = self.conf.migration
+        return migration.Options(
+            threshold=options.threshold, hold_seconds=options.hold_seconds,
+            min_gain_bytes=options.min_gain_mb * MIB,
+            max_concurrent=max(0, options.max_concurrent - in_flight),
+            margin=options.margin, delta=options.delta)
+
+    def _instance(self, instance):
+        memory = optimizer_service.memory_of(instance)
+        _method, points = optimizer_service.first_curve(
+            instance['reports'][0]['mrc'] if instance['reports'] else {})
+        return migration.Instance(
+            name=instance['uuid'], memory_bytes=memory,
+            demand_bytes=demand.vm_demand(memory, instance['wss_bytes'],
+                                          self.rails),
+            flavor_bytes=instance['allocated_bytes'],
+            curve=policy_base.curve_from_points(points) if points else None)
+
+    def cloud(self, context, now):
+        """The planner's Hosts of the hosts that are up, with since when
+        each has been above the threshold."""
+        hosts = []
+        threshold = self.conf.migration.threshold
+        for host in db_api.list_hosts(context):
+            if host['state'] != 'up':
+                self._hot_since.pop(host['name'], None)
+                continue
+            if host['utilization'] is not None and (
+                    host['utilization'] > threshold):
+                self._hot_since.setdefault(host['name'], now)
+            else:
+                self._hot_since.pop(host['name'], None)
+            instances = db_api.host_policy_inputs(context, host['uuid'])
+            hosts.append(migration.Host(
+                name=host['name'], capacity_bytes=host['capacity_bytes'],
+                instances=tuple(self._instance(i) for i in instances),
+                availability_zone=host['availability_zone'],
+                over_threshold_since=self._hot_since.get(host['name'])))
+        return hosts
+
+    def run(self, context):
+        """Plan and record migrations; returns the decisions made."""
+        if not self.conf.migration.enabled:
+            return []
+        now = self.clock()
+        hosts = self.cloud(context, now)
+        in_flight = decisions_db.count_in_flight(context, 'migration')
+        plan = migration.plan(hosts, now, options=self.options(in_flight))
+        for name, held in sorted(plan.held.items()):
+            LOG.info('Host %s stays hot (%.0f %%): %s', name,
+                     100 * held['utilization'], held['reason'])
+        uuids = {host['name']: host['uuid']
+                 for host in db_api.list_hosts(context)}
+        made = []
+        for move in plan.moves:
+            decision = self._record(context, move, uuids, plan)
+            if decision is not None:
+                made.append(decision)
+        return made
+
+    def _record(self, context, move, uuids, plan):
+        try:
+            decision = decisions_db.create_migration(
+                context, move.vm, uuids[move.destination], POLICY,
+                self.conf.optimizer.mode,
+                {'plan': plan.details, 'held': plan.held},
+                {'move': dict(vars(move))})
+        except exception.HostBusy as busy:
+            LOG.info('Migration of %s deferred: %s', move.vm, busy)
+            return None
+        if decision is not None:
+            LOG.info('Decision %s: migrate %s from %s to %s (%s)',
+                     decision['uuid'], move.vm, move.source,
+                     move.destination, decision['state'])
+        return decision
