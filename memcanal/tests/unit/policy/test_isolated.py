@@ -48,23 +48,6 @@ def test_exact_equals_exhaustive(seed):
         exhaustive.geometric_mean, rel=1e-12)
 
 
-def test_exact_is_never_worse_than_greedy():
-    rng = np.random.default_rng(42)
-    strictly_better = 0
-    for case in range(50):
-        vms = [curves.random_vm(rng, 'vm%d' % i)
-               for i in range(2 + case % 5)]
-        total = 512 * len(vms)
-        exact = allocate(vms, total, 0.1, unit_mb=8)
-        greedy = allocate(vms, total, 0.1, 'greedy', unit_mb=8)
-        assert sum(greedy.targets.values()) == total * MB
-        assert exact.geometric_mean <= greedy.geometric_mean + 1e-12
-        strictly_better += exact.geometric_mean < greedy.geometric_mean
-    # These curves are a few random steps, far from convex: greedy's
-    # hulls and exchanges miss some optima.
-    assert strictly_better > 0
-
-
 def test_greedy_stays_close_to_exact_on_steps():
     rng = np.random.default_rng(42)
     ratios = []
@@ -74,9 +57,13 @@ def test_greedy_stays_close_to_exact_on_steps():
         total = 512 * len(vms)
         exact = allocate(vms, total, 0.1, unit_mb=8)
         greedy = allocate(vms, total, 0.1, 'greedy', unit_mb=8)
+        assert sum(greedy.targets.values()) == total * MB
+        assert exact.geometric_mean <= greedy.geometric_mean + 1e-12
         ratios.append(greedy.geometric_mean / exact.geometric_mean)
-    # Measured: equal on 42 of 50, 0.7 % worse on (geometric) average.
-    assert sum(ratio <= 1 + 1e-9 for ratio in ratios) >= 40
+    # These curves are a few random steps, far from convex: greedy's
+    # hulls and exchanges miss some optima. Measured: equal on 42 of 50,
+    # 0.7 % worse on (geometric) average.
+    assert 40 <= sum(ratio <= 1 + 1e-9 for ratio in ratios) < 50
     assert isolated.base.geometric_mean(ratios) < 1.01
 
 
