@@ -254,3 +254,32 @@ def test_a_driver_without_a_hypervisor_cache_turns_tracing_off(agent,
     assert second['sequence'] == first['sequence'] + 1
     assert all('hcache' not in sample['mrc']
                for sample in second['instances'])
+
+
+def test_a_simulated_host_hands_a_vm_to_another_once(agent, conf):
+    destination = driver.load('simulated', conf, 'compute-2')
+    uuid = agent.driver.list_instances()[0].uuid
+    action = {'uuid': 'move-1', 'instance_uuid': uuid, 'kind': 'migrate',
+              'source_host': 'compute-1', 'destination_host': 'compute-2'}
+    [result] = agent.apply_decision(None, 'decision-1', [action])
+    assert result['state'] == 'applied'
+    assert uuid not in [i.uuid for i in agent.driver.list_instances()]
+    assert uuid in [i.uuid for i in destination.list_instances()]
+    # Redelivered: the first outcome, nothing moved twice.
+    assert agent.apply_decision(None, 'decision-1', [action]) == [result]
+    # A new action for a VM already there counts as moved.
+    again = dict(action, uuid='move-2')
+    assert agent.apply_decision(None, 'decision-2', [again])[0][
+        'state'] == 'applied'
+    agent.service_api.actions_done.assert_called_with(
+        mock.ANY, 'decision-2', mock.ANY)
+
+
+def test_a_migration_to_an_unknown_host_fails_and_the_vm_stays(agent):
+    uuid = agent.driver.list_instances()[0].uuid
+    [result] = agent.apply_decision(None, 'decision-1', [{
+        'uuid': 'move-1', 'instance_uuid': uuid, 'kind': 'migrate',
+        'source_host': 'compute-1', 'destination_host': 'nowhere'}])
+    assert result['state'] == 'failed'
+    assert 'no such simulated host' in result['error']
+    assert uuid in [i.uuid for i in agent.driver.list_instances()]
