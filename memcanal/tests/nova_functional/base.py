@@ -41,16 +41,6 @@ class MemCanalNovaTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         # for this test's memcanal.
         client.reset()
         self.addCleanup(client.reset)
-        # admin_token: memcanal's noauth2 takes the token "admin" as an
-        # admin; its options are those keystoneauth registers when it
-        # loads the plugin.
-        CONF.register_opts(
-            ks_loading.get_auth_plugin_conf_options('admin_token'),
-            group='memcanal')
-        self.flags(auth_type='admin_token', endpoint=self.memcanal.url,
-                   token='admin', endpoint_override=self.memcanal.url,
-                   # Every scheduling request reads what the test stored.
-                   cache_seconds=0, group='memcanal')
         self.flags(available_filters=[_dotted(nova_filters.all_filters),
                                       _dotted(filters.MemCanalFilter)],
                    enabled_filters=(CONF.filter_scheduler.enabled_filters
@@ -62,6 +52,17 @@ class MemCanalNovaTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         # can afford: placement offers twice each host's memory.
         self.flags(initial_ram_allocation_ratio=2.0)
         super().setUp()
+        # Read per scheduling request: set once memcanal serves (it
+        # started while nova did). admin_token: memcanal's noauth2 takes
+        # the token "admin" as an admin; its options are those
+        # keystoneauth registers when it loads the plugin.
+        CONF.register_opts(
+            ks_loading.get_auth_plugin_conf_options('admin_token'),
+            group='memcanal')
+        self.flags(auth_type='admin_token', endpoint=self.memcanal.url,
+                   token='admin', endpoint_override=self.memcanal.url,
+                   # Every scheduling request reads what the test stored.
+                   cache_seconds=0, group='memcanal')
         for host in HOSTS:
             self._start_compute(host)
             self.memcanal.register(host, HOST_MEMORY_MB * MIB,

@@ -54,7 +54,8 @@ def _serve(directory):
 
     server = simple_server.make_server('127.0.0.1', 0, deploy.loadapp(conf),
                                        handler_class=Quiet)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,),
+                     daemon=True).start()
     print(json.dumps({'url': 'http://127.0.0.1:%d' % server.server_port}),
           flush=True)
 
@@ -85,8 +86,15 @@ class MemcanalAPI:
         self.process = subprocess.Popen(
             [sys.executable, __file__, str(directory)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.url = self._answer()['url']
+        self._url = None
         self.sequences = {}
+
+    @property
+    def url(self):
+        """Its base URL, once it serves (the process starts meanwhile)."""
+        if self._url is None:
+            self._url = self._answer()['url']
+        return self._url
 
     def _answer(self):
         line = self.process.stdout.readline()
@@ -96,6 +104,7 @@ class MemcanalAPI:
         return json.loads(line)
 
     def _call(self, command):
+        self.url  # noqa: B018  (its first line is the URL)
         self.process.stdin.write(json.dumps(command) + '\n')
         self.process.stdin.flush()
         return self._answer()
