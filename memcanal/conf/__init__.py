@@ -14,6 +14,7 @@ from memcanal.conf import estimation
 from memcanal.conf import hcache
 from memcanal.conf import libvirt
 from memcanal.conf import migration
+from memcanal.conf import nova
 from memcanal.conf import optimizer
 from memcanal.conf import placement
 from memcanal.conf import qemu
@@ -31,6 +32,7 @@ estimation.register_opts(CONF)
 hcache.register_opts(CONF)
 libvirt.register_opts(CONF)
 migration.register_opts(CONF)
+nova.register_opts(CONF)
 optimizer.register_opts(CONF)
 placement.register_opts(CONF)
 qemu.register_opts(CONF)

@@ -8,6 +8,7 @@ from memcanal.conf import estimation
 from memcanal.conf import hcache
 from memcanal.conf import libvirt
 from memcanal.conf import migration
+from memcanal.conf import nova
 from memcanal.conf import optimizer
 from memcanal.conf import placement
 from memcanal.conf import qemu
@@ -16,8 +17,8 @@ from memcanal.conf import service
 from memcanal.conf import simulated
 
 _MODULES = (base, agent, api, database, estimation, hcache, libvirt,
-            migration, optimizer, placement, qemu, retention, service,
-            simulated)
+            migration, nova, optimizer, placement, qemu, retention,
+            service, simulated)
 
 
 def list_opts():
