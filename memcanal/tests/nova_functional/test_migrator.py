@@ -1,13 +1,13 @@
 """NovaMigrator against the real nova API (its openstacksdk Connection,
-built from memcanal's [nova] options, reaches the in-process API through
-nova's wsgi-intercept): a live migration is started, polled to
-'applied', and one to a host that refuses is refused by nova at once (start raises) and
-polls 'failed'."""
+built from [nova] options, reaches the in-process API through nova's
+wsgi-intercept): a live migration is started and polled to 'applied';
+one to a host that refuses is refused by nova at once (start raises)
+and polls 'failed'."""
 
-import importlib.util
 import tempfile
 import time
 
+from keystoneauth1 import loading as ks_loading
 from openstack import exceptions as sdk_exc
 from oslo_config import cfg
 
@@ -17,16 +17,18 @@ from memcanal.tests.nova_functional import base
 TIMEOUT = 20
 
 
-def _nova_conf():
-    """memcanal/conf/nova.py on its own: importing the memcanal.conf
-    package registers every memcanal option on oslo.config's global
-    CONF, which nova's own options already fill ([DEFAULT] host...)."""
-    import memcanal
-    path = '%s/conf/nova.py' % memcanal.__path__[0]
-    spec = importlib.util.spec_from_file_location('memcanal_conf_nova', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _register_nova_opts(conf):
+    """memcanal.conf.nova's [nova] options (keystoneauth's, service type
+    compute). Importing memcanal.conf here would register every memcanal
+    option on oslo.config's global CONF, where nova's own options
+    already are ([DEFAULT] host...)."""
+    group = cfg.OptGroup('nova')
+    conf.register_group(group)
+    ks_loading.register_session_conf_options(conf, 'nova')
+    ks_loading.register_auth_conf_options(conf, 'nova')
+    opts = ks_loading.get_adapter_conf_options(include_deprecated=False)
+    cfg.set_defaults(opts, service_type='compute')
+    conf.register_opts(opts, group=group)
 
 
 class TestNovaMigrator(base.MemCanalNovaTestCase):
@@ -39,7 +41,7 @@ class TestNovaMigrator(base.MemCanalNovaTestCase):
                     'endpoint = %s\ntoken = unused\n'
                     % self.admin_api.base_url)
         conf = cfg.ConfigOpts()
-        _nova_conf().register_opts(conf)
+        _register_nova_opts(conf)
         conf(['--config-file', path], default_config_files=[])
         migrator = nova_migration.NovaMigrator.from_conf(conf)
         # nova's test API takes its caller from these headers, as
