@@ -183,7 +183,7 @@ def _runs(vms, curves, units, unit, delta):
 
     # Each point starts a run at the first unit whose size reaches it.
     return (first_unit(curves.points, np.repeat(rems, curves.counts))
-            .clip(max=units + 1),
+            .clip(max=units + 1).astype(np.int64),
             np.log(curves.relative),
             (curves.relative <= 1.0 + delta + 1e-12).astype(np.uint8),
             curves.offsets.astype(np.int64),
