@@ -117,9 +117,11 @@ def timed(name, run, hosts, threads=1):
     start, cpu = time.perf_counter(), time.process_time()
     results = []
     if threads == 1:
+        shown = start
         for i, vms in enumerate(hosts):
             results.append(run(vms))
-            if i % 50 == 49 or i + 1 == len(hosts):
+            if i % 50 == 49 or time.perf_counter() - shown > 0.5:
+                shown = time.perf_counter()
                 progress('%s: %d/%d hosts, %.1f s' % (
                     name, i + 1, len(hosts), time.perf_counter() - start))
     else:
