@@ -36,8 +36,11 @@ class ServiceManager:
     def __init__(self, conf):
         self.conf = conf
         self.optimizer = optimizer.Optimizer(conf)
-        self.migrations = migrations.MigrationPlanner(conf,
-                                                      self.optimizer.rails)
+        # nova knows the server groups; simulated VMs are in none.
+        self.migrations = migrations.MigrationPlanner(
+            conf, self.optimizer.rails, server_groups=(
+                (lambda: self.dispatcher.migrator.server_groups())
+                if conf.migration.executor == actions.NOVA else None))
         self.ratios = overcommit.RatioPlanner(conf, self.optimizer.rails)
         self.dispatcher = actions.ActionDispatcher(conf)
         # Outcomes since start; the rejections are also stored, per host.

@@ -27,10 +27,15 @@ POLICY = 'migration'
 
 
 class MigrationPlanner:
-    def __init__(self, conf, rails, clock=time.time):
+    """``server_groups``, when given, is a callable answering {group id:
+    (policy, member uuids)} (NovaMigrator.server_groups): moves then keep
+    every group's (anti-)affinity."""
+
+    def __init__(self, conf, rails, clock=time.time, server_groups=None):
         self.conf = conf
         self.rails = rails
         self.clock = clock
+        self.server_groups = server_groups
         # Host name -> when it was first seen hot in a row (clock()).
         self._hot_since = {}
 
@@ -42,7 +47,7 @@ class MigrationPlanner:
             max_concurrent=max(0, options.max_concurrent - in_flight),
             margin=options.margin, delta=options.delta)
 
-    def _instance(self, instance):
+    def _instance(self, instance, groups_of):
         memory = optimizer_service.memory_of(instance)
         _method, points = optimizer_service.first_curve(
             instance['reports'][0]['mrc'] if instance['reports'] else {})
@@ -51,11 +56,14 @@ class MigrationPlanner:
             demand_bytes=demand.vm_demand(memory, instance['wss_bytes'],
                                           self.rails),
             flavor_bytes=instance['allocated_bytes'],
-            curve=policy_base.curve_from_points(points) if points else None)
+            curve=policy_base.curve_from_points(points) if points else None,
+            server_groups=groups_of.get(instance['uuid'], ()))
 
-    def cloud(self, context, now):
+    def cloud(self, context, now, groups_of=None):
         """The planner's Hosts of the hosts that are up, with since when
-        each has been above the threshold."""
+        each has been above the threshold; ``groups_of`` maps a VM to
+        the server groups it is in."""
+        groups_of = groups_of or {}
         hosts = []
         threshold = self.conf.migration.threshold
         for host in db_api.list_hosts(context):
@@ -70,7 +78,8 @@ class MigrationPlanner:
             instances = db_api.host_policy_inputs(context, host['uuid'])
             hosts.append(migration.Host(
                 name=host['name'], capacity_bytes=host['capacity_bytes'],
-                instances=tuple(self._instance(i) for i in instances),
+                instances=tuple(self._instance(i, groups_of)
+                                for i in instances),
                 availability_zone=host['availability_zone'],
                 over_threshold_since=self._hot_since.get(host['name'])))
         return hosts
@@ -80,9 +89,18 @@ class MigrationPlanner:
         if not self.conf.migration.enabled:
             return []
         now = self.clock()
-        hosts = self.cloud(context, now)
+        groups = self.server_groups() if self.server_groups else {}
+        groups_of = {}
+        for group_id, (_policy, members) in groups.items():
+            for member in members:
+                groups_of.setdefault(member, []).append(group_id)
+        hosts = self.cloud(context, now, {
+            uuid: tuple(ids) for uuid, ids in groups_of.items()})
         in_flight = decisions_db.count_in_flight(context, 'migration')
-        plan = migration.plan(hosts, now, options=self.options(in_flight))
+        plan = migration.plan(
+            hosts, now, groups={group_id: policy for group_id, (policy, _m)
+                                in groups.items()},
+            options=self.options(in_flight))
         for name, held in sorted(plan.held.items()):
             LOG.info('Host %s stays hot (%.0f %%): %s', name,
                      100 * held['utilization'], held['reason'])

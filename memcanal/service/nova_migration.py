@@ -91,3 +91,14 @@ class NovaMigrator:
             return APPLIED, None
         return FAILED, ('server is %s on %s, not on %s' % (
             server.status, server.compute_host, destination_host))
+
+    def server_groups(self):
+        """{group id: (policy, member server uuids)} of every project's
+        server groups, for the planner to keep each group's (anti-)
+        affinity; ``policy`` from microversion 2.64, ``policies`` before."""
+        groups = {}
+        for group in self.connection.compute.server_groups(
+                all_projects=True):
+            policy = group.policy or next(iter(group.policies or ()), None)
+            groups[group.id] = (policy, tuple(group.member_ids or ()))
+        return groups

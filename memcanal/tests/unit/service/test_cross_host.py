@@ -175,3 +175,22 @@ def test_ratio_planner_off_by_default(conf, ctx, host):
     assert overcommit.RatioPlanner(conf, guardrails.Rails(),
                                    updater).run(ctx) == []
     updater.proposal.assert_not_called()
+
+
+def test_the_planner_keeps_a_vm_away_from_its_anti_affinity_group(
+        conf, ctx, host, other):
+    hot_cloud(ctx, host, other)
+    neighbour = '30000000-0000-4000-8000-000000000003'
+    # A small VM whose misses end at its working set.
+    db_api.store_report(ctx, stored.report(other, 1, dict(
+        stored.sample(neighbour, 1), mrc={'exact': [[4096, 1.0],
+                                                    [2 * MIB, 0.0]]})))
+    conf.set_override('enabled', True, 'migration')
+    conf.set_override('hold_seconds', 0, 'migration')
+    groups = {'g': ('anti-affinity', (stored.VM_1, stored.VM_2, neighbour))}
+    planner = migrations.MigrationPlanner(conf, guardrails.Rails(),
+                                          server_groups=lambda: groups)
+    # host-2, the only other host, holds a member of both VMs' group.
+    assert planner.run(ctx) == []
+    groups['g'] = ('anti-affinity', (stored.VM_1, stored.VM_2))
+    assert len(planner.run(ctx)) == 1

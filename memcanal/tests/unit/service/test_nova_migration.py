@@ -113,3 +113,17 @@ def test_nova_group_has_keystoneauth_options_for_compute():
     assert group.name == 'nova'
     assert {'auth_type', 'endpoint_override', 'username'} <= {
         opt.dest for opt in opts}
+
+
+def test_server_groups_of_every_project_with_their_policy():
+    mig, compute = migrator()
+    groups = [types.SimpleNamespace(id='g1', policy='anti-affinity',
+                                    policies=None, member_ids=['a', 'b']),
+              # Before microversion 2.64: a list of policies.
+              types.SimpleNamespace(id='g2', policy=None,
+                                    policies=['affinity'], member_ids=None)]
+    asked = []
+    compute.server_groups = lambda **query: asked.append(query) or groups
+    assert mig.server_groups() == {'g1': ('anti-affinity', ('a', 'b')),
+                                   'g2': ('affinity', ())}
+    assert asked == [{'all_projects': True}]
