@@ -6,6 +6,7 @@ Run bare, without that variable, a missing service skips the test with
 the reason, so unit work stays possible on a laptop.
 """
 
+import contextlib
 import os
 import shutil
 import signal
@@ -133,25 +134,37 @@ def keystone(state_dir):
         missing('keystone is not installed in %s; run tools/keystone.sh '
                 'install' % KEYSTONE_VENV)
     port = _free_port()
-    log = open(os.path.join(state_dir, 'keystone.out'), 'wb')
-    process = subprocess.Popen(
-        ['bash', KEYSTONE_SCRIPT, 'serve', str(state_dir), str(port)],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        env=dict(os.environ, KEYSTONE_VENV=KEYSTONE_VENV,
-                 KEYSTONE_ADMIN_PASSWORD=KEYSTONE_ADMIN_PASSWORD))
+    with serving('keystone', ['bash', KEYSTONE_SCRIPT, 'serve',
+                              str(state_dir), str(port)], port, state_dir,
+                 seconds=120, env=dict(
+                     os.environ, KEYSTONE_VENV=KEYSTONE_VENV,
+                     KEYSTONE_ADMIN_PASSWORD=KEYSTONE_ADMIN_PASSWORD)):
+        yield 'http://127.0.0.1:%d/v3' % port
+
+
+@contextlib.contextmanager
+def serving(name, command, port, state_dir, seconds=60, **popen):
+    """Run a server ``command`` in its own process group until it listens
+    on ``port`` (failing the test, with its output, if it does not within
+    ``seconds``); stop it when the block ends. Its output goes to
+    ``<state_dir>/<name>.out``."""
+    log_path = os.path.join(state_dir, '%s.out' % name)
+    log = open(log_path, 'wb')
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True, **popen)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + seconds
         while time.monotonic() < deadline and process.poll() is None:
             try:
                 socket.create_connection(('127.0.0.1', port), 1).close()
                 break
             except OSError:
-                time.sleep(0.3)
+                time.sleep(0.2)
         else:
             log.flush()
-            with open(log.name) as output:
-                pytest.fail('keystone did not start:\n%s' % output.read())
-        yield 'http://127.0.0.1:%d/v3' % port
+            with open(log_path) as output:
+                pytest.fail('%s did not start:\n%s' % (name, output.read()))
+        yield process
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(30)

@@ -3,10 +3,7 @@ the virtualenv tools/install-nova.sh makes (noauth2, SQLite); memcanal
 talks HTTP to it from its own virtualenv."""
 
 import os
-import signal
-import socket
 import subprocess
-import time
 import uuid
 
 from keystoneauth1 import adapter as ks_adapter
@@ -62,28 +59,10 @@ def placement_url(tmp_path_factory):
                     str(config), 'db', 'sync'],
                    check=True, capture_output=True, timeout=120)
     port = services._free_port()
-    log = open(state / 'gunicorn.out', 'wb')
-    process = subprocess.Popen(
-        _gunicorn_command(port), cwd=state, stdout=log,
-        stderr=subprocess.STDOUT, start_new_session=True,
-        env=dict(os.environ, OS_PLACEMENT_CONFIG_DIR=str(state)))
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and process.poll() is None:
-            try:
-                socket.create_connection(('127.0.0.1', port), 1).close()
-                break
-            except OSError:
-                time.sleep(0.2)
-        else:
-            log.flush()
-            pytest.fail('placement did not start:\n%s'
-                        % (state / 'gunicorn.out').read_text())
+    with services.serving('placement', _gunicorn_command(port), port, state,
+                          cwd=state, env=dict(
+                              os.environ, OS_PLACEMENT_CONFIG_DIR=str(state))):
         yield 'http://127.0.0.1:%d' % port
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(30)
-        log.close()
 
 
 def _adapter(url):
