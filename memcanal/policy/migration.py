@@ -105,6 +105,11 @@ class Options:
     margin: float = demand.DEFAULT_MARGIN
     delta: float = DEFAULT_DELTA
     same_zone: bool = True
+    busy_hosts: frozenset = frozenset()
+    """Hosts taking part in a migration now: neither source nor
+    destination of another."""
+    one_per_host: bool = False
+    """A host takes part in at most one of the planned moves."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,7 +135,9 @@ class Move:
 class Plan:
     """The moves, in order, and for every hot host still above the
     threshold after them, why (``held[host]['reason']``): ``hold`` (not
-    above it long enough), ``cap`` (no migrations left), ``no_destination``
+    above it long enough), ``cap`` (no migrations left), ``busy`` (in a
+    migration already, or in a planned one with ``one_per_host``),
+    ``no_destination``
     (no host in reach takes any of its VMs), ``miss_bound`` (only hosts
     where a VM would fall below its miss bound would), ``min_gain`` (no
     move relieves enough)."""
@@ -248,6 +255,8 @@ class _Cluster:
                 if self.policies.get(group) in HARD_POLICIES + SOFT_POLICIES:
                     self.members.setdefault(group, []).append(k)
         self.push_limit = np.full(len(self.hosts), np.nan)
+        self.busy = np.array([h.name in options.busy_hosts
+                              for h in self.hosts], bool)
 
     def shares(self, vms, capacity, host_demand):
         """U-tube's eq. 5 with the host's capacity shared."""
@@ -363,6 +372,7 @@ def _destinations(cluster, source, vms):
     ok = ((capacity > 0) & (headroom[None, :] >= need)
           & (utilization <= options.threshold))
     ok[:, source] = False
+    ok[:, cluster.busy] = False
     if options.same_zone:
         ok &= (cluster.zone == cluster.zone[source])[None, :]
     penalty = np.zeros(ok.shape, np.int64)
@@ -469,6 +479,9 @@ def plan(hosts, now, groups=None, options=None):
         before = cluster.utilization(source)
         reason = None
         while cluster.utilization(source) > options.threshold:
+            if cluster.busy[source]:
+                reason = 'busy'
+                break
             if len(moves) >= options.max_concurrent:
                 reason = 'cap'
                 break
@@ -486,6 +499,8 @@ def plan(hosts, now, groups=None, options=None):
                                   options.margin, options.threshold):
                 raise AssertionError('planned a move the filter refuses')
             cluster.move(k, destination)
+            if options.one_per_host:
+                cluster.busy[[source, destination]] = True
             share = int(cluster.shares(np.array([k]),
                                        cluster.capacity[destination],
                                        cluster.host_demand[destination])[0])

@@ -320,3 +320,26 @@ def test_miss_bound_is_the_least_memory_within_delta():
         if bound > 0:
             assert model.relative_miss_ratio(bound - 1) > 1.05
     assert migration.miss_bound_bytes(vm('n', 1)) == 0
+
+
+def test_busy_hosts_take_no_part():
+    hosts = [hot('h1'), hot('h2'), empty('c1'), empty('c2')]
+    busy = dataclasses.replace(OPTIONS, busy_hosts=frozenset({'h1', 'c1'}))
+    plan = migration.plan(hosts, NOW, options=busy)
+    assert [(m.source, m.destination) for m in plan.moves] == [('h2', 'c2')]
+    assert plan.held['h1']['reason'] == 'busy'
+
+
+def test_one_move_per_host():
+    # h3 needs two moves; with one_per_host it gets one, and each
+    # destination takes one VM.
+    h3 = host('h3', [vm('a', 3.5), vm('b', 3.5), vm('c', 3.5),
+                     vm('d', 2.5)])
+    hosts = [h3, hot('h1'), empty('c1'), empty('c2'), empty('c3')]
+    single = dataclasses.replace(OPTIONS, one_per_host=True)
+    plan = migration.plan(hosts, NOW, options=single)
+    assert [(m.source, m.destination) for m in plan.moves] == [
+        ('h3', 'c1'), ('h1', 'c2')]
+    assert plan.held['h3']['reason'] == 'busy'
+    plan = migration.plan(hosts, NOW, options=OPTIONS)
+    assert [m.source for m in plan.moves] == ['h3', 'h3', 'h1']
