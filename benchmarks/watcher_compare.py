@@ -20,8 +20,8 @@ it stops or reaches the planner's cap; ``vm_workload_consolidation``;
 ``basic`` (CPU-based; each VM is given a CPU use of 10-60 % of its two
 vCPUs). Watcher sees the same hosts through its ModelRoot (a node's
 memory is the host's capacity, its memory_ratio ``--memory-ratio``, 2 by
-default, so that flavors overcommit as far as placement lets them) and a DataSourceBase serving the measured demand
-as instance RAM usage. Every plan is scored with migration.score: demand
+default, so that flavors overcommit as far as placement lets them) and a
+DataSourceBase serving the measured demand as instance RAM usage. Every plan is scored with migration.score: demand
 taken off the hot hosts, hosts above 90 % after, VMs newly below their
 miss bound (on a host, a VM gets min(flavor, demand * capacity / host
 demand)), moves the nova filter (demand.accepts) would refuse, and

@@ -34,9 +34,11 @@ utilization after), soft (anti-)affinity first. Hot hosts are taken most
 loaded first, and at most ``max_concurrent`` moves are planned in all.
 
 Destinations are checked for a host's candidate VMs at once, in arrays
-over all hosts, and the curves of all VMs are looked up in one sorted
-table, so a thousand hosts of thirty VMs plan in milliseconds. Curve
-sizes are in bytes (``base.curve_from_points``).
+over all hosts; miss bounds are found only for the VMs of the hosts
+looked at (from one sorted table of their curves) and kept until a move
+changes that host, so a thousand hosts of thirty VMs plan in a fraction
+of a second (benchmarks/watcher_compare.py --scale). Curve sizes are in
+bytes (``base.curve_from_points``).
 """
 
 import dataclasses
