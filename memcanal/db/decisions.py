@@ -697,6 +697,19 @@ def fail_unanswered(context, cutoff, kinds=tuple(FORWARD_ACTIONS)):
 
 
 @db_api.context_manager.reader
+def busy_hosts(context):
+    """Uuids of the hosts a decision being carried out concerns."""
+    ids = set()
+    for host_id, peer_id in context.session.execute(
+            sa.select(models.Decision.host_id, models.Decision.peer_host_id)
+            .where(models.Decision.state.in_(list(IN_FLIGHT)))):
+        ids.update(i for i in (host_id, peer_id) if i is not None)
+    return set(context.session.execute(
+        sa.select(models.Host.uuid).where(models.Host.id.in_(ids)))
+        .scalars()) if ids else set()
+
+
+@db_api.context_manager.reader
 def count_in_flight(context, kind):
     """How many decisions of ``kind`` are being carried out."""
     return context.session.execute(

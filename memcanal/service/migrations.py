@@ -39,13 +39,18 @@ class MigrationPlanner:
         # Host name -> when it was first seen hot in a row (clock()).
         self._hot_since = {}
 
-    def options(self, in_flight):
+    def options(self, in_flight, busy):
+        """The planner's options: the migrations left under the cap, and
+        no move concerning a host another decision is being carried out
+        on, nor two concerning one host (a decision locks both its
+        hosts until it ends)."""
         options = self.conf.migration
         return migration.Options(
             threshold=options.threshold, hold_seconds=options.hold_seconds,
             min_gain_bytes=options.min_gain_mb * MIB,
             max_concurrent=max(0, options.max_concurrent - in_flight),
-            margin=options.margin, delta=options.delta)
+            margin=options.margin, delta=options.delta,
+            busy_hosts=frozenset(busy), one_per_host=True)
 
     def _instance(self, instance, groups_of):
         memory = optimizer_service.memory_of(instance)
@@ -97,15 +102,17 @@ class MigrationPlanner:
         hosts = self.cloud(context, now, {
             uuid: tuple(ids) for uuid, ids in groups_of.items()})
         in_flight = decisions_db.count_in_flight(context, 'migration')
+        names = {host['uuid']: host['name']
+                 for host in db_api.list_hosts(context)}
+        busy = [names[uuid] for uuid in decisions_db.busy_hosts(context)]
         plan = migration.plan(
             hosts, now, groups={group_id: policy for group_id, (policy, _m)
                                 in groups.items()},
-            options=self.options(in_flight))
+            options=self.options(in_flight, busy))
         for name, held in sorted(plan.held.items()):
             LOG.info('Host %s stays hot (%.0f %%): %s', name,
                      100 * held['utilization'], held['reason'])
-        uuids = {host['name']: host['uuid']
-                 for host in db_api.list_hosts(context)}
+        uuids = {name: uuid for uuid, name in names.items()}
         made = []
         for move in plan.moves:
             decision = self._record(context, move, uuids, plan)
