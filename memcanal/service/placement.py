@@ -19,7 +19,6 @@ from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
 from oslo_log import log as logging
 
-from memcanal.conf import placement as placement_conf
 from memcanal import exception
 from memcanal.policy import guardrails
 from memcanal.policy import overcommit
@@ -74,7 +73,10 @@ class PlacementClient:
     def from_conf(cls, conf):
         """A client from the [placement] options: auth, session and
         adapter as keystoneauth1 loads them."""
-        group = placement_conf.placement_group.name
+        # The group's name, not memcanal.conf's module: importing that
+        # registers every memcanal option, which nova's scheduler and
+        # functional tests (memcanal in nova's process) cannot have.
+        group = 'placement'
         auth = ks_loading.load_auth_from_conf_options(conf, group)
         session = ks_loading.load_session_from_conf_options(
             conf, group, auth=auth)

@@ -9,56 +9,12 @@ weigher prefers host1 for an 8 GiB VM. At ratio 1.0 host1 offers 7.5
 GiB, too little, and the VM lands on host2 or host3.
 """
 
-import importlib
-import os
-import sys
-import types
-
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
 
-import memcanal
+from memcanal.service import placement
 from memcanal.tests.nova_functional import base
-
-
-def _import_without_memcanal_conf(name):
-    """Import module ``name`` while ``memcanal.conf`` is a bare package.
-
-    memcanal.service.placement imports memcanal.conf.placement, whose
-    package (memcanal/conf/__init__.py) registers every memcanal option
-    on oslo.config's global CONF, where nova's own ([DEFAULT] host,
-    [placement], [database] ...) already are. Its submodules only define
-    options, so they load under a stand-in package that registers none,
-    which leaves sys.modules afterwards (the module keeps what it
-    imported).
-    """
-    conf_name = 'memcanal.conf'
-
-    def conf_modules():
-        return [key for key in sys.modules
-                if key == conf_name or key.startswith(conf_name + '.')]
-
-    saved = {key: sys.modules.pop(key) for key in conf_modules()}
-    saved_attr = memcanal.__dict__.get('conf')
-    package = types.ModuleType(conf_name)
-    package.__path__ = [os.path.join(os.path.dirname(memcanal.__file__),
-                                     'conf')]
-    sys.modules[conf_name] = package
-    try:
-        assert name not in sys.modules, name
-        return importlib.import_module(name)
-    finally:
-        for key in conf_modules():
-            del sys.modules[key]
-        sys.modules.update(saved)
-        if saved_attr is None:
-            memcanal.__dict__.pop('conf', None)
-        else:
-            memcanal.conf = saved_attr
-
-
-placement = _import_without_memcanal_conf('memcanal.service.placement')
 
 
 class TestAllocationRatio(base.MemCanalNovaTestCase):
