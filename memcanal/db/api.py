@@ -5,6 +5,7 @@ dicts, so callers never hold ORM objects past their transaction.
 """
 
 import datetime
+import functools
 import json
 
 from oslo_db import api as oslo_db_api
@@ -233,26 +234,34 @@ def _already_stored(connection, host_ids, sequences):
             _HOST_REPORTS.c.sequence.in_(sequences)))}
 
 
+@functools.cache
 def _upsert_statement(dialect, columns):
     """INSERT of instances that updates ``columns`` of those whose uuid
     exists: one statement for every instance of a batch, in the
     dialect's own upsert (SQLAlchemy builds each). An updated row's
     updated_at is the created_at the new row would have had (the batch's
     time): a bound value in ON DUPLICATE KEY UPDATE defeats PyMySQL's
-    multi-row executemany."""
+    multi-row executemany.
+
+    It returns (uuid, id) of every row, inserted or updated (all three
+    databases do): no SELECT after it, and SQLAlchemy sends an upsert
+    in multi-row INSERTs only when it returns rows (PostgreSQL's went
+    one row per round trip without)."""
     if dialect in ('mysql', 'mariadb'):
         statement = mysql.insert(_INSTANCES)
         new = statement.inserted
-        return statement.on_duplicate_key_update(
+        statement = statement.on_duplicate_key_update(
             [(column, new[column]) for column in columns]
             + [('updated_at', new.created_at)])
-    module = postgresql if dialect == 'postgresql' else sqlite
-    statement = module.insert(_INSTANCES)
-    new = statement.excluded
-    return statement.on_conflict_do_update(
-        index_elements=['uuid'],
-        set_=dict({column: new[column] for column in columns},
-                  updated_at=new.created_at))
+    else:
+        module = postgresql if dialect == 'postgresql' else sqlite
+        statement = module.insert(_INSTANCES)
+        new = statement.excluded
+        statement = statement.on_conflict_do_update(
+            index_elements=['uuid'],
+            set_=dict({column: new[column] for column in columns},
+                      updated_at=new.created_at))
+    return statement.returning(_INSTANCES.c.uuid, _INSTANCES.c.id)
 
 
 def _upsert_instances(connection, rows, now):
@@ -264,18 +273,10 @@ def _upsert_instances(connection, rows, now):
     one that was thought gone. Rows go in uuid order, so concurrent
     batches take the uuid index's locks in one order.
     """
-    uuids = sorted(rows)
-    connection.execute(
+    return dict(connection.execute(
         _upsert_statement(connection.dialect.name, _REPORTED_COLUMNS),
         [dict(rows[uuid], uuid=uuid, opt_out=False, created_at=now)
-         for uuid in uuids])
-    ids = {}
-    for start in range(0, len(uuids), _IN_CHUNK):
-        ids.update(connection.execute(
-            sa.select(_INSTANCES.c.uuid, _INSTANCES.c.id).where(
-                _INSTANCES.c.uuid.in_(uuids[start:start + _IN_CHUNK]))
-        ).all())
-    return ids
+         for uuid in sorted(rows)]).all())
 
 
 def _dumps(value):
@@ -297,11 +298,18 @@ def _insert(connection, table, json_columns=()):
     """INSERT into ``table`` whose ``json_columns`` take the text _dumps
     wrote rather than values for SQLAlchemy's JSON type to serialize
     (PostgreSQL is told that the text is JSON)."""
+    return _insert_statement(connection.dialect.name, table, json_columns)
+
+
+@functools.cache
+def _insert_statement(dialect, table, json_columns):
+    """_insert's statement, built once per dialect: built anew, its
+    cache key took longer to compute than a batch's rows to send."""
     values = {}
     for name in json_columns:
         text = sa.bindparam(name, type_=sa.Text())
         values[name] = (sa.cast(text, postgresql.JSON)
-                        if connection.dialect.name == 'postgresql' else text)
+                        if dialect == 'postgresql' else text)
     return sa.insert(table).values(values)
 
 
