@@ -60,8 +60,7 @@ from memcanal.service import optimizer
 CONF = common.CONF
 MB = 1e6
 GROUPS = {
-    'reports': ('host_reports', 'instance_reports', 'wss_estimates',
-                'mrc_curves'),
+    'reports': ('host_reports', 'instance_reports'),
     'decisions': ('decisions', 'actions', 'decision_events'),
     'history': ('instance_report_history',),
 }

@@ -411,15 +411,11 @@ def _check_not_superseded(session, decision):
 def _floor(session, instance, rails):
     """The VM's floor now (guardrails.floor_of): its latest measured
     working set plus the kernel, or the operator's floor."""
-    latest = session.execute(
-        sa.select(models.InstanceReport.id)
+    wss = session.execute(
+        sa.select(models.InstanceReport.wss)
         .where(models.InstanceReport.instance_id == instance.id)
         .order_by(models.InstanceReport.id.desc()).limit(1)
-    ).scalar_one_or_none()
-    wss = dict(session.execute(
-        sa.select(models.WssEstimate.estimator, models.WssEstimate.wss_bytes)
-        .where(models.WssEstimate.instance_report_id == latest)).all()
-    ) if latest is not None else {}
+    ).scalar_one_or_none() or {}
     return guardrails.floor_of(guardrails.Limits(
         memory_bytes=_current_bytes(instance),
         wss_bytes=guardrails.preferred_wss(wss),

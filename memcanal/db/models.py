@@ -147,44 +147,14 @@ class InstanceReport(Base):
     # (none_as_null: None is SQL NULL, not the JSON text 'null').
     log_stats = sa.Column(sa.JSON(none_as_null=True), nullable=True)
 
-    wss_estimates = orm.relationship(
-        'WssEstimate', order_by='WssEstimate.estimator', lazy='selectin')
-    mrc_curves = orm.relationship(
-        'MrcCurve', order_by='MrcCurve.method', lazy='selectin')
-
-
-class WssEstimate(Base):
-    """A working-set size, by the estimator that produced it."""
-
-    __tablename__ = 'wss_estimates'
-    __table_args__ = (
-        sa.UniqueConstraint(
-            'instance_report_id', 'estimator',
-            name='uniq_wss_estimates0instance_report_id0estimator'),
-    )
-
-    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
-    instance_report_id = sa.Column(
-        sa.Integer, sa.ForeignKey('instance_reports.id'), nullable=False)
-    estimator = sa.Column(sa.String(32), nullable=False)
-    wss_bytes = sa.Column(sa.BigInteger, nullable=False)
-
-
-class MrcCurve(Base):
-    """A miss-ratio curve: [[memory size in bytes, miss ratio], ...]."""
-
-    __tablename__ = 'mrc_curves'
-    __table_args__ = (
-        sa.UniqueConstraint(
-            'instance_report_id', 'method',
-            name='uniq_mrc_curves0instance_report_id0method'),
-    )
-
-    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
-    instance_report_id = sa.Column(
-        sa.Integer, sa.ForeignKey('instance_reports.id'), nullable=False)
-    method = sa.Column(sa.String(32), nullable=False)
-    points = sa.Column(sa.JSON, nullable=False)
+    # The report's working-set sizes ({estimator: bytes}) and miss-ratio
+    # curves ({method: [[memory size in bytes, miss ratio], ...]}), kept
+    # in the row as the agent sent them: one row per VM and report, where
+    # a row per estimate and per curve made storing a report cost more
+    # than receiving it. NULL for a report stored before 0007 without
+    # any.
+    wss = sa.Column(sa.JSON(none_as_null=True), nullable=True)
+    mrc = sa.Column(sa.JSON(none_as_null=True), nullable=True)
 
 
 class ReportRejection(Base):

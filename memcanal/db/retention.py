@@ -125,14 +125,6 @@ def _has_newer_report():
 def _group_reports(session, rows, interval):
     """The batch's reports by (instance uuid, period): their stats and
     first and last times, and the id of the last report."""
-    ids = [row.id for row in rows]
-    wss = {}
-    for report_id, estimator, wss_bytes in session.execute(
-            sa.select(models.WssEstimate.instance_report_id,
-                      models.WssEstimate.estimator,
-                      models.WssEstimate.wss_bytes)
-            .where(models.WssEstimate.instance_report_id.in_(ids))):
-        wss.setdefault(report_id, {})[estimator] = wss_bytes
     uuids = dict(session.execute(
         sa.select(models.Instance.id, models.Instance.uuid).where(
             models.Instance.id.in_({row.instance_id for row in rows}))
@@ -141,7 +133,7 @@ def _group_reports(session, rows, interval):
     for row in rows:
         key = (uuids[row.instance_id],
                period_start(row.collected_at, interval))
-        stats = _report_stats(row.allocated_bytes, wss.get(row.id, {}),
+        stats = _report_stats(row.allocated_bytes, row.wss or {},
                               row.guest_stats or {})
         group = groups.get(key)
         if group is None:
@@ -158,13 +150,9 @@ def _group_reports(session, rows, interval):
 
 
 def _curves(session, report_ids):
-    curves = {}
-    for report_id, method, points in session.execute(
-            sa.select(models.MrcCurve.instance_report_id,
-                      models.MrcCurve.method, models.MrcCurve.points)
-            .where(models.MrcCurve.instance_report_id.in_(report_ids))):
-        curves.setdefault(report_id, {})[method] = points
-    return curves
+    return dict(session.execute(
+        sa.select(_REPORT.id, _REPORT.mrc).where(_REPORT.id.in_(report_ids))
+    ).all())
 
 
 def _write_history(session, groups, interval):
@@ -203,13 +191,9 @@ def _write_history(session, groups, interval):
 
 
 def _delete_reports(session, rows):
-    """Delete the reports with their estimates, curves and the host
-    reports left describing nothing; returns the host reports deleted."""
+    """Delete the reports and the host reports left describing nothing;
+    returns the host reports deleted."""
     ids = [row.id for row in rows]
-    session.execute(sa.delete(models.WssEstimate).where(
-        models.WssEstimate.instance_report_id.in_(ids)))
-    session.execute(sa.delete(models.MrcCurve).where(
-        models.MrcCurve.instance_report_id.in_(ids)))
     session.execute(sa.delete(_REPORT).where(_REPORT.id.in_(ids)))
     return session.execute(sa.delete(models.HostReport).where(
         models.HostReport.id.in_({row.host_report_id for row in rows}),
@@ -224,7 +208,8 @@ def _fold_batch(context, condition, limit, interval):
         rows = session.execute(
             sa.select(_REPORT.id, _REPORT.instance_id,
                       _REPORT.host_report_id, _REPORT.collected_at,
-                      _REPORT.allocated_bytes, _REPORT.guest_stats)
+                      _REPORT.allocated_bytes, _REPORT.guest_stats,
+                      _REPORT.wss)
             .where(condition)
             .order_by(_REPORT.collected_at, _REPORT.id)
             .limit(limit).with_for_update()).all()

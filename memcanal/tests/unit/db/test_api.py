@@ -117,8 +117,9 @@ def check_failing_report_stores_nothing(ctx):
     db_api.store_report(ctx, report(host, 1))
     second = report(host, 2, sample(VM_1, 2), sample(VM_2, 2))
     # Validation forbids this, so only a bug could send it; the database
-    # refuses the NULL after the first instance's rows were written.
-    second['instances'][1]['wss'] = {'distinct': None}
+    # refuses the NULL after the host report's and instances' rows were
+    # written.
+    second['instances'][1]['guest_stats'] = None
     with pytest.raises(db_exc.DBError):
         db_api.store_report(ctx, second)
     assert db_api.count_reports(ctx) == {'host_reports': 1,

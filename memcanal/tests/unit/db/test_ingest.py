@@ -78,7 +78,7 @@ def test_an_instance_in_several_reports_of_a_batch_ends_as_the_last_says(
 def test_a_failing_report_stores_none_of_its_batch(ctx):
     host = cases.register(ctx)
     bad = cases.report(host, 2, cases.sample(cases.VM_1, 2))
-    bad['instances'][0]['wss'] = {'distinct': None}
+    bad['instances'][0]['guest_stats'] = None  # NOT NULL
     with pytest.raises(db_exc.DBError):
         db_api.store_reports(ctx, [cases.report(host, 1), bad])
     assert db_api.count_reports(ctx)['host_reports'] == 0
@@ -96,3 +96,33 @@ def test_a_host_without_vms_reports_too(ctx):
     assert db_api.get_host(ctx, host)['last_sequence'] == 1
     assert db_api.count_reports(ctx) == {'host_reports': 1,
                                          'instance_reports': 0}
+
+
+# MySQL's escape sequences in a quoted string (any other backslashed
+# character is itself).
+MYSQL_ESCAPES = {'0': '\0', "'": "'", '"': '"', 'b': '\b', 'n': '\n',
+                 'r': '\r', 't': '\t', 'Z': '\x1a', '\\': '\\'}
+
+
+def mysql_unquote(literal):
+    assert literal[0] == literal[-1] == "'"
+    text, chars = [], iter(literal[1:-1])
+    for char in chars:
+        if char == '\\':
+            char = next(chars)
+            text.append(MYSQL_ESCAPES.get(char, char))
+        else:
+            assert char != "'"  # a quote ends the string unless escaped
+            text.append(char)
+    return ''.join(text)
+
+
+@pytest.mark.parametrize('document', [
+    {'exact': [[4096, 0.5], [8192, 0.25]]},
+    {"it's": 'a "quoted" \\ back\\slash', 'ctl': '\x00\n\r\x1a\t',
+     'wide': '\u00e9\U0001F600', '\\': "'\\'", "\\'": '\\\\'},
+    []])
+def test_json_text_is_quoted_for_mysql_to_read_back(document):
+    text = db_api._dumps(document)
+    assert mysql_unquote(
+        db_api._quote_json_text(db_api._JSONText(text))) == text

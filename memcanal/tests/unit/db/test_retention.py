@@ -97,8 +97,9 @@ def test_old_reports_fold_into_hourly_history_and_leave(ctx):
     assert first['mrc'] == sample(VM_1, 59)['mrc']
     # What is younger stays whole, and so do its host reports.
     assert count(ctx, TABLES['instance_reports']) == 60
-    assert count(ctx, TABLES['wss_estimates']) == 120
-    assert count(ctx, TABLES['mrc_curves']) == 60
+    # Each with its estimates and curves, held in its own row.
+    assert {(len(r['wss']), len(r['mrc']))
+            for r in db_api.list_instance_reports(ctx, VM_1)} == {(2, 1)}
     assert count(ctx, TABLES['host_reports']) == 30
     assert [r['sequence'] for r in db_api.list_instance_reports(
         ctx, VM_1)][-1] == 121
