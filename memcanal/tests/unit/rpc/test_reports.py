@@ -107,6 +107,29 @@ def test_bad_reports_are_rejected_with_a_stable_code(path, value, code):
     assert err.value.code == code
 
 
+@pytest.mark.parametrize('points', [
+    [[4096, 0], [8192, 1]],
+    [[4096, 0.5], [8192, 0.25], [2 ** 70, 0.0]],
+    [[4096, float('nan')], [8192, 0.5]],  # NaN first: min and max stop
+    [[4096, 0.5], [8192, float('nan')]],
+    [[4096, float('inf')]], [[4096, float('-inf')]],
+    [[4096, 10 ** 400]], [[4096, -10 ** 400]],
+    [[4096, 0.5], [4096, 0.4]], [[0, 0.5]], [[4096, 0.5], [2048, 0.4]],
+    [(4096, 0.5)], [[4096, 0.5, 1]], [[4096]], ['ab'], [{'a': 1, 'b': 2}],
+    [[4096, True]], [[True, 0.5]], [[4096.0, 0.5]], [[4096, '0.5']],
+])
+def test_the_fast_curve_check_agrees_with_the_explaining_loop(
+        points, monkeypatch):
+    fast = reports._good_curve(points)
+    monkeypatch.setattr(reports, '_good_curve', lambda points: False)
+    try:
+        reports._check_curve('curve', points, 256)
+    except exception.InvalidReport:
+        assert not fast
+    else:
+        assert fast
+
+
 @pytest.mark.parametrize('logs', [
     KeyError,  # an agent older than the field
     {},
