@@ -283,3 +283,9 @@ def test_a_migration_to_an_unknown_host_fails_and_the_vm_stays(agent):
     assert result['state'] == 'failed'
     assert 'no such simulated host' in result['error']
     assert uuid in [i.uuid for i in agent.driver.list_instances()]
+
+
+def test_drivers_of_real_hypervisors_leave_migrations_to_nova(agent):
+    uuid = agent.driver.list_instances()[0].uuid
+    with pytest.raises(exception.MigrationFailed, match='nova does'):
+        driver.HypervisorDriver.migrate_instance(agent.driver, uuid, 'x')
