@@ -35,6 +35,8 @@ class MemCanalNovaTestCase(integrated_helpers.ProviderUsageBaseTestCase):
     def setUp(self):
         directory = tempfile.TemporaryDirectory(prefix='mc-nova-')
         self.addCleanup(directory.cleanup)
+        # Its database too: memcanal_service opens it.
+        self.memcanal_directory = directory.name
         self.memcanal = memcanal_api.MemcanalAPI(directory.name)
         self.addCleanup(self.memcanal.close)
         # The scheduler's client (and its adapter) is per process: one
