@@ -64,14 +64,13 @@ class MigrationPlanner:
             curve=policy_base.curve_from_points(points) if points else None,
             server_groups=groups_of.get(instance['uuid'], ()))
 
-    def cloud(self, context, now, groups_of=None):
-        """The planner's Hosts of the hosts that are up, with since when
-        each has been above the threshold; ``groups_of`` maps a VM to
-        the server groups it is in."""
-        groups_of = groups_of or {}
+    def cloud(self, context, listed, now, groups_of):
+        """The planner's Hosts of the ``listed`` hosts (db_api.list_hosts)
+        that are up, with since when each has been above the threshold;
+        ``groups_of`` maps a VM to the server groups it is in."""
         hosts = []
         threshold = self.conf.migration.threshold
-        for host in db_api.list_hosts(context):
+        for host in listed:
             if host['state'] != 'up':
                 self._hot_since.pop(host['name'], None)
                 continue
@@ -99,11 +98,11 @@ class MigrationPlanner:
         for group_id, (_policy, members) in groups.items():
             for member in members:
                 groups_of.setdefault(member, []).append(group_id)
-        hosts = self.cloud(context, now, {
+        listed = db_api.list_hosts(context)
+        hosts = self.cloud(context, listed, now, {
             uuid: tuple(ids) for uuid, ids in groups_of.items()})
         in_flight = decisions_db.count_in_flight(context, 'migration')
-        names = {host['uuid']: host['name']
-                 for host in db_api.list_hosts(context)}
+        names = {host['uuid']: host['name'] for host in listed}
         busy = [names[uuid] for uuid in decisions_db.busy_hosts(context)]
         plan = migration.plan(
             hosts, now, groups={group_id: policy for group_id, (policy, _m)
