@@ -189,14 +189,25 @@ def test_reclaim_drops_the_oldest(client):
     assert client.reclaim(1) == (OK, 0)
 
 
+def anonymous_kib(pid):
+    """Resident anonymous memory of process ``pid``, in KiB."""
+    for line in open('/proc/%d/status' % pid):
+        if line.startswith('RssAnon:'):
+            return int(line.split()[1])
+    raise AssertionError('no RssAnon for %d' % pid)
+
+
 def test_sigusr1_drops_every_page(server, client):
+    """Every page goes and the host gets the arena's memory back."""
     process, _ = server
     _, _, dropped_before = client.stat()
-    client.put(9, 0, pages(9, 0, 50))
+    client.put(9, 0, pages(9, 0, MAX_PAGES))
+    full = anonymous_kib(process.pid)
     process.send_signal(signal.SIGUSR1)
     services.wait_for(lambda: client.stat()[0] == 0, timeout=10,
                       what='SIGUSR1 to drop the pages')
-    assert client.stat()[2] - dropped_before == 50
+    assert client.stat()[2] - dropped_before == MAX_PAGES
+    assert full - anonymous_kib(process.pid) >= MAX_PAGES * 4 * 0.9
     assert client.get(9, 0) == (MISSING, None)
     assert client.put(9, 0, pages(9, 0, 1)) == (OK, 1)
 
