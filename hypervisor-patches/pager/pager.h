@@ -1,0 +1,97 @@
+/*
+ * pager: swap a shared memfd's pages out to stores and serve them back
+ * on fault, through a userfaultfd registered on a mapping of the memfd.
+ *
+ * The mapping may belong to another process (QEMU): base is an address
+ * in the uffd's memory map, and the memfd is read and punched through
+ * its own descriptor.  See README.md for the protocol and its races.
+ */
+#ifndef PAGER_H
+#define PAGER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define PAGER_PAGE 4096UL
+#define PAGER_MAX_STORES 4
+
+/*
+ * A place that keeps copies of pages, addressed by page index.  Every
+ * call returns 0 on success, -1 with errno set on failure.  put must not
+ * return before the copy is durable enough to be the only one.  get
+ * reads one page; a short or failed read is a failure, and the pager
+ * checks a checksum of what comes back, so a store that silently lost
+ * data is caught too.  Calls on one store are serialised by the pager's
+ * callers: put from the swap-out caller, get/del from the fault thread,
+ * so an implementation shared by both must be thread-safe.
+ */
+struct pager_store {
+	const char *name;
+	int (*put)(struct pager_store *s, uint64_t page, const void *buf,
+		   size_t npages);
+	int (*get)(struct pager_store *s, uint64_t page, void *buf);
+	int (*del)(struct pager_store *s, uint64_t page, size_t npages);
+	void (*destroy)(struct pager_store *s);
+};
+
+/* A store in a local file: page i at offset i * PAGER_PAGE. */
+struct pager_store *pager_file_store(const char *path);
+
+struct pager_stats {
+	uint64_t swapped_out;       /* pages dropped from the memfd */
+	uint64_t cancelled;         /* marked pages written before validate */
+	uint64_t not_resident;      /* asked for, but a hole already */
+	uint64_t faults_missing;
+	uint64_t faults_wp;
+	uint64_t zero_fills;        /* never-populated pages */
+	uint64_t wakes;             /* EEXIST answered with UFFDIO_WAKE */
+	uint64_t wp_on_out;         /* writes that raced the punch */
+	uint64_t put_failed_batches;/* batches kept in: too few copies */
+	uint64_t lost;              /* no store had a good copy */
+	uint64_t served[PAGER_MAX_STORES];
+	uint64_t get_failed[PAGER_MAX_STORES];
+	uint64_t bad_sum[PAGER_MAX_STORES];
+	uint64_t put_failed[PAGER_MAX_STORES];
+};
+
+struct pager;
+
+/*
+ * Take charge of len bytes mapped at base (an address in the uffd's
+ * memory map) backed by memfd from offset.  Does UFFDIO_API and
+ * UFFDIO_REGISTER (MISSING | WP) on the uffd and starts the fault
+ * thread.  A page goes out only once `copies` stores (1..nstores) hold
+ * it.  The pager does not own uffd, memfd or the stores.
+ */
+struct pager *pager_init(int uffd, uint64_t base, size_t len, int memfd,
+			 off_t offset, struct pager_store **stores,
+			 int nstores, int copies);
+
+/*
+ * Swap out the listed page indexes (any order; pages already out, or
+ * not resident, are skipped).  One caller at a time.  Returns the
+ * number of pages dropped, or -1 on a fatal error.
+ */
+long pager_swap_out(struct pager *p, const uint64_t *pages, size_t n);
+
+/* Counters so far. */
+void pager_get_stats(struct pager *p, struct pager_stats *out);
+
+/*
+ * Service time of faults answered from a store, in microseconds, from
+ * reading the fault to the UFFDIO_COPY that wakes the faulting thread.
+ * Returns the number of samples.
+ */
+size_t pager_fault_latency(struct pager *p, double *p50, double *p99);
+
+/* Pages currently out. */
+uint64_t pager_pages_out(struct pager *p);
+
+/*
+ * Stop the fault thread and free the pager.  Pages still out stay
+ * out: whoever keeps the uffd open decides what happens to them.
+ */
+void pager_fini(struct pager *p);
+
+#endif
