@@ -159,8 +159,9 @@ static void fetch(struct pager *p, uint64_t pg)
 	}
 	if (from < 0) {
 		/* Nothing to give back: zeros make the loss visible. */
-		fprintf(stderr, "pager: page %llu lost in every store\n",
-			(unsigned long long)pg);
+		if (p->st.lost < 10)
+			fprintf(stderr, "pager: page %llu lost in every "
+				"store\n", (unsigned long long)pg);
 		memset(p->fault_buf, 0, PAGER_PAGE);
 		p->st.lost++;
 	} else {

@@ -14,8 +14,10 @@
  * counted, and every page is checked once more.
  *
  *   uffd_selftest [-m MiB] [-s seconds] [-w writers] [-d dir] [-k 0|1]
+ *                 [-n 1|2]
  *
- * Exit status 1 on any wrong word or lost page.
+ * Exit status 1 on any wrong word or lost page.  -n 1 (one store, no
+ * redundancy) with -k 1 must lose pages: the check of the checker.
  */
 #define _GNU_SOURCE
 #include "pager.h"
@@ -43,7 +45,7 @@ static uint64_t npages;
 static uint32_t *version;           /* per page, owned by its writer */
 static int nwriters = 2;
 static atomic_int stop;
-static atomic_ullong wrong_words, writes;
+static atomic_ullong wrong_words, writes, reported;
 
 static uint64_t word(uint64_t pg, uint32_t v, uint64_t i)
 {
@@ -69,7 +71,7 @@ static uint64_t check(uint64_t pg)
 		uint64_t want = v == UNTOUCHED ? 0 : word(pg, v, i);
 
 		if (w[i] != want) {
-			if (!bad)
+			if (!bad && atomic_fetch_add(&reported, 1) < 10)
 				fprintf(stderr, "page %llu word %llu: %llx, "
 					"want %llx (version %u)\n",
 					(unsigned long long)pg,
@@ -130,24 +132,28 @@ static double now(void)
 int main(int argc, char **argv)
 {
 	long mib = 64, secs = 4, kill_store = 1;
+	int nstores = 2;
 	const char *dir = "/tmp";
 	int opt;
 
-	while ((opt = getopt(argc, argv, "m:s:w:d:k:")) != -1) {
+	while ((opt = getopt(argc, argv, "m:s:w:d:k:n:")) != -1) {
 		switch (opt) {
 		case 'm': mib = atol(optarg); break;
 		case 's': secs = atol(optarg); break;
 		case 'w': nwriters = atoi(optarg); break;
 		case 'd': dir = optarg; break;
 		case 'k': kill_store = atol(optarg); break;
+		case 'n': nstores = atoi(optarg); break;
 		default:
 			fprintf(stderr, "usage: %s [-m MiB] [-s seconds] "
-				"[-w writers] [-d dir] [-k 0|1]\n", argv[0]);
+				"[-w writers] [-d dir] [-k 0|1] [-n 1|2]\n",
+				argv[0]);
 			return 2;
 		}
 	}
-	if (nwriters < 1 || nwriters > MAX_WRITERS || mib < 1) {
-		fprintf(stderr, "bad -w or -m\n");
+	if (nwriters < 1 || nwriters > MAX_WRITERS || mib < 1 ||
+	    nstores < 1 || nstores > 2) {
+		fprintf(stderr, "bad -w, -m or -n\n");
 		return 2;
 	}
 	size_t len = (size_t)mib << 20;
@@ -183,7 +189,7 @@ int main(int argc, char **argv)
 	char path[2][4096];
 	struct pager_store *stores[2];
 
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < nstores; i++) {
 		snprintf(path[i], sizeof(path[i]), "%s/uffd_selftest.%d.store.%d",
 			 dir, (int)getpid(), i);
 		stores[i] = pager_file_store(path[i]);
@@ -193,7 +199,7 @@ int main(int argc, char **argv)
 		}
 	}
 	struct pager *p = pager_init(uffd, (uint64_t)(uintptr_t)mem, len,
-				     memfd, 0, stores, 2, 2);
+				     memfd, 0, stores, nstores, nstores);
 
 	if (!p)
 		return 2;
@@ -279,7 +285,7 @@ int main(int argc, char **argv)
 	       (unsigned long long)st.faults_wp,
 	       (unsigned long long)st.zero_fills,
 	       (unsigned long long)st.wakes);
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < nstores; i++)
 		printf("store %d: served %llu, failed gets %llu, bad checksums "
 		       "%llu, failed puts %llu\n", i,
 		       (unsigned long long)st.served[i],
@@ -295,7 +301,7 @@ int main(int argc, char **argv)
 	       (unsigned long long)atomic_load(&wrong_words));
 
 	pager_fini(p);
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < nstores; i++) {
 		stores[i]->destroy(stores[i]);
 		unlink(path[i]);
 	}

@@ -1,0 +1,68 @@
+"""The userfaultfd pager (hypervisor-patches/pager) in a plain process.
+
+uffd_selftest maps a shared memfd, makes the userfaultfd in its own
+process as QEMU would, and runs the pager's swap-out and fault service on
+it while writer threads rewrite and check whole pages. Every page goes to
+two file stores before it is dropped; halfway through, one store is
+truncated to nothing, and faults must fall back to the other copy.
+"""
+
+import os
+import pathlib
+import re
+import subprocess
+
+import pytest
+
+from memcanal.tests.functional import services
+
+pytestmark = pytest.mark.functional
+
+PAGER = pathlib.Path(__file__).parents[3] / 'hypervisor-patches' / 'pager'
+
+
+@pytest.fixture(scope='module')
+def selftest(tmp_path_factory):
+    if os.geteuid() != 0:
+        services.missing('userfaultfd on shmem needs root (CAP_SYS_PTRACE)')
+    build = tmp_path_factory.mktemp('pager-build')
+    subprocess.run(['make', '-C', str(PAGER), 'BUILD=%s' % build],
+                   check=True, capture_output=True)
+    return build / 'uffd_selftest'
+
+
+def run(selftest, tmp_path, *args):
+    return subprocess.run([str(selftest), '-m', '64', '-s', '3',
+                           '-d', str(tmp_path), *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def number(pattern, text):
+    return int(re.search(pattern, text).group(1))
+
+
+def test_a_store_lost_midway_loses_nothing(selftest, tmp_path):
+    result = run(selftest, tmp_path, '-k', '1', '-n', '2')
+    out = result.stdout
+    assert result.returncode == 0, out + result.stderr
+    assert number(r'wrong words: (\d+)', out) == 0, out
+    assert number(r'lost pages: (\d+)', out) == 0, out
+    assert number(r'swapped out: (\d+) pages', out) > 0, out
+    # The cold three quarters of 64 MiB, freed from the memfd.
+    assert number(r'host memory freed: (\d+) MiB', out) >= 40, out
+    # Store 0 was truncated: its copies failed or came back wrong, and
+    # store 1 served them.
+    assert 'store 0 truncated' in out, out
+    assert (number(r'store 0: served \d+, failed gets (\d+)', out)
+            + number(r'store 0: .*bad checksums (\d+)', out)) > 0, out
+    assert number(r'store 1: served (\d+)', out) > 0, out
+    assert not list(tmp_path.iterdir()), 'store files left behind'
+
+
+def test_one_store_lost_is_caught(selftest, tmp_path):
+    """Without redundancy the same loss is data lost, and the selftest
+    says so: its checks can fail."""
+    result = run(selftest, tmp_path, '-k', '1', '-n', '1')
+    assert result.returncode == 1, result.stdout
+    assert number(r'lost pages: (\d+)', result.stdout) > 0
+    assert number(r'wrong words: (\d+)', result.stdout) > 0
