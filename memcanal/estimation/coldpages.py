@@ -228,11 +228,16 @@ class ColdPageDetector:
 
     def _access(self, pages, now):
         """MQ on a hit: frequency up, queue from it, clock re-armed."""
-        freq = self._freq[pages] + np.uint32(1)
+        freq = self._freq[pages]
+        freq += 1
         self._freq[pages] = freq
-        queue = self._queue_num[np.minimum(freq, self._queue_num.size - 1)]
+        # In place: these arrays are as long as the VM on a busy period.
+        np.minimum(freq, self._queue_num.size - 1, out=freq)
+        queue = self._queue_num[freq]
         self._queue[pages] = queue
-        self._expire[pages] = now + self._lifetime[queue]
+        expire = self._lifetime[queue]
+        expire += now
+        self._expire[pages] = expire
         self._out_at[pages] = np.inf
         self._remote[pages] = False
         self._tick += 1
@@ -240,28 +245,29 @@ class ColdPageDetector:
 
     def _expire_due(self, now):
         """Drop every page whose clock ran out, as many levels as the time
-        since covers, in one pass: a page due at E in Qq drops at E,
+        since covers, in one pass: a page of Qq due at E drops at E,
         E + I, E + 2I, ... and, from Q0 (reached at E + (q - 1)I), goes
         out expire-time-II later."""
         due = np.flatnonzero(self._expire <= now)
+        queue = self._queue[due]
+        in_q0 = queue == 0
+        self._go_out(due[in_q0], self._expire[due[in_q0]])
+        due = due[~in_q0]
         if not due.size:
             return
-        queue = self._queue[due].astype(np.int64)
+        queue = queue[~in_q0].astype(np.int64)
         due_at = self._expire[due]
-        drops = np.minimum(
-            queue, np.floor((now - due_at) / self.expire_i).astype(np.int64)
-            + 1)
+        drops = np.floor((now - due_at) / self.expire_i).astype(np.int64)
+        drops += 1
+        np.minimum(drops, queue, out=drops)
         left = queue - drops
-        next_at = np.where(
-            left > 0, due_at + drops * self.expire_i,
-            np.where(queue > 0,
-                     due_at + (queue - 1) * self.expire_i + self.expire_ii,
-                     due_at))
+        next_at = due_at + (drops - 1) * self.expire_i + self._lifetime[left]
+        # Only a page that reached Q0 can be due again before now.
         leaving = next_at <= now
         self._go_out(due[leaving], next_at[leaving])
-        staying = due[~leaving]
-        self._queue[staying] = left[~leaving]
-        self._expire[staying] = next_at[~leaving]
+        staying = ~leaving
+        self._queue[due[staying]] = left[staying]
+        self._expire[due[staying]] = next_at[staying]
 
     def _go_out(self, pages, when):
         self._queue[pages] = OUT
