@@ -38,6 +38,16 @@ struct pager_store {
 /* A store in a local file: page i at offset i * PAGER_PAGE. */
 struct pager_store *pager_file_store(const char *path);
 
+/*
+ * A store on a memcanal-memserver at host:port, pages keyed by owner.
+ * The server drops pages when it likes: never the only copy.
+ */
+struct pager_store *pager_tcp_store(const char *host, const char *port,
+				    uint64_t owner);
+
+/* Ask the memserver behind a tcp store to drop every page it holds. */
+int pager_tcp_store_reclaim_all(struct pager_store *s);
+
 struct pager_stats {
 	uint64_t swapped_out;       /* pages dropped from the memfd */
 	uint64_t cancelled;         /* marked pages written before validate */

@@ -9,12 +9,13 @@
  * swapper swaps out random 16 MiB ranges, hot pages included, into two
  * file stores (both must hold a page before it is dropped).  Halfway,
  * store 0 is truncated to nothing (-k 0 turns that off): faults must
- * fall back to store 1.  At the end every page is read back and
+ * fall back to store 1.  With -t host:port, store 0 is a
+ * memcanal-memserver instead, emptied halfway by RECLAIM.  At the end every page is read back and
  * checked, the cold three quarters go out, the memfd's blocks are
  * counted, and every page is checked once more.
  *
  *   uffd_selftest [-m MiB] [-s seconds] [-w writers] [-d dir] [-k 0|1]
- *                 [-n 1|2]
+ *                 [-n 1|2] [-t host:port]
  *
  * Exit status 1 on any wrong word or lost page.  -n 1 (one store, no
  * redundancy) with -k 1 must lose pages: the check of the checker.
@@ -133,10 +134,10 @@ int main(int argc, char **argv)
 {
 	long mib = 64, secs = 4, kill_store = 1;
 	int nstores = 2;
-	const char *dir = "/tmp";
+	const char *dir = "/tmp", *server = NULL;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "m:s:w:d:k:n:")) != -1) {
+	while ((opt = getopt(argc, argv, "m:s:w:d:k:n:t:")) != -1) {
 		switch (opt) {
 		case 'm': mib = atol(optarg); break;
 		case 's': secs = atol(optarg); break;
@@ -144,9 +145,11 @@ int main(int argc, char **argv)
 		case 'd': dir = optarg; break;
 		case 'k': kill_store = atol(optarg); break;
 		case 'n': nstores = atoi(optarg); break;
+		case 't': server = optarg; break;
 		default:
 			fprintf(stderr, "usage: %s [-m MiB] [-s seconds] "
-				"[-w writers] [-d dir] [-k 0|1] [-n 1|2]\n",
+				"[-w writers] [-d dir] [-k 0|1] [-n 1|2] "
+				"[-t host:port]\n",
 				argv[0]);
 			return 2;
 		}
@@ -192,6 +195,21 @@ int main(int argc, char **argv)
 	for (int i = 0; i < nstores; i++) {
 		snprintf(path[i], sizeof(path[i]), "%s/uffd_selftest.%d.store.%d",
 			 dir, (int)getpid(), i);
+		if (i == 0 && server) {
+			char host[256];
+			const char *colon = strrchr(server, ':');
+
+			snprintf(host, sizeof(host), "%.*s",
+				 colon ? (int)(colon - server) : 0, server);
+			stores[0] = colon ? pager_tcp_store(host, colon + 1,
+							    getpid()) : NULL;
+			if (!stores[0]) {
+				fprintf(stderr, "memserver %s: %s\n", server,
+					strerror(errno));
+				return 2;
+			}
+			continue;
+		}
 		stores[i] = pager_file_store(path[i]);
 		if (!stores[i]) {
 			perror(path[i]);
@@ -225,8 +243,9 @@ int main(int argc, char **argv)
 		rounds++;
 		if (kill_store && killed_at < 0 && now() - t0 >= secs / 2.0) {
 			/* Store 0 dies: everything it held is gone. */
-			if (truncate(path[0], 0) < 0)
-				perror("truncate store 0");
+			if (server ? pager_tcp_store_reclaim_all(stores[0]) :
+			    truncate(path[0], 0))
+				perror("killing store 0");
 			killed_at = now() - t0;
 		}
 		usleep(20000);
@@ -293,7 +312,8 @@ int main(int argc, char **argv)
 		       (unsigned long long)st.bad_sum[i],
 		       (unsigned long long)st.put_failed[i]);
 	if (killed_at >= 0)
-		printf("store 0 truncated at %.2f s\n", killed_at);
+		printf("store 0 (%s) emptied at %.2f s\n",
+		       server ? "memserver" : "file", killed_at);
 	printf("fault latency (store fetches): %zu samples, p50 %.1f us, "
 	       "p99 %.1f us\n", nlat, p50, p99);
 	printf("lost pages: %llu\n", (unsigned long long)st.lost);

@@ -3,8 +3,9 @@
 uffd_selftest maps a shared memfd, makes the userfaultfd in its own
 process as QEMU would, and runs the pager's swap-out and fault service on
 it while writer threads rewrite and check whole pages. Every page goes to
-two file stores before it is dropped; halfway through, one store is
-truncated to nothing, and faults must fall back to the other copy.
+two stores before it is dropped; halfway through, one store loses
+everything, and faults must fall back to the other copy. The stores are
+two files, or a real memcanal-memserver (emptied by RECLAIM) and a file.
 """
 
 import os
@@ -15,6 +16,8 @@ import subprocess
 import pytest
 
 from memcanal.tests.functional import services
+# The memserver test module owns building and starting the real server.
+from memcanal.tests.functional.test_memserver import start_server
 
 pytestmark = pytest.mark.functional
 
@@ -41,8 +44,15 @@ def number(pattern, text):
     return int(re.search(pattern, text).group(1))
 
 
-def test_a_store_lost_midway_loses_nothing(selftest, tmp_path):
-    result = run(selftest, tmp_path, '-k', '1', '-n', '2')
+@pytest.fixture(scope='module')
+def memserver():
+    process, (host, port) = start_server(max_pages=65536)
+    yield '%s:%d' % (host, port)
+    process.terminate()
+    process.wait(10)
+
+
+def check_store_0_lost_midway(result):
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
     assert number(r'wrong words: (\d+)', out) == 0, out
@@ -50,13 +60,26 @@ def test_a_store_lost_midway_loses_nothing(selftest, tmp_path):
     assert number(r'swapped out: (\d+) pages', out) > 0, out
     # The cold three quarters of 64 MiB, freed from the memfd.
     assert number(r'host memory freed: (\d+) MiB', out) >= 40, out
-    # Store 0 was truncated: its copies failed or came back wrong, and
+    # Store 0 lost its copies: they failed or came back wrong, and
     # store 1 served them.
-    assert 'store 0 truncated' in out, out
     assert (number(r'store 0: served \d+, failed gets (\d+)', out)
             + number(r'store 0: .*bad checksums (\d+)', out)) > 0, out
     assert number(r'store 1: served (\d+)', out) > 0, out
+    return out
+
+
+def test_a_file_store_lost_midway_loses_nothing(selftest, tmp_path):
+    out = check_store_0_lost_midway(
+        run(selftest, tmp_path, '-k', '1', '-n', '2'))
+    assert 'store 0 (file) emptied' in out, out
     assert not list(tmp_path.iterdir()), 'store files left behind'
+
+
+def test_a_memserver_emptied_midway_loses_nothing(selftest, memserver,
+                                                  tmp_path):
+    out = check_store_0_lost_midway(
+        run(selftest, tmp_path, '-k', '1', '-n', '2', '-t', memserver))
+    assert 'store 0 (memserver) emptied' in out, out
 
 
 def test_one_store_lost_is_caught(selftest, tmp_path):

@@ -1,0 +1,86 @@
+/*
+ * A pager store in a local file: page i at offset i * PAGER_PAGE.
+ * Dropped copies are punched out of the file.
+ */
+#define _GNU_SOURCE
+#include "pager.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct file_store {
+	struct pager_store s;
+	int fd;
+};
+
+static int file_put(struct pager_store *s, uint64_t page, const void *buf,
+		    size_t npages)
+{
+	struct file_store *f = (struct file_store *)s;
+	size_t len = npages * PAGER_PAGE, done = 0;
+
+	while (done < len) {
+		ssize_t n = pwrite(f->fd, (const char *)buf + done, len - done,
+				   page * PAGER_PAGE + done);
+		if (n <= 0) {
+			if (n < 0 && errno == EINTR)
+				continue;
+			return -1;
+		}
+		done += n;
+	}
+	return 0;
+}
+
+static int file_get(struct pager_store *s, uint64_t page, void *buf)
+{
+	struct file_store *f = (struct file_store *)s;
+	ssize_t n = pread(f->fd, buf, PAGER_PAGE, page * PAGER_PAGE);
+
+	if (n != (ssize_t)PAGER_PAGE) {
+		if (n >= 0)
+			errno = EIO;
+		return -1;
+	}
+	return 0;
+}
+
+static int file_del(struct pager_store *s, uint64_t page, size_t npages)
+{
+	struct file_store *f = (struct file_store *)s;
+
+	return fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			 page * PAGER_PAGE, npages * PAGER_PAGE);
+}
+
+static void file_destroy(struct pager_store *s)
+{
+	struct file_store *f = (struct file_store *)s;
+
+	close(f->fd);
+	free((char *)f->s.name);
+	free(f);
+}
+
+struct pager_store *pager_file_store(const char *path)
+{
+	struct file_store *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return NULL;
+	f->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (f->fd < 0) {
+		free(f);
+		return NULL;
+	}
+	f->s.name = strdup(path);
+	f->s.put = file_put;
+	f->s.get = file_get;
+	f->s.del = file_del;
+	f->s.destroy = file_destroy;
+	return &f->s;
+}
