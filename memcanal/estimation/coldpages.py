@@ -146,9 +146,9 @@ class ColdPageDetector:
         zone = page // self.zone_pages
         first = max(0, zone - self.prefetch_zones) * self.zone_pages
         stop = (zone + self.prefetch_zones + 1) * self.zone_pages
-        zone_pages = self.prefetch(self.prefetch_count, first, stop)
-        self.fetched(zone_pages, now)
-        return zone_pages
+        neighbours = self.prefetch(self.prefetch_count, first, stop)
+        self.fetched(neighbours, now)
+        return neighbours
 
     def swapped_out(self, pages):
         """The pager has moved these pages to remote memory (after its
