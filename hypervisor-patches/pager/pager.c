@@ -27,6 +27,7 @@
 enum { PG_IN = 0, PG_SWAPPING = 1, PG_OUT = 2 };
 
 #define BATCH 512
+#define ZERO_BLOCK 16   /* pages, a power of two */
 #define MAX_SAMPLES (1 << 20)
 
 struct pager {
@@ -105,22 +106,38 @@ static void wake(struct pager *p, uint64_t pg)
 	p->st.wakes++;
 }
 
-static void zero_fill(struct pager *p, uint64_t pg)
+static int zero_page(struct pager *p, uint64_t pg, uint64_t mode)
 {
 	struct uffdio_zeropage z = {
 		.range = { .start = addr_of(p, pg), .len = PAGER_PAGE },
+		.mode = mode,
 	};
 
 	while (ioctl(p->uffd, UFFDIO_ZEROPAGE, &z) < 0) {
 		if (errno == EAGAIN)
 			continue;
-		if (errno == EEXIST)
-			wake(p, pg);
-		else
+		if (errno != EEXIST)
 			perror("pager: UFFDIO_ZEROPAGE");
-		return;
+		return -1;
 	}
 	p->st.zero_fills++;
+	return 0;
+}
+
+/*
+ * A never-populated page: zeros, and zeros for the never-populated IN
+ * pages of its aligned ZERO_BLOCK too (either direction), since first
+ * touches come in runs; each would otherwise be a fault of its own.
+ */
+static void zero_fill(struct pager *p, uint64_t pg)
+{
+	uint64_t first = pg & ~(uint64_t)(ZERO_BLOCK - 1);
+
+	if (zero_page(p, pg, 0) < 0)
+		wake(p, pg);   /* EEXIST: filled since the fault */
+	for (uint64_t n = first; n < first + ZERO_BLOCK && n < p->npages; n++)
+		if (n != pg && p->state[n] == PG_IN)
+			zero_page(p, n, UFFDIO_ZEROPAGE_MODE_DONTWAKE);
 }
 
 static void copy_in(struct pager *p, uint64_t pg, const void *buf)

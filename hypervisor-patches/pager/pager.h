@@ -54,7 +54,7 @@ struct pager_stats {
 	uint64_t not_resident;      /* asked for, but a hole already */
 	uint64_t faults_missing;
 	uint64_t faults_wp;
-	uint64_t zero_fills;        /* never-populated pages */
+	uint64_t zero_fills;        /* never-populated pages filled */
 	uint64_t wakes;             /* EEXIST answered with UFFDIO_WAKE */
 	uint64_t wp_on_out;         /* writes that raced the punch */
 	uint64_t put_failed_batches;/* batches kept in: too few copies */

@@ -17,7 +17,7 @@
  *   uffd_selftest [-m MiB] [-s seconds] [-w writers] [-d dir] [-k 0|1]
  *                 [-n 1|2] [-t host:port]
  *
- * Exit status 1 on any wrong word or lost page.  -n 1 (one store, no
+ * Exit status 1 on any wrong word, lost page or swap-out error.  -n 1 (one store, no
  * redundancy) with -k 1 must lose pages: the check of the checker.
  */
 #define _GNU_SOURCE
@@ -228,6 +228,9 @@ int main(int argc, char **argv)
 
 	uint64_t range = (16 << 20) / PAGER_PAGE, seed = 42, rounds = 0;
 	uint64_t *list = malloc(npages * sizeof(*list));
+
+	if (!list)
+		return 2;
 	double t0 = now(), killed_at = -1;
 	long swap_failed = 0;
 
@@ -316,16 +319,21 @@ int main(int argc, char **argv)
 		       server ? "memserver" : "file", killed_at);
 	printf("fault latency (store fetches): %zu samples, p50 %.1f us, "
 	       "p99 %.1f us\n", nlat, p50, p99);
+	printf("batches kept in for want of copies: %llu\n",
+	       (unsigned long long)st.put_failed_batches);
 	printf("lost pages: %llu\n", (unsigned long long)st.lost);
 	printf("wrong words: %llu\n",
 	       (unsigned long long)atomic_load(&wrong_words));
 
 	pager_fini(p);
+	free(list);
+	free(version);
+	munmap(mem, len);
 	for (int i = 0; i < nstores; i++) {
 		stores[i]->destroy(stores[i]);
 		unlink(path[i]);
 	}
 	close(uffd);
 	return (atomic_load(&wrong_words) || st.lost || swap_failed ||
-		out <= 0) ? 1 : 0;
+		out < 0) ? 1 : 0;
 }

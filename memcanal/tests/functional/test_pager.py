@@ -12,6 +12,7 @@ import os
 import pathlib
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -80,6 +81,29 @@ def test_a_memserver_emptied_midway_loses_nothing(selftest, memserver,
     out = check_store_0_lost_midway(
         run(selftest, tmp_path, '-k', '1', '-n', '2', '-t', memserver))
     assert 'store 0 (memserver) emptied' in out, out
+
+
+def test_a_memserver_killed_midway_loses_nothing(selftest, tmp_path):
+    """The server process dies (SIGKILL): gets fail and fall back to the
+    file; puts fail, so nothing more goes out with one copy only."""
+    server, (host, port) = start_server(max_pages=65536)
+    try:
+        run = subprocess.Popen(
+            [str(selftest), '-m', '64', '-s', '3', '-k', '0', '-d',
+             str(tmp_path), '-t', '%s:%d' % (host, port)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+    finally:
+        server.kill()
+        server.wait(10)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 0, out + err
+    assert number(r'wrong words: (\d+)', out) == 0, out
+    assert number(r'lost pages: (\d+)', out) == 0, out
+    assert number(r'swapped out: (\d+) pages', out) > 0, out
+    assert number(r'store 0: .*failed puts (\d+)', out) > 0, out
+    assert number(r'store 0: served \d+, failed gets (\d+)', out) > 0, out
+    assert number(r'batches kept in for want of copies: (\d+)', out) > 0
 
 
 def test_one_store_lost_is_caught(selftest, tmp_path):
