@@ -77,10 +77,7 @@ struct pager_store *pager_file_store(const char *path)
 		free(f);
 		return NULL;
 	}
-	f->s.name = strdup(path);
-	f->s.put = file_put;
-	f->s.get = file_get;
-	f->s.del = file_del;
-	f->s.destroy = file_destroy;
+	f->s = (struct pager_store){ .name = strdup(path), .put = file_put,
+		.get = file_get, .del = file_del, .destroy = file_destroy };
 	return &f->s;
 }

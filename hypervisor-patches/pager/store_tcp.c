@@ -235,10 +235,7 @@ struct pager_store *pager_tcp_store(const char *host, const char *port,
 		return NULL;
 	}
 	snprintf(name, sizeof(name), "tcp:%s:%s", host, port);
-	t->s.name = strdup(name);
-	t->s.put = tcp_put;
-	t->s.get = tcp_get;
-	t->s.del = tcp_del;
-	t->s.destroy = tcp_destroy;
+	t->s = (struct pager_store){ .name = strdup(name), .put = tcp_put,
+		.get = tcp_get, .del = tcp_del, .destroy = tcp_destroy };
 	return &t->s;
 }
