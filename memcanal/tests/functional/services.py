@@ -188,3 +188,21 @@ def require_test_guest():
         missing('the test guest is not built (tools/build-test-guest.sh): '
                 'missing %s' % ', '.join(absent))
     return files
+
+
+MEMSERVER_SOURCE = os.path.join(os.path.dirname(__file__), '..', '..', '..',
+                                'hypervisor-patches', 'memserver')
+
+
+def start_memserver(max_pages):
+    """(process, (host, port)) of a freshly built memcanal-memserver on a
+    port it picks; the caller stops it."""
+    subprocess.run(['make', '-s', '-C', MEMSERVER_SOURCE], check=True)
+    process = subprocess.Popen(
+        [os.path.join(MEMSERVER_SOURCE, 'memcanal-memserver'), '--listen',
+         '127.0.0.1:0', '--max-pages', str(max_pages)],
+        stdout=subprocess.PIPE, text=True)
+    first_line = process.stdout.readline().split()
+    assert first_line[:2] == ['listening', 'on'], first_line
+    host, port = first_line[2].rsplit(':', 1)
+    return process, (host, int(port))

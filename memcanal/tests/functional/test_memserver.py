@@ -11,11 +11,9 @@ Run as a script it prints PUT and GET pages/s over loopback.
 """
 
 import os
-import pathlib
 import signal
 import socket
 import struct
-import subprocess
 import time
 
 import pytest
@@ -24,8 +22,6 @@ from memcanal.tests.functional import services
 
 pytestmark = pytest.mark.functional
 
-SOURCE = pathlib.Path(__file__).parents[3] / 'hypervisor-patches' / 'memserver'
-BINARY = SOURCE / 'memcanal-memserver'
 MAX_PAGES = 256
 PAGE = 4096
 MAGIC = 0x534D434D
@@ -97,21 +93,9 @@ def pages(owner, first, count):
                     for page in range(first, first + count))
 
 
-def start_server(max_pages):
-    """(process, (host, port)) of a freshly built server."""
-    subprocess.run(['make', '-s', '-C', str(SOURCE)], check=True)
-    process = subprocess.Popen(
-        [str(BINARY), '--listen', '127.0.0.1:0', '--max-pages',
-         str(max_pages)], stdout=subprocess.PIPE, text=True)
-    first_line = process.stdout.readline().split()
-    assert first_line[:2] == ['listening', 'on'], first_line
-    host, port = first_line[2].rsplit(':', 1)
-    return process, (host, int(port))
-
-
 @pytest.fixture(scope='module')
 def server():
-    process, address = start_server(MAX_PAGES)
+    process, address = services.start_memserver(MAX_PAGES)
     yield process, address
     process.terminate()
     process.wait(10)

@@ -18,7 +18,6 @@ import pytest
 
 from memcanal.tests.functional import services
 # The memserver test module owns building and starting the real server.
-from memcanal.tests.functional.test_memserver import start_server
 
 pytestmark = pytest.mark.functional
 
@@ -47,7 +46,7 @@ def number(pattern, text):
 
 @pytest.fixture(scope='module')
 def memserver():
-    process, (host, port) = start_server(max_pages=65536)
+    process, (host, port) = services.start_memserver(max_pages=65536)
     yield '%s:%d' % (host, port)
     process.terminate()
     process.wait(10)
@@ -86,7 +85,7 @@ def test_a_memserver_emptied_midway_loses_nothing(selftest, memserver,
 def test_a_memserver_killed_midway_loses_nothing(selftest, tmp_path):
     """The server process dies (SIGKILL): gets fail and fall back to the
     file; puts fail, so nothing more goes out with one copy only."""
-    server, (host, port) = start_server(max_pages=65536)
+    server, (host, port) = services.start_memserver(max_pages=65536)
     try:
         run = subprocess.Popen(
             [str(selftest), '-m', '64', '-s', '3', '-k', '0', '-d',
