@@ -1,0 +1,285 @@
+/*
+ * memcanal-pager: page a QEMU guest's RAM out to stores and back.
+ *
+ *   memcanal-pager --socket PATH --store tcp:HOST:PORT --store file:PATH
+ *                  [--copies N] [--owner N]
+ *
+ * It waits on the Unix socket PATH for libmemcanal-uffd.so (preloaded
+ * into QEMU) to hand over [uffd, memfd] of guest RAM, takes charge of it
+ * with pager_init, and then reads commands on stdin, one a line:
+ *
+ *   swapout START COUNT   swap out memfd pages START..START+COUNT-1
+ *                         (page indexes from the mapping's offset; pages
+ *                         not resident are skipped)
+ *   stats                 print the counters
+ *   quit                  stop serving faults and exit (pages still out
+ *                         stay out: QEMU's accesses to them hang)
+ *
+ * Every answer is one JSON line on stdout.  At end of input the pager
+ * keeps serving faults until QEMU exits: it must outlive the guest.
+ * Stores are tried in the order given; a page goes out once `copies`
+ * (default: all) of them hold it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "handoff.h"
+#include "pager.h"
+
+struct guest {
+	struct memcanal_handoff h;
+	int uffd, memfd;
+};
+
+static void die(const char *what)
+{
+	fprintf(stderr, "memcanal-pager: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static struct pager_store *open_store(const char *spec, uint64_t owner)
+{
+	char buf[512], *port;
+
+	if (!strncmp(spec, "file:", 5))
+		return pager_file_store(spec + 5);
+	if (strncmp(spec, "tcp:", 4))
+		return NULL;
+	snprintf(buf, sizeof(buf), "%s", spec + 4);
+	port = strrchr(buf, ':');
+	if (!port)
+		return NULL;
+	*port++ = 0;
+	return pager_tcp_store(buf, port, owner);
+}
+
+/* Accept one handoff on `path`: the header and [uffd, memfd]. */
+static int accept_handoff(const char *path, struct guest *g)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	union {
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { &g->h, sizeof(g->h) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *c;
+	int s, conn;
+
+	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path);
+	unlink(path);
+	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0 || bind(s, (struct sockaddr *)&addr, sizeof(addr)) ||
+	    listen(s, 1))
+		die(path);
+	printf("{\"event\": \"listening\", \"socket\": \"%s\"}\n", path);
+	fflush(stdout);
+	conn = accept4(s, NULL, NULL, SOCK_CLOEXEC);
+	if (conn < 0)
+		die("accept");
+	close(s);
+	unlink(path);
+	if (recvmsg(conn, &msg, MSG_CMSG_CLOEXEC) != sizeof(g->h) ||
+	    g->h.magic != MEMCANAL_HANDOFF_MAGIC)
+		die("bad handoff");
+	c = CMSG_FIRSTHDR(&msg);
+	if (!c || c->cmsg_type != SCM_RIGHTS ||
+	    c->cmsg_len != CMSG_LEN(2 * sizeof(int))) {
+		errno = EPROTO;
+		die("handoff without [uffd, memfd]");
+	}
+	memcpy(&g->uffd, CMSG_DATA(c), sizeof(int));
+	memcpy(&g->memfd, CMSG_DATA(c) + sizeof(int), sizeof(int));
+	/* The fault thread polls: a blocking uffd polls as POLLERR only. */
+	if (fcntl(g->uffd, F_SETFL, fcntl(g->uffd, F_GETFL) | O_NONBLOCK))
+		die("uffd O_NONBLOCK");
+	return conn;
+}
+
+static uint64_t memfd_kib(int memfd)
+{
+	struct stat st;
+
+	return fstat(memfd, &st) ? 0 : (uint64_t)st.st_blocks / 2;
+}
+
+static void print_list(const char *key, const uint64_t *v, int n)
+{
+	printf(", \"%s\": [", key);
+	for (int i = 0; i < n; i++)
+		printf("%s%" PRIu64, i ? ", " : "", v[i]);
+	printf("]");
+}
+
+/* The counters, as the rest of a JSON object already opened. */
+static void print_stats(struct pager *p, const struct guest *g, int nstores)
+{
+	struct pager_stats st;
+	double p50 = 0, p99 = 0;
+	size_t samples;
+
+	pager_get_stats(p, &st);
+	samples = pager_fault_latency(p, &p50, &p99);
+	printf(", \"pages_out\": %" PRIu64 ", \"memfd_kib\": %" PRIu64
+	       ", \"swapped_out\": %" PRIu64 ", \"cancelled\": %" PRIu64
+	       ", \"faults_missing\": %" PRIu64 ", \"faults_wp\": %" PRIu64
+	       ", \"zero_fills\": %" PRIu64 ", \"wp_on_out\": %" PRIu64
+	       ", \"put_failed_batches\": %" PRIu64 ", \"lost\": %" PRIu64
+	       ", \"fault_samples\": %zu, \"fault_p50_us\": %.1f"
+	       ", \"fault_p99_us\": %.1f",
+	       pager_pages_out(p), memfd_kib(g->memfd), st.swapped_out,
+	       st.cancelled, st.faults_missing, st.faults_wp, st.zero_fills,
+	       st.wp_on_out, st.put_failed_batches, st.lost, samples, p50,
+	       p99);
+	print_list("served", st.served, nstores);
+	print_list("get_failed", st.get_failed, nstores);
+	print_list("bad_sum", st.bad_sum, nstores);
+	print_list("put_failed", st.put_failed, nstores);
+	printf("}\n");
+	fflush(stdout);
+}
+
+static void swapout(struct pager *p, const struct guest *g, int nstores,
+		    uint64_t start, uint64_t count)
+{
+	uint64_t npages = g->h.len / PAGER_PAGE, *pages, n = 0;
+	double t0;
+	long dropped;
+
+	if (start > npages)
+		start = npages;
+	if (count > npages - start)
+		count = npages - start;
+	pages = malloc((count ? count : 1) * sizeof(*pages));
+	if (!pages)
+		die("malloc");
+	for (n = 0; n < count; n++)
+		pages[n] = start + n;
+	t0 = now_s();
+	dropped = pager_swap_out(p, pages, count);
+	t0 = now_s() - t0;
+	free(pages);
+	printf("{\"event\": \"swapout\", \"asked\": %" PRIu64
+	       ", \"dropped\": %ld, \"seconds\": %.3f, \"mb_per_s\": %.1f",
+	       count, dropped, t0,
+	       dropped > 0 ? dropped * PAGER_PAGE / 1e6 / t0 : 0.0);
+	print_stats(p, g, nstores);
+}
+
+/* Serve faults until QEMU exits. */
+static void outlive(pid_t pid)
+{
+	int pidfd = syscall(SYS_pidfd_open, pid, 0);
+	struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
+
+	if (pidfd < 0)
+		return;
+	while (poll(&pfd, 1, -1) < 0 && errno == EINTR)
+		;
+	close(pidfd);
+}
+
+int main(int argc, char **argv)
+{
+	struct pager_store *stores[PAGER_MAX_STORES];
+	const char *specs[PAGER_MAX_STORES], *path = NULL;
+	int nstores = 0, copies = 0, conn, quit = 0;
+	uint64_t owner = 1;
+	struct guest g;
+	struct pager *p;
+	char line[256];
+
+	for (int i = 1; i < argc; i++) {
+		const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!val)
+			goto usage;
+		if (!strcmp(arg, "--socket"))
+			path = val;
+		else if (!strcmp(arg, "--store") && nstores < PAGER_MAX_STORES)
+			specs[nstores++] = val;
+		else if (!strcmp(arg, "--copies"))
+			copies = atoi(val);
+		else if (!strcmp(arg, "--owner"))
+			owner = strtoull(val, NULL, 0);
+		else
+			goto usage;
+		i++;
+	}
+	if (!path || !nstores)
+		goto usage;
+	if (!copies)
+		copies = nstores;
+	conn = accept_handoff(path, &g);
+	for (int i = 0; i < nstores; i++) {
+		stores[i] = open_store(specs[i], owner);
+		if (!stores[i])
+			die(specs[i]);
+	}
+	p = pager_init(g.uffd, g.h.base, g.h.len, g.memfd, g.h.offset, stores,
+		       nstores, copies);
+	if (!p)
+		die("pager_init");
+	if (write(conn, "k", 1) != 1)
+		die("handoff answer");
+	close(conn);
+	printf("{\"event\": \"attached\", \"pid\": %" PRIu64 ", \"base\": %"
+	       PRIu64 ", \"len\": %" PRIu64 ", \"offset\": %" PRIu64
+	       ", \"copies\": %d, \"stores\": [", g.h.pid, g.h.base, g.h.len,
+	       g.h.offset, copies);
+	for (int i = 0; i < nstores; i++)
+		printf("%s\"%s\"", i ? ", " : "", stores[i]->name);
+	printf("]}\n");
+	fflush(stdout);
+
+	while (!quit && fgets(line, sizeof(line), stdin)) {
+		uint64_t start, count;
+
+		if (sscanf(line, "swapout %" SCNu64 " %" SCNu64, &start,
+			   &count) == 2) {
+			swapout(p, &g, nstores, start, count);
+		} else if (!strncmp(line, "stats", 5)) {
+			printf("{\"event\": \"stats\"");
+			print_stats(p, &g, nstores);
+		} else if (!strncmp(line, "quit", 4)) {
+			quit = 1;
+		} else {
+			printf("{\"event\": \"error\", \"line\": \"bad command\"}\n");
+			fflush(stdout);
+		}
+	}
+	if (!quit)
+		outlive(g.h.pid);
+	printf("{\"event\": \"exit\"");
+	print_stats(p, &g, nstores);
+	pager_fini(p);
+	for (int i = 0; i < nstores; i++)
+		stores[i]->destroy(stores[i]);
+	return 0;
+usage:
+	fprintf(stderr, "usage: memcanal-pager --socket PATH --store "
+		"file:PATH|tcp:HOST:PORT [--store ...] [--copies N] "
+		"[--owner N]\n");
+	return 2;
+}

@@ -1,0 +1,207 @@
+"""Remote paging of a real guest's RAM (issue #17), end to end.
+
+The test guest boots under QEMU TCG with its RAM in a shared memfd and
+libmemcanal-uffd.so preloaded: the shim makes the userfaultfd inside
+QEMU and hands [uffd, memfd] to memcanal-pager, which keeps two copies
+of every page it drops, on a memcanal-memserver and in a local file.
+The guest fills a tmpfs file with random data and notes its md5sum; the
+pager swaps out all of guest RAM; the memserver is killed; then the
+guest checks its data with md5sum, every page of it coming back through
+the pager's faults from the surviving copy.
+"""
+
+import gzip
+import json
+import os
+import pathlib
+import queue
+import re
+import signal
+import subprocess
+import threading
+
+import pytest
+
+from memcanal.agent.drivers import qemu
+from memcanal.tests.functional import services
+
+pytestmark = pytest.mark.functional
+
+PAGER = pathlib.Path(__file__).parents[3] / 'hypervisor-patches' / 'pager'
+GUEST_MB = 256
+DATA_MB = 96
+PAGES = GUEST_MB * 2 ** 20 // 4096
+
+# The guest's /init for this test: rdinit=/pagecheck on its command line.
+PAGECHECK = b'''#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t devtmpfs devtmpfs /dev
+mkdir -p /data
+mount -t tmpfs -o size=%dm tmpfs /data
+dd if=/dev/urandom of=/data/pattern bs=1M count=%d 2>/dev/null
+md5sum /data/pattern > /pattern.md5
+echo "pagecheck: written $(cat /pattern.md5)"
+read command
+if md5sum -c /pattern.md5; then echo "pagecheck: ok"; else echo "pagecheck: BAD"; fi
+poweroff -f
+''' % (DATA_MB + 8, DATA_MB)
+
+
+def newc(files):
+    """A cpio archive (newc, what the kernel unpacks) of {name: bytes},
+    every file executable."""
+    out = b''
+    for inode, (name, data) in enumerate(
+            list(files.items()) + [('TRAILER!!!', b'')], 1):
+        encoded = name.encode() + b'\0'
+        mode = 0o100755 if data or name != 'TRAILER!!!' else 0
+        header = '070701' + ''.join('%08X' % field for field in (
+            inode, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(encoded), 0))
+        out += header.encode() + encoded
+        out += b'\0' * (-len(out) % 4) + data + b'\0' * (-len(data) % 4)
+    return out
+
+
+def lines_of(stream):
+    """A queue the lines of ``stream`` arrive on, read by a thread."""
+    lines = queue.Queue()
+
+    def pump():
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def wait_line(lines, pattern, timeout, seen):
+    """The first line matching ``pattern``; lines read go to ``seen``."""
+    while True:
+        try:
+            line = lines.get(timeout=timeout)
+        except queue.Empty:
+            pytest.fail('no %r within %ss: %s' % (pattern, timeout,
+                                                  ''.join(seen[-20:])))
+        if line is None:
+            pytest.fail('ended before %r: %s' % (pattern, ''.join(seen[-20:])))
+        seen.append(line)
+        if re.search(pattern, line):
+            return line
+
+
+class Pager:
+    """memcanal-pager driven by its stdin line protocol."""
+
+    def __init__(self, binary, socket, stores):
+        command = [str(binary), '--socket', socket]
+        for store in stores:
+            command += ['--store', store]
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True, bufsize=1)
+        self.lines = lines_of(self.process.stdout)
+        self.seen = []
+
+    def event(self, name, timeout=60):
+        return json.loads(wait_line(self.lines, '"event": "%s"' % name,
+                                    timeout, self.seen))
+
+    def command(self, line, answer, timeout=120):
+        self.process.stdin.write(line + '\n')
+        self.process.stdin.flush()
+        return self.event(answer, timeout)
+
+
+def rss_shmem_kib(pid):
+    status = pathlib.Path('/proc/%d/status' % pid).read_text()
+    return int(re.search(r'RssShmem:\s+(\d+) kB', status).group(1))
+
+
+@pytest.fixture(scope='module')
+def build(tmp_path_factory):
+    if os.geteuid() != 0:
+        services.missing('userfaultfd on shmem needs root (CAP_SYS_PTRACE)')
+    build = tmp_path_factory.mktemp('pager-build')
+    subprocess.run(['make', '-C', str(PAGER), 'BUILD=%s' % build],
+                   check=True, capture_output=True)
+    return build
+
+
+@pytest.fixture
+def initrd(tmp_path):
+    """The test guest's initramfs with /pagecheck added: the kernel
+    unpacks concatenated archives in turn."""
+    guest = services.require_test_guest()
+    path = tmp_path / 'initramfs-pagecheck.gz'
+    path.write_bytes(pathlib.Path(guest['initramfs.gz']).read_bytes()
+                     + gzip.compress(newc({'pagecheck': PAGECHECK})))
+    return guest, str(path)
+
+
+def guest_command(guest, initrd):
+    command = qemu.guest_command(
+        'qemu-system-x86_64', guest['vmlinux'], initrd,
+        'console=ttyS0 panic=-1 rdinit=/pagecheck', GUEST_MB, 1,
+        '00000000-0000-0000-0000-000000000017', '/dev/null')
+    command[command.index('-serial') + 1] = 'stdio'
+    return command + [
+        '-object', 'memory-backend-memfd,id=mem,size=%dM,share=on' % GUEST_MB,
+        '-machine', 'memory-backend=mem']
+
+
+def test_guest_data_survives_paging_and_a_lost_store(build, initrd,
+                                                     short_tmp_path):
+    guest, initrd = initrd
+    socket = os.path.join(short_tmp_path, 'pager.sock')
+    server, (host, port) = services.start_memserver(max_pages=2 * PAGES)
+    pager = Pager(build / 'memcanal-pager', socket,
+                  ['tcp:%s:%d' % (host, port),
+                   'file:%s' % os.path.join(short_tmp_path, 'pages')])
+    vm = None
+    try:
+        pager.event('listening')
+        vm = subprocess.Popen(
+            guest_command(guest, initrd), stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            bufsize=1, env=dict(os.environ, MEMCANAL_PAGER_SOCKET=socket,
+                                LD_PRELOAD=str(build / 'libmemcanal-uffd.so')))
+        attached = pager.event('attached')
+        assert attached['len'] == GUEST_MB * 2 ** 20
+        assert attached['pid'] == vm.pid
+        console, seen = lines_of(vm.stdout), []
+        wait_line(console, 'pagecheck: written', 240, seen)
+
+        before_kib = rss_shmem_kib(vm.pid)
+        out = pager.command('swapout 0 %d' % PAGES, 'swapout')
+        paged_kib = rss_shmem_kib(vm.pid)
+        # The guest's 96 MiB of data and most of the rest of its RAM went
+        # out, freed from the memfd and from QEMU's resident memory.
+        assert out['dropped'] * 4 > DATA_MB * 1024, out
+        assert out['memfd_kib'] < before_kib - DATA_MB * 1024, (out,
+                                                               before_kib)
+        assert paged_kib < before_kib - DATA_MB * 1024, (before_kib,
+                                                         paged_kib)
+        assert out['lost'] == 0, out
+
+        server.send_signal(signal.SIGKILL)
+        server.wait(10)
+        vm.stdin.write('check\n')
+        vm.stdin.flush()
+        verdict = wait_line(console, 'pagecheck: (ok|BAD)', 240, seen)
+        stats = pager.command('stats', 'stats')
+        print('swapout', out, '\nafter check', stats,
+              '\nRssShmem KiB before %d paged %d' % (before_kib, paged_kib))
+        assert 'pagecheck: ok' in verdict, ''.join(seen)
+        assert stats['lost'] == 0, stats
+        # The data came back from the file after the memserver died.
+        assert stats['get_failed'][0] > 0, stats
+        assert stats['served'][1] > DATA_MB * 256 // 2, stats
+        assert vm.wait(120) == 0
+        pager.process.stdin.close()
+        assert pager.process.wait(30) == 0
+    finally:
+        for process in (vm, pager.process, server):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait(10)
