@@ -150,58 +150,92 @@ def guest_command(guest, initrd):
         '-machine', 'memory-backend=mem']
 
 
-def test_guest_data_survives_paging_and_a_lost_store(build, initrd,
-                                                     short_tmp_path):
-    guest, initrd = initrd
-    socket = os.path.join(short_tmp_path, 'pager.sock')
-    server, (host, port) = services.start_memserver(max_pages=2 * PAGES)
-    pager = Pager(build / 'memcanal-pager', socket,
-                  ['tcp:%s:%d' % (host, port),
-                   'file:%s' % os.path.join(short_tmp_path, 'pages')])
-    vm = None
-    try:
-        pager.event('listening')
-        vm = subprocess.Popen(
+class PagedGuest:
+    """The test guest under QEMU with the shim, a memcanal-pager serving
+    it from a memserver (store 0) and a file (store 1), and the guest's
+    pattern written."""
+
+    def __init__(self, build, guest, initrd, scratch):
+        socket = os.path.join(scratch, 'pager.sock')
+        self.server, (host, port) = services.start_memserver(
+            max_pages=2 * PAGES)
+        self.vm = None
+        self.pager = Pager(build / 'memcanal-pager', socket,
+                           ['tcp:%s:%d' % (host, port),
+                            'file:%s' % os.path.join(scratch, 'pages')])
+        self.pager.event('listening')
+        self.vm = subprocess.Popen(
             guest_command(guest, initrd), stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             bufsize=1, env=dict(os.environ, MEMCANAL_PAGER_SOCKET=socket,
                                 LD_PRELOAD=str(build / 'libmemcanal-uffd.so')))
-        attached = pager.event('attached')
+        attached = self.pager.event('attached')
         assert attached['len'] == GUEST_MB * 2 ** 20
-        assert attached['pid'] == vm.pid
-        console, seen = lines_of(vm.stdout), []
-        wait_line(console, 'pagecheck: written', 240, seen)
+        assert attached['pid'] == self.vm.pid
+        self.console, self.seen = lines_of(self.vm.stdout), []
+        wait_line(self.console, 'pagecheck: written', 240, self.seen)
 
-        before_kib = rss_shmem_kib(vm.pid)
-        out = pager.command('swapout 0 %d' % PAGES, 'swapout')
-        paged_kib = rss_shmem_kib(vm.pid)
-        # The guest's 96 MiB of data and most of the rest of its RAM went
-        # out, freed from the memfd and from QEMU's resident memory.
-        assert out['dropped'] * 4 > DATA_MB * 1024, out
-        assert out['memfd_kib'] < before_kib - DATA_MB * 1024, (out,
-                                                               before_kib)
-        assert paged_kib < before_kib - DATA_MB * 1024, (before_kib,
-                                                         paged_kib)
-        assert out['lost'] == 0, out
+    def check(self):
+        """Ask the guest to check its pattern."""
+        self.vm.stdin.write('check\n')
+        self.vm.stdin.flush()
 
-        server.send_signal(signal.SIGKILL)
-        server.wait(10)
-        vm.stdin.write('check\n')
-        vm.stdin.flush()
-        verdict = wait_line(console, 'pagecheck: (ok|BAD)', 240, seen)
-        stats = pager.command('stats', 'stats')
-        print('swapout', out, '\nafter check', stats,
-              '\nRssShmem KiB before %d paged %d' % (before_kib, paged_kib))
-        assert 'pagecheck: ok' in verdict, ''.join(seen)
-        assert stats['lost'] == 0, stats
-        # The data came back from the file after the memserver died.
-        assert stats['get_failed'][0] > 0, stats
-        assert stats['served'][1] > DATA_MB * 256 // 2, stats
-        assert vm.wait(120) == 0
-        pager.process.stdin.close()
-        assert pager.process.wait(30) == 0
-    finally:
-        for process in (vm, pager.process, server):
+    def stop(self):
+        for process in (self.vm, self.pager.process, self.server):
             if process is not None and process.poll() is None:
                 process.kill()
                 process.wait(10)
+
+
+@pytest.fixture
+def paged_guest(build, initrd, short_tmp_path):
+    guest, path = initrd
+    paged = PagedGuest(build, guest, path, short_tmp_path)
+    yield paged
+    paged.stop()
+
+
+def test_guest_data_survives_paging_and_a_lost_store(paged_guest):
+    vm, pager = paged_guest.vm, paged_guest.pager
+    before_kib = rss_shmem_kib(vm.pid)
+    out = pager.command('swapout 0 %d' % PAGES, 'swapout')
+    paged_kib = rss_shmem_kib(vm.pid)
+    # The guest's 96 MiB of data and most of the rest of its RAM went
+    # out, freed from the memfd and from QEMU's resident memory.
+    assert out['dropped'] * 4 > DATA_MB * 1024, out
+    assert out['memfd_kib'] < before_kib - DATA_MB * 1024, (out, before_kib)
+    assert paged_kib < before_kib - DATA_MB * 1024, (before_kib, paged_kib)
+    assert out['lost'] == 0, out
+
+    paged_guest.server.send_signal(signal.SIGKILL)
+    paged_guest.server.wait(10)
+    paged_guest.check()
+    verdict = wait_line(paged_guest.console, 'pagecheck: (ok|BAD)', 240,
+                        paged_guest.seen)
+    stats = pager.command('stats', 'stats')
+    print('swapout', out, '\nafter check', stats,
+          '\nRssShmem KiB before %d paged %d' % (before_kib, paged_kib))
+    assert 'pagecheck: ok' in verdict, ''.join(paged_guest.seen)
+    assert stats['lost'] == 0, stats
+    # The data came back from the file after the memserver died.
+    assert stats['get_failed'][0] > 0, stats
+    assert stats['served'][1] > DATA_MB * 256 // 2, stats
+    assert vm.wait(120) == 0
+    pager.process.stdin.close()
+    assert pager.process.wait(30) == 0
+
+
+def test_a_dead_pager_hangs_the_guest_rather_than_zero_its_pages(
+        paged_guest):
+    """The shim's own copy of the uffd keeps the registration alive: with
+    the pager gone, the guest waits on its dropped pages instead of
+    reading zeros (which would make its check fail)."""
+    out = paged_guest.pager.command('swapout 0 %d' % PAGES, 'swapout')
+    assert out['dropped'] * 4 > DATA_MB * 1024, out
+    paged_guest.pager.process.kill()
+    paged_guest.pager.process.wait(10)
+    paged_guest.check()
+    with pytest.raises(pytest.fail.Exception, match='no .* within'):
+        wait_line(paged_guest.console, 'pagecheck: (ok|BAD)', 10,
+                  paged_guest.seen)
+    assert paged_guest.vm.poll() is None, 'QEMU exited'
