@@ -2,8 +2,8 @@
  * libmemcanal-uffd.so: hand QEMU's guest RAM to memcanal-pager.
  *
  *   MEMCANAL_PAGER_SOCKET=/run/x.sock LD_PRELOAD=libmemcanal-uffd.so \
- *     qemu-system-x86_64 -object memory-backend-memfd,id=mem,size=256M,share=on \
- *                        -machine memory-backend=mem ...
+ *     qemu-system-x86_64 -machine q35,memory-backend=mem \
+ *       -object memory-backend-memfd,id=mem,size=256M,share=on ...
  *
  * A userfaultfd is bound to the memory map of the process that creates
  * it, so it must be made inside QEMU; an LD_PRELOAD shim does that under

@@ -43,7 +43,11 @@ dd if=/dev/urandom of=/data/pattern bs=1M count=%d 2>/dev/null
 md5sum /data/pattern > /pattern.md5
 echo "pagecheck: written $(cat /pattern.md5)"
 read command
-if md5sum -c /pattern.md5; then echo "pagecheck: ok"; else echo "pagecheck: BAD"; fi
+if md5sum -c /pattern.md5; then
+    echo "pagecheck: ok"
+else
+    echo "pagecheck: BAD"
+fi
 poweroff -f
 ''' % (DATA_MB + 8, DATA_MB)
 
