@@ -206,3 +206,18 @@ def start_memserver(max_pages):
     assert first_line[:2] == ['listening', 'on'], first_line
     host, port = first_line[2].rsplit(':', 1)
     return process, (host, int(port))
+
+
+PAGER_SOURCE = os.path.join(os.path.dirname(__file__), '..', '..', '..',
+                            'hypervisor-patches', 'pager')
+
+
+def build_pager(build_dir):
+    """Build the pager, its selftest and the QEMU shim into ``build_dir``;
+    userfaultfd on shared memory needs root (or CAP_SYS_PTRACE): without
+    it the test skips (fails under MEMCANAL_REQUIRE_SERVICES)."""
+    if os.geteuid() != 0:
+        missing('userfaultfd on shmem needs root (CAP_SYS_PTRACE)')
+    subprocess.run(['make', '-C', PAGER_SOURCE, 'BUILD=%s' % build_dir],
+                   check=True, capture_output=True)
+    return build_dir

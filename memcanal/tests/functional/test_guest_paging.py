@@ -27,7 +27,6 @@ from memcanal.tests.functional import services
 
 pytestmark = pytest.mark.functional
 
-PAGER = pathlib.Path(__file__).parents[3] / 'hypervisor-patches' / 'pager'
 GUEST_MB = 256
 DATA_MB = 96
 PAGES = GUEST_MB * 2 ** 20 // 4096
@@ -124,12 +123,7 @@ def rss_shmem_kib(pid):
 
 @pytest.fixture(scope='module')
 def build(tmp_path_factory):
-    if os.geteuid() != 0:
-        services.missing('userfaultfd on shmem needs root (CAP_SYS_PTRACE)')
-    build = tmp_path_factory.mktemp('pager-build')
-    subprocess.run(['make', '-C', str(PAGER), 'BUILD=%s' % build],
-                   check=True, capture_output=True)
-    return build
+    return services.build_pager(tmp_path_factory.mktemp('pager-build'))
 
 
 @pytest.fixture

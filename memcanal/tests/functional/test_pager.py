@@ -8,8 +8,6 @@ everything, and faults must fall back to the other copy. The stores are
 two files, or a real memcanal-memserver (emptied by RECLAIM) and a file.
 """
 
-import os
-import pathlib
 import re
 import subprocess
 import time
@@ -21,17 +19,12 @@ from memcanal.tests.functional import services
 
 pytestmark = pytest.mark.functional
 
-PAGER = pathlib.Path(__file__).parents[3] / 'hypervisor-patches' / 'pager'
 
 
 @pytest.fixture(scope='module')
 def selftest(tmp_path_factory):
-    if os.geteuid() != 0:
-        services.missing('userfaultfd on shmem needs root (CAP_SYS_PTRACE)')
-    build = tmp_path_factory.mktemp('pager-build')
-    subprocess.run(['make', '-C', str(PAGER), 'BUILD=%s' % build],
-                   check=True, capture_output=True)
-    return build / 'uffd_selftest'
+    return services.build_pager(
+        tmp_path_factory.mktemp('pager-build')) / 'uffd_selftest'
 
 
 def run(selftest, tmp_path, *args):
