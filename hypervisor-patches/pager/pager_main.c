@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,6 +211,9 @@ int main(int argc, char **argv)
 	struct pager *p;
 	char line[256];
 
+	/* A peer that went away (QEMU, a store) is an error to handle, not
+	 * a signal that kills the pager and leaves its guest hung. */
+	signal(SIGPIPE, SIG_IGN);
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 

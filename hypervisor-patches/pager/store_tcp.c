@@ -65,7 +65,10 @@ static int dial(struct tcp_store *t)
 static int send_all(int fd, struct iovec *iov, int n)
 {
 	while (n > 0) {
-		ssize_t r = writev(fd, iov, n);
+		/* MSG_NOSIGNAL: a server that died answers EPIPE, not a
+		 * SIGPIPE that would kill the pager (and hang its guest). */
+		struct msghdr msg = { .msg_iov = iov, .msg_iovlen = n };
+		ssize_t r = sendmsg(fd, &msg, MSG_NOSIGNAL);
 
 		if (r < 0 && errno == EINTR)
 			continue;
