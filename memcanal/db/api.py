@@ -546,8 +546,9 @@ def _rails():
 
 
 def _live_demands(session, *conditions):
-    """(host id, flavor, project, flavor memory, measured demand or None
-    when no working set was measured) of every live instance."""
+    """(host id, flavor, project, flavor memory, demand) of every live
+    instance matching ``conditions``: its measured demand, or all its
+    memory when no working set was measured (demand.vm_demand)."""
     rails = _rails()
     rows = session.execute(
         sa.select(models.Instance.host_id, models.Instance.flavor,
@@ -557,24 +558,24 @@ def _live_demands(session, *conditions):
         .where(models.Instance.deleted_at.is_(None), *conditions)).all()
     return [(row.host_id, row.flavor, row.project_id, row.allocated_bytes,
              demand.vm_demand(row.target_bytes or row.allocated_bytes,
-                              row.wss_bytes, rails)
-             if row.wss_bytes is not None else None,
-             row.target_bytes or row.allocated_bytes) for row in rows]
+                              row.wss_bytes, rails)) for row in rows]
 
 
-def _host_counts(session):
-    """Per host id: (live instances, their measured demand, a VM never
-    measured counting its whole memory); per host uuid: rejections."""
+def _host_counts(session, host=None):
+    """Per host id: (live instances, their demand); per host uuid:
+    rejections; of every host, or of ``host`` (a Host) alone."""
     instances = {}
-    for host_id, _f, _p, _a, measured, memory in _live_demands(session):
+    for host_id, _f, _p, _a, need in _live_demands(session, *(
+            [models.Instance.host_id == host.id] if host else [])):
         count, total = instances.get(host_id, (0, 0))
-        instances[host_id] = (count + 1, total + (
-            measured if measured is not None else memory))
-    rejected = dict(session.execute(
-        sa.select(models.ReportRejection.host_uuid,
-                  sa.func.count(models.ReportRejection.id))
-        .group_by(models.ReportRejection.host_uuid)).all())
-    return instances, rejected
+        instances[host_id] = (count + 1, total + need)
+    rejected = sa.select(models.ReportRejection.host_uuid,
+                         sa.func.count(models.ReportRejection.id))
+    if host is not None:
+        rejected = rejected.where(
+            models.ReportRejection.host_uuid == host.uuid)
+    return instances, dict(session.execute(
+        rejected.group_by(models.ReportRejection.host_uuid)).all())
 
 
 @context_manager.reader
@@ -593,7 +594,7 @@ def get_host(context, host_uuid):
     ).scalar_one_or_none()
     if host is None:
         raise exception.HostNotFound(host=host_uuid)
-    instances, rejected = _host_counts(context.session)
+    instances, rejected = _host_counts(context.session, host)
     return _host_dict(host, instances.get(host.id, (0, 0)),
                       rejected.get(host.uuid, 0))
 
@@ -773,7 +774,7 @@ def demand_ratios(context):
     (DEMAND_PERCENTILE-th percentile) and how many VMs it is taken over.
     The scheduler filter scales a new VM's flavor memory by it."""
     by_flavor, by_project = {}, {}
-    for _h, flavor, project, allocated, measured, _m in _live_demands(
+    for _h, flavor, project, allocated, measured in _live_demands(
             context.session, models.Instance.wss_bytes.is_not(None)):
         if allocated <= 0:
             continue
