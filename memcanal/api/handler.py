@@ -13,6 +13,7 @@ from memcanal.api.handlers import decisions
 from memcanal.api.handlers import demand
 from memcanal.api.handlers import hosts
 from memcanal.api.handlers import instances
+from memcanal.api.handlers import memory_servers
 from memcanal.api.handlers import reports
 from memcanal.api.handlers import root
 from memcanal.api import util
@@ -44,6 +45,9 @@ ROUTE_DECLARATIONS = {
     },
     '/decisions': {
         'GET': decisions.list_decisions,
+    },
+    '/memory_servers': {
+        'GET': memory_servers.list_memory_servers,
     },
     '/decisions/{uuid}': {
         'GET': decisions.get_decision,

@@ -34,6 +34,10 @@ VERSIONS = [
     '1.4',  # Hosts: availability_zone, allocation_ratio and measured
             # capacity_bytes, demand_bytes, headroom_bytes, utilization;
             # instances: flavor, wss_bytes; GET /demand_ratios.
+    '1.5',  # Memory pooling: GET /memory_servers (who lends what to
+            # whom); hosts: allocated_bytes, resident_bytes, lent_bytes,
+            # borrowed_bytes; instances: resident_bytes, paged_bytes,
+            # resident_target_bytes.
 ]
 
 

@@ -17,6 +17,7 @@ from memcanal.conf import migration
 from memcanal.conf import nova
 from memcanal.conf import optimizer
 from memcanal.conf import placement
+from memcanal.conf import pooling
 from memcanal.conf import qemu
 from memcanal.conf import retention
 from memcanal.conf import service
@@ -35,6 +36,7 @@ migration.register_opts(CONF)
 nova.register_opts(CONF)
 optimizer.register_opts(CONF)
 placement.register_opts(CONF)
+pooling.register_opts(CONF)
 qemu.register_opts(CONF)
 retention.register_opts(CONF)
 service.register_opts(CONF)

@@ -11,13 +11,14 @@ from memcanal.conf import migration
 from memcanal.conf import nova
 from memcanal.conf import optimizer
 from memcanal.conf import placement
+from memcanal.conf import pooling
 from memcanal.conf import qemu
 from memcanal.conf import retention
 from memcanal.conf import service
 from memcanal.conf import simulated
 
 _MODULES = (base, agent, api, database, estimation, hcache, libvirt,
-            migration, nova, optimizer, placement, qemu, retention,
+            migration, nova, optimizer, placement, pooling, qemu, retention,
             service, simulated)
 
 

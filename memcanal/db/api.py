@@ -4,6 +4,7 @@ Functions take a ``memcanal.context.RequestContext`` first and return plain
 dicts, so callers never hold ORM objects past their transaction.
 """
 
+import collections
 import datetime
 import functools
 import json
@@ -94,10 +95,16 @@ def host_state(last_heartbeat_at, report_interval, now=None):
     return 'up' if silence <= allowed else 'down'
 
 
-def _host_dict(host, load, rejected_count):
-    """The host, with ``load`` (instance count, measured demand) of its
-    live instances."""
-    count, demand_bytes = load
+class HostLoad(collections.namedtuple(
+        'HostLoad', 'count demand allocated resident', defaults=(0,) * 4)):
+    """What a host's live instances add up to: how many, their measured
+    demand, their memory, and what of it they hold resident."""
+
+
+def _host_dict(host, load, rejected_count, lending=(0, 0)):
+    """The host, with ``load`` (a HostLoad) of its live instances and
+    ``lending`` (bytes its memory server lends, bytes its VMs
+    borrow)."""
     capacity = host.memory_total_bytes - host.memory_reserved_bytes
     return {
         'id': host.id,
@@ -109,14 +116,18 @@ def _host_dict(host, load, rejected_count):
         'report_interval': host.report_interval,
         'last_heartbeat_at': host.last_heartbeat_at,
         'last_sequence': host.last_sequence,
-        'instance_count': count,
+        'instance_count': load.count,
         'reports_rejected': rejected_count,
         'availability_zone': host.availability_zone,
         'allocation_ratio': host.allocation_ratio,
         'capacity_bytes': capacity,
-        'demand_bytes': demand_bytes,
-        'headroom_bytes': capacity - demand_bytes,
-        'utilization': demand_bytes / capacity if capacity > 0 else None,
+        'demand_bytes': load.demand,
+        'headroom_bytes': capacity - load.demand,
+        'utilization': load.demand / capacity if capacity > 0 else None,
+        'allocated_bytes': load.allocated,
+        'resident_bytes': load.resident,
+        'lent_bytes': lending[0],
+        'borrowed_bytes': lending[1],
         'created_at': host.created_at,
         'updated_at': host.updated_at,
     }
@@ -133,6 +144,9 @@ def _instance_dict(instance, host_uuid):
         'observed_bytes': instance.observed_bytes,
         'flavor': instance.flavor,
         'wss_bytes': instance.wss_bytes,
+        'resident_bytes': instance.resident_bytes,
+        'paged_bytes': instance.paged_bytes,
+        'resident_target_bytes': instance.resident_target_bytes,
         'floor_bytes': instance.floor_bytes,
         'ceiling_bytes': instance.ceiling_bytes,
         'opt_out': instance.opt_out,
@@ -186,6 +200,7 @@ def register_host(context, name, memory_total_bytes, memory_reserved_bytes,
 
 _HOSTS = models.Host.__table__
 _INSTANCES = models.Instance.__table__
+_MEMORY_SERVERS = models.MemoryServer.__table__
 _HOST_REPORTS = models.HostReport.__table__
 _INSTANCE_REPORTS = models.InstanceReport.__table__
 # What a report sets on each of its instances. Never target_bytes: only
@@ -193,7 +208,8 @@ _INSTANCE_REPORTS = models.InstanceReport.__table__
 # before a resize may be stored after it.
 _REPORTED_COLUMNS = ('host_id', 'project_id', 'allocated_bytes',
                      'observed_bytes', 'last_reported_at', 'deleted_at',
-                     'flavor', 'wss_bytes')
+                     'flavor', 'wss_bytes', 'resident_bytes',
+                     'paged_bytes')
 # Uuids per IN (...) list: SQLite allows 32766 bound parameters in a
 # statement, and a batch may describe more instances.
 _IN_CHUNK = 1000
@@ -384,6 +400,10 @@ def _insert_reports(connection, fresh, now):
                 'observed_bytes': sample.get('observed_bytes'),
                 'flavor': sample.get('flavor'),
                 'wss_bytes': guardrails.preferred_wss(sample.get('wss', {})),
+                # A VM no pager holds is all resident: None for both.
+                'resident_bytes': sample.get('paging', {}).get(
+                    'resident_bytes'),
+                'paged_bytes': sample.get('paging', {}).get('paged_bytes'),
                 'last_reported_at': now, 'deleted_at': None}
     samples = [(report_id, report, sample)
                for report_id, (_host_id, report) in zip(report_ids, fresh)
@@ -431,6 +451,26 @@ def _update_hosts(connection, hosts, fresh, now):
          for host_id, sequence in sorted(last_sequences.items())])
 
 
+def _register_memservers(connection, fresh, now):
+    """Each memory server the reports of ``fresh`` register: created, or
+    its address and capacity and what it holds updated; a host's latest
+    report of the batch wins. A report without one changes nothing (a
+    lease outlives a report that missed the server)."""
+    latest = {host_id: report['memserver'] for host_id, report in fresh
+              if report.get('memserver')}
+    for host_id, server in sorted(latest.items()):
+        values = {'address': server['address'],
+                  'capacity_bytes': server['capacity_bytes'],
+                  'used_bytes': server.get('used_bytes', 0)}
+        updated = connection.execute(
+            sa.update(_MEMORY_SERVERS)
+            .where(_MEMORY_SERVERS.c.host_id == host_id)
+            .values(updated_at=now, **values)).rowcount
+        if not updated:
+            connection.execute(sa.insert(_MEMORY_SERVERS).values(
+                host_id=host_id, created_at=now, **values))
+
+
 def _store_reports(connection, reports):
     """store_reports' work, inside its transaction."""
     hosts = _lock_hosts(connection, {r['host_uuid'] for r in reports})
@@ -453,6 +493,7 @@ def _store_reports(connection, reports):
         _insert_reports(connection, fresh, now)
         _update_hosts(connection, {host.id: host for host in hosts.values()},
                       fresh, now)
+        _register_memservers(connection, fresh, now)
     return outcomes
 
 
@@ -549,26 +590,46 @@ def _live_demands(session, *conditions):
     """(host id, flavor, project, flavor memory, demand) of every live
     instance matching ``conditions``: its measured demand, or all its
     memory when no working set was measured (demand.vm_demand)."""
+    return [(row.host_id, row.flavor, row.project_id, row.allocated_bytes,
+             need) for row, need in _live_instances(session, *conditions)]
+
+
+def _live_instances(session, *conditions):
+    """(row, measured demand) of every live instance matching
+    ``conditions``."""
     rails = _rails()
     rows = session.execute(
         sa.select(models.Instance.host_id, models.Instance.flavor,
                   models.Instance.project_id,
                   models.Instance.allocated_bytes,
-                  models.Instance.target_bytes, models.Instance.wss_bytes)
+                  models.Instance.target_bytes, models.Instance.wss_bytes,
+                  models.Instance.resident_target_bytes)
         .where(models.Instance.deleted_at.is_(None), *conditions)).all()
-    return [(row.host_id, row.flavor, row.project_id, row.allocated_bytes,
-             demand.vm_demand(row.target_bytes or row.allocated_bytes,
-                              row.wss_bytes, rails)) for row in rows]
+    return [(row, demand.vm_demand(row.target_bytes or row.allocated_bytes,
+                                   row.wss_bytes, rails)) for row in rows]
+
+
+def resident_of(memory_bytes, resident_target_bytes):
+    """What a VM holds of its host's memory: its memory, less what
+    memory pooling pages out."""
+    if resident_target_bytes is None:
+        return memory_bytes
+    return min(memory_bytes, resident_target_bytes)
 
 
 def _host_counts(session, host=None):
-    """Per host id: (live instances, their demand); per host uuid:
+    """Per host id: HostLoad of its live instances; per host uuid:
     rejections; of every host, or of ``host`` (a Host) alone."""
     instances = {}
-    for host_id, _f, _p, _a, need in _live_demands(session, *(
+    for row, need in _live_instances(session, *(
             [models.Instance.host_id == host.id] if host else [])):
-        count, total = instances.get(host_id, (0, 0))
-        instances[host_id] = (count + 1, total + need)
+        load = instances.get(row.host_id, HostLoad())
+        instances[row.host_id] = HostLoad(
+            load.count + 1, load.demand + need,
+            load.allocated + row.allocated_bytes,
+            load.resident + resident_of(
+                row.target_bytes or row.allocated_bytes,
+                row.resident_target_bytes))
     rejected = sa.select(models.ReportRejection.host_uuid,
                          sa.func.count(models.ReportRejection.id))
     if host is not None:
@@ -578,13 +639,31 @@ def _host_counts(session, host=None):
         rejected.group_by(models.ReportRejection.host_uuid)).all())
 
 
+def _lending(session):
+    """Per host id: (bytes its memory server lends, bytes its VMs
+    borrow), of live leases."""
+    lent, borrowed = {}, {}
+    for server_host, borrower, amount in session.execute(
+            sa.select(models.MemoryServer.host_id,
+                      models.MemoryLease.borrower_host_id,
+                      models.MemoryLease.lent_bytes)
+            .join(models.MemoryServer, models.MemoryServer.id
+                  == models.MemoryLease.memory_server_id)):
+        lent[server_host] = lent.get(server_host, 0) + amount
+        borrowed[borrower] = borrowed.get(borrower, 0) + amount
+    return {host_id: (lent.get(host_id, 0), borrowed.get(host_id, 0))
+            for host_id in set(lent) | set(borrowed)}
+
+
 @context_manager.reader
 def list_hosts(context):
     hosts = context.session.execute(
         sa.select(models.Host).order_by(models.Host.name)).scalars().all()
     instances, rejected = _host_counts(context.session)
-    return [_host_dict(h, instances.get(h.id, (0, 0)),
-                       rejected.get(h.uuid, 0)) for h in hosts]
+    lending = _lending(context.session)
+    return [_host_dict(h, instances.get(h.id, HostLoad()),
+                       rejected.get(h.uuid, 0), lending.get(h.id, (0, 0)))
+            for h in hosts]
 
 
 @context_manager.reader
@@ -595,8 +674,9 @@ def get_host(context, host_uuid):
     if host is None:
         raise exception.HostNotFound(host=host_uuid)
     instances, rejected = _host_counts(context.session, host)
-    return _host_dict(host, instances.get(host.id, (0, 0)),
-                      rejected.get(host.uuid, 0))
+    return _host_dict(host, instances.get(host.id, HostLoad()),
+                      rejected.get(host.uuid, 0),
+                      _lending(context.session).get(host.id, (0, 0)))
 
 
 def _instance_query():

@@ -10,7 +10,11 @@ inputs and predictions behind it, of one of three kinds:
   a simulated host);
 - ``allocation_ratio``: the host's MEMORY_MB allocation ratio in
   placement (action ``set_allocation_ratio``, carried out by the
-  service).
+  service);
+- ``pooling``: how much of one of its VMs stays resident while the rest
+  is paged out to the memory server of the peer host, or taken back
+  (action ``page``, carried out by the host's agent and its pager); the
+  lease of the server's memory follows the action's outcome.
 
 Rolling one back adds ``restore`` actions that undo its applied ones.
 Its life:
@@ -39,6 +43,7 @@ import sqlalchemy as sa
 
 from memcanal.db import api as db_api
 from memcanal.db import models
+from memcanal.db import pooling as pooling_db
 from memcanal import exception
 from memcanal.policy import guardrails
 
@@ -62,6 +67,7 @@ FORWARD_ACTIONS = {
     'memory_targets': 'set_target',
     'migration': 'migrate',
     'allocation_ratio': 'set_allocation_ratio',
+    'pooling': 'page',
 }
 OPEN_ACTION_STATES = ('pending', 'sent')
 # Decisions whose actions changed, or are changing, some VM's target: a
@@ -331,6 +337,96 @@ def create_ratio_decision(context, host_uuid, ratio, policy, mode, inputs,
                                      host.allocation_ratio})])
 
 
+@db_api.retry_on_conflict
+@db_api.context_manager.writer
+def create_pooling_decision(context, instance_uuid, resident_bytes,
+                            lender_host_uuid, lent_bytes, policy, mode,
+                            inputs, outputs):
+    """Record a decision to keep ``resident_bytes`` of a VM resident and
+    page the rest out to the memory server of ``lender_host_uuid``
+    (None, with resident_bytes at the VM's memory: take it all back);
+    returns it, or None when the VM is gone, already so, or the server
+    no longer has ``lent_bytes`` free.
+
+    The VM's host and the lender's are locked (in id order); HostBusy
+    while another decision concerning either is being carried out. A
+    pooling decision of the same VM still waiting is superseded.
+    """
+    session = context.session
+    instance = session.execute(
+        sa.select(models.Instance).where(
+            models.Instance.uuid == instance_uuid,
+            models.Instance.deleted_at.is_(None))).scalar_one_or_none()
+    if instance is None or instance.host_id is None:
+        return None
+    lender = None
+    if lender_host_uuid is not None:
+        lender = session.execute(
+            sa.select(models.Host).where(
+                models.Host.uuid == lender_host_uuid)).scalar_one_or_none()
+        if lender is None:
+            raise exception.HostNotFound(host=lender_host_uuid)
+    hosts = _lock_both(session, [instance.host_id] + (
+        [lender.id] if lender else []))
+    for host in hosts.values():
+        _check_not_busy(session, host)
+    session.refresh(instance)
+    if instance.deleted_at is not None:
+        return None
+    params = _paging_params(session, instance, resident_bytes, lender,
+                            lent_bytes)
+    if params is None:
+        return None
+    _supersede(session, models.Decision.kind == 'pooling',
+               models.Decision.id.in_(
+                   sa.select(models.Action.decision_id).where(
+                       models.Action.instance_id == instance.id)))
+    return _record(session, hosts[instance.host_id], 'pooling', policy,
+                   mode, inputs, outputs, [(instance.id, params)],
+                   peer=lender)
+
+
+def _resident_target(instance, resident_bytes):
+    """What resident_target_bytes becomes: None when the VM keeps all
+    its memory."""
+    return (None if resident_bytes >= _current_bytes(instance)
+            else resident_bytes)
+
+
+def _paging_params(session, instance, resident_bytes, lender, lent_bytes):
+    """A page action's parameters, or None when the VM is already so or
+    the lender's server cannot take ``lent_bytes``. The previous state
+    (resident size, server, lent bytes) is kept for a rollback."""
+    memory = _current_bytes(instance)
+    resident = db_api.resident_of(memory, instance.resident_target_bytes)
+    lease = pooling_db.lease_of(session, instance.uuid)
+    server = None
+    if lender is not None:
+        server = pooling_db.server_on(session, lender.id)
+        if server is None:
+            return None
+        held = lease.lent_bytes if lease and (
+            lease.memory_server_id == server.id) else 0
+        if pooling_db.lent_by(session, server.id) - held + lent_bytes > (
+                server.capacity_bytes):
+            return None
+    if min(resident_bytes, memory) == resident and (
+            (lease and lease.memory_server_id) == (server and server.id)):
+        return None
+    previous_server = (session.get(models.MemoryServer,
+                                   lease.memory_server_id) if lease else None)
+    return {'target_bytes': min(resident_bytes, memory),
+            'previous_bytes': resident, 'mechanism': 'paging',
+            'stores': ['tcp:' + server.address] if server else [],
+            'memory_server_id': server.id if server else None,
+            'lent_bytes': lent_bytes if server else 0,
+            'previous_stores': ['tcp:' + previous_server.address]
+            if previous_server else [],
+            'previous_memory_server_id': previous_server.id
+            if previous_server else None,
+            'previous_lent_bytes': lease.lent_bytes if lease else 0}
+
+
 def _decision_query():
     return (sa.select(models.Decision, models.Host.uuid)
             .outerjoin(models.Host, models.Decision.host_id == models.Host.id))
@@ -457,8 +553,30 @@ def _restore_ratio(session, decision, action, instance, rails):
             'previous_ratio': host.allocation_ratio}
 
 
+def _restore_paging(session, decision, action, instance, rails):
+    """A pooling decision's restore: the resident size, memory server and
+    lease the VM had before; None when it has them."""
+    params = action.params
+    lease = pooling_db.lease_of(session, instance.uuid)
+    resident = db_api.resident_of(_current_bytes(instance),
+                                  instance.resident_target_bytes)
+    server_id = lease.memory_server_id if lease else None
+    if (resident == params['previous_bytes']
+            and server_id == params['previous_memory_server_id']):
+        return None
+    return {'target_bytes': params['previous_bytes'],
+            'previous_bytes': resident, 'mechanism': 'paging',
+            'stores': params['previous_stores'],
+            'memory_server_id': params['previous_memory_server_id'],
+            'lent_bytes': params['previous_lent_bytes'],
+            'previous_stores': params['stores'],
+            'previous_memory_server_id': server_id,
+            'previous_lent_bytes': lease.lent_bytes if lease else 0}
+
+
 _RESTORES = {
     'memory_targets': _restore_target,
+    'pooling': _restore_paging,
     'migration': _restore_migration,
     'allocation_ratio': _restore_ratio,
 }
@@ -559,12 +677,14 @@ def _batches(session, *conditions):
 
 def _batch_action(action, instance_uuid):
     """What the executor of an action is sent: a memory target's size
-    and mechanism (as agents have always been sent them), or the
-    parameters of another kind."""
+    and mechanism (as agents have always been sent them, with the stores
+    of a paging one), or the parameters of another kind."""
     sent = {'uuid': action.uuid, 'instance_uuid': instance_uuid}
     if 'target_bytes' in action.params:
         sent.update(target_bytes=action.params['target_bytes'],
                     mechanism=action.params['mechanism'])
+        if 'stores' in action.params:
+            sent['stores'] = action.params['stores']
     else:
         sent.update(action.params, kind=action.kind)
     return sent
@@ -631,6 +751,13 @@ def _apply_result(session, action, result, now):
                 models.Host.uuid == params['destination_host_uuid'])
         ).scalar_one()
         # A live migration keeps its memory; its hold begins anew.
+    elif 'memory_server_id' in params:
+        instance.resident_target_bytes = _resident_target(
+            instance, params['target_bytes'])
+        pooling_db.set_lease(
+            session, instance, params['memory_server_id'],
+            params['lent_bytes'], session.get(
+                models.Decision, action.decision_id).uuid)
     else:
         instance.target_bytes = params['target_bytes']
     instance.target_changed_at = now

@@ -100,8 +100,63 @@ class Instance(TimestampMixin, Base):
     flavor = sa.Column(sa.String(255), nullable=True)
     # The latest report's working set, by the most exact estimator.
     wss_bytes = sa.Column(sa.BigInteger, nullable=True)
+    # Remote paging, as the agent last saw it: how much of the VM's
+    # memory the host holds, and how much its pager moved to stores.
+    resident_bytes = sa.Column(sa.BigInteger, nullable=True)
+    paged_bytes = sa.Column(sa.BigInteger, nullable=True)
+    # How much of its memory the VM keeps resident while memory pooling
+    # pages the rest out (None: all of it). Set only by applied pooling
+    # decisions (memcanal.db.decisions).
+    resident_target_bytes = sa.Column(sa.BigInteger, nullable=True)
 
     host = orm.relationship(Host)
+
+
+class MemoryServer(TimestampMixin, Base):
+    """A memcanal-memserver, lending a host's idle memory to pagers on
+    other hosts; its host's agent registers it with every report."""
+
+    __tablename__ = 'memory_servers'
+    __table_args__ = (
+        sa.UniqueConstraint('host_id', name='uniq_memory_servers0host_id'),
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    host_id = sa.Column(sa.Integer, sa.ForeignKey('hosts.id'),
+                        nullable=False)
+    # HOST:PORT where pagers reach it.
+    address = sa.Column(sa.String(255), nullable=False)
+    capacity_bytes = sa.Column(sa.BigInteger, nullable=False)
+    # What it holds now, by its own count (reported, never decided).
+    used_bytes = sa.Column(sa.BigInteger, nullable=False, default=0)
+
+
+class MemoryLease(Base):
+    """Memory of a memory server lent to one VM's pager by an applied
+    pooling decision; deleted when the VM's pages come back.
+
+    Instance and decision are kept by uuid, not by foreign key, so
+    archiving either never trips over a lease.
+    """
+
+    __tablename__ = 'memory_leases'
+    __table_args__ = (
+        sa.UniqueConstraint('instance_uuid',
+                            name='uniq_memory_leases0instance_uuid'),
+        sa.Index('memory_leases_memory_server_id_idx', 'memory_server_id'),
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    memory_server_id = sa.Column(sa.Integer,
+                                 sa.ForeignKey('memory_servers.id'),
+                                 nullable=False)
+    borrower_host_id = sa.Column(sa.Integer, sa.ForeignKey('hosts.id'),
+                                 nullable=False)
+    instance_uuid = sa.Column(sa.String(36), nullable=False)
+    decision_uuid = sa.Column(sa.String(36), nullable=False)
+    lent_bytes = sa.Column(sa.BigInteger, nullable=False)
+    created_at = sa.Column(sa.DateTime, nullable=False,
+                           default=timeutils.utcnow)
 
 
 class HostReport(Base):

@@ -85,8 +85,12 @@ class Optimizer:
         return instance['mechanism'] or self.conf.optimizer.default_mechanism
 
     def _opted_out(self, instance):
+        """Opted out by its owner, or paged by memory pooling: resizing a
+        paged VM would discard pages its pager holds out of the guest's
+        sight, so it is left alone until pooling takes it back."""
         return (instance['opt_out'] or instance['project_id']
-                in self.conf.optimizer.opt_out_projects)
+                in self.conf.optimizer.opt_out_projects
+                or instance['resident_target_bytes'] is not None)
 
     def _limits(self, instance, report):
         ceiling = instance['ceiling_bytes']

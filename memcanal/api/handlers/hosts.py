@@ -21,12 +21,15 @@ def _not_found(detail):
 def _view(req, host):
     """The host; from 1.3 with the report interval its state, derived
     from its last heartbeat, is judged by; from 1.4 with its zone, the
-    allocation ratio memcanal set and its measured demand."""
+    allocation ratio memcanal set and its measured demand; from 1.5 with
+    its memory map (resident, lent, borrowed)."""
     body = views.host(host)
     if microversion.is_supported(req, '1.3'):
         body['report_interval'] = host['report_interval']
     if microversion.is_supported(req, '1.4'):
         body.update(views.host_demand(host))
+    if microversion.is_supported(req, '1.5'):
+        body.update(views.host_pooling(host))
     return body
 
 

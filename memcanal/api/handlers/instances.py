@@ -46,6 +46,8 @@ def _view(req, instance):
     if microversion.is_supported(req, '1.4'):
         body.update(flavor=instance['flavor'],
                     wss_bytes=instance['wss_bytes'])
+    if microversion.is_supported(req, '1.5'):
+        body.update(views.instance_paging(instance))
     return body
 
 

@@ -36,6 +36,41 @@ def host_demand(value):
         'demand_bytes', 'headroom_bytes', 'utilization')}
 
 
+def host_pooling(value):
+    """Microversion 1.5 adds the host's memory map: its VMs' memory
+    (allocated), what they hold resident (their memory, less what memory
+    pooling pages out), what its memory server lends to other hosts'
+    VMs, and what its VMs borrow from others'."""
+    return {key: value[key] for key in (
+        'allocated_bytes', 'resident_bytes', 'lent_bytes',
+        'borrowed_bytes')}
+
+
+def instance_paging(value):
+    """Microversion 1.5 adds remote paging: what the agent last saw the
+    VM hold resident and paged out (null: no pager holds it), and how
+    much memory pooling decided it keeps resident (null: all)."""
+    return {key: value[key] for key in (
+        'resident_bytes', 'paged_bytes', 'resident_target_bytes')}
+
+
+def memory_server(value):
+    """A memory server, what it lends and to whom."""
+    return {
+        'host_uuid': value['host_uuid'],
+        'host_name': value['host_name'],
+        'host_state': value['host_state'],
+        'address': value['address'],
+        'capacity_bytes': value['capacity_bytes'],
+        'used_bytes': value['used_bytes'],
+        'lent_bytes': value['lent_bytes'],
+        'free_bytes': value['free_bytes'],
+        'leases': [dict(lease, created_at=util.isotime(lease['created_at']))
+                   for lease in value['leases']],
+        'updated_at': util.isotime(value['updated_at']),
+    }
+
+
 def instance(value):
     return {
         'uuid': value['uuid'],

@@ -11,6 +11,7 @@ from memcanal.api.policies import decisions
 from memcanal.api.policies import demand
 from memcanal.api.policies import hosts
 from memcanal.api.policies import instances
+from memcanal.api.policies import memory_servers
 
 
 def list_rules():
@@ -20,4 +21,5 @@ def list_rules():
         demand.list_rules(),
         hosts.list_rules(),
         instances.list_rules(),
+        memory_servers.list_rules(),
     ))

@@ -25,6 +25,7 @@ RULES = {
     'memcanal:decisions:approve': 'role:admin',
     'memcanal:decisions:reject': 'role:admin',
     'memcanal:decisions:rollback': 'role:admin',
+    'memcanal:memory_servers:list': 'role:admin',
 }
 
 
