@@ -140,7 +140,8 @@ def _lender_for(lenders, host, amount):
     ``amount``, or None."""
     fitting = [lender for lender in lenders.values()
                if lender.host != host and lender.free_bytes >= amount]
-    return max(fitting, key=lambda l: (l.free_bytes, l.name), default=None)
+    return max(fitting, key=lambda fit: (fit.free_bytes, fit.name),
+               default=None)
 
 
 def _page_out(host, lenders, options):

@@ -72,10 +72,10 @@ class PoolingPlanner:
             spare[host['name']] = int(
                 self.conf.pooling.release * host['capacity_bytes']
                 - host['resident_bytes'] - host['lent_bytes'])
-        lenders = [pooling.Lender(
-            name=server['host_name'], host=server['host_name'],
-            free_bytes=max(0, min(server['free_bytes'],
-                                  spare[server['host_name']])))
+        lenders = [
+            pooling.Lender(name=server['host_name'], host=server['host_name'],
+                           free_bytes=max(0, min(server['free_bytes'],
+                                                 spare[server['host_name']])))
             for server in servers if server['host_name'] in spare]
         return hosts, lenders
 

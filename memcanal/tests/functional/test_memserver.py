@@ -17,7 +17,18 @@ import time
 
 import pytest
 
-from memcanal.agent import memserver
+from memcanal.agent.memserver import ALL
+from memcanal.agent.memserver import BAD_REQUEST
+from memcanal.agent.memserver import Client
+from memcanal.agent.memserver import FULL
+from memcanal.agent.memserver import GET
+from memcanal.agent.memserver import MAGIC
+from memcanal.agent.memserver import MISSING
+from memcanal.agent.memserver import OK
+from memcanal.agent.memserver import PAGE
+from memcanal.agent.memserver import PUT
+from memcanal.agent.memserver import REPLY
+from memcanal.agent.memserver import REQUEST
 from memcanal.tests.functional import services
 
 pytestmark = pytest.mark.functional
@@ -27,7 +38,7 @@ MAX_PAGES = 256
 
 def pages(owner, first, count):
     """``count`` distinct pages whose bytes name owner and page."""
-    return b''.join(struct.pack('<QQ', owner, page) * (memserver.PAGE // 16)
+    return b''.join(struct.pack('<QQ', owner, page) * (PAGE // 16)
                     for page in range(first, first + count))
 
 
@@ -42,8 +53,8 @@ def server():
 @pytest.fixture
 def client(server):
     """A client of an emptied server (tests share one server)."""
-    connection = memserver.Client(server[1])
-    connection.reclaim(memserver.ALL)
+    connection = Client(server[1])
+    connection.reclaim(ALL)
     yield connection
     connection.close()
 
@@ -52,30 +63,30 @@ def test_put_get_round_trip_across_two_owners(client):
     for owner in (1, 2):
         for first in range(0, 100, 20):
             assert client.put(owner, first, pages(owner, first, 20)) == (
-                memserver.OK, 20)
+                OK, 20)
     assert client.stat()[0] == 200
     for owner in (1, 2):
         status, data = client.get(owner, 0, 100)
-        assert status == memserver.OK
+        assert status == OK
         assert data == pages(owner, 0, 100)
-        assert client.get(owner, 37) == (memserver.OK, pages(owner, 37, 1))
+        assert client.get(owner, 37) == (OK, pages(owner, 37, 1))
 
 
 def test_put_overwrites_a_page(client):
     client.put(7, 5, pages(7, 0, 1))
     client.put(7, 5, pages(7, 5, 1))
-    assert client.get(7, 5) == (memserver.OK, pages(7, 5, 1))
+    assert client.get(7, 5) == (OK, pages(7, 5, 1))
     assert client.stat()[0] == 1
 
 
 def test_missing_pages(client):
     client.put(3, 10, pages(3, 10, 2))
-    assert client.get(3, 12) == (memserver.MISSING, None)
-    assert client.get(4, 10) == (memserver.MISSING, None), 'another owner'
+    assert client.get(3, 12) == (MISSING, None)
+    assert client.get(4, 10) == (MISSING, None), 'another owner'
     # All or nothing: one missing page fails the whole range.
-    assert client.get(3, 10, 3) == (memserver.MISSING, None)
-    assert client.delete(3, 10, 5) == (memserver.OK, 2)
-    assert client.get(3, 10) == (memserver.MISSING, None)
+    assert client.get(3, 10, 3) == (MISSING, None)
+    assert client.delete(3, 10, 5) == (OK, 2)
+    assert client.get(3, 10) == (MISSING, None)
     assert client.stat()[0] == 0
 
 
@@ -87,13 +98,13 @@ def test_bound_drops_the_oldest_pages(client):
     held, _, dropped = client.stat()
     assert held == MAX_PAGES
     assert dropped - dropped_before == 16
-    assert client.get(5, 15) == (memserver.MISSING, None)
-    assert client.get(5, 16, MAX_PAGES) == (memserver.OK, pages(5, 16, MAX_PAGES))
+    assert client.get(5, 15) == (MISSING, None)
+    assert client.get(5, 16, MAX_PAGES) == (OK, pages(5, 16, MAX_PAGES))
     # More than the server can ever hold is refused, and the payload is
     # consumed: the connection goes on.
     too_many = MAX_PAGES + 1
-    assert client.put(6, 0, bytes(too_many * memserver.PAGE)) == (memserver.FULL, 0)
-    assert client.get(6, 0) == (memserver.MISSING, None)
+    assert client.put(6, 0, bytes(too_many * PAGE)) == (FULL, 0)
+    assert client.get(6, 0) == (MISSING, None)
     assert client.stat()[0] == MAX_PAGES
 
 
@@ -101,14 +112,14 @@ def test_reclaim_drops_the_oldest(client):
     _, _, dropped_before = client.stat()
     client.put(8, 0, pages(8, 0, 30))
     client.put(8, 0, pages(8, 0, 5))     # rewritten: now the newest
-    assert client.reclaim(10) == (memserver.OK, 10)
+    assert client.reclaim(10) == (OK, 10)
     held, _, dropped = client.stat()
     assert (held, dropped - dropped_before) == (20, 10)
-    assert client.get(8, 0, 5) == (memserver.OK, pages(8, 0, 5))
-    assert client.get(8, 5) == (memserver.MISSING, None)
-    assert client.get(8, 15, 15) == (memserver.OK, pages(8, 15, 15))
-    assert client.reclaim(memserver.ALL) == (memserver.OK, 20)
-    assert client.reclaim(1) == (memserver.OK, 0)
+    assert client.get(8, 0, 5) == (OK, pages(8, 0, 5))
+    assert client.get(8, 5) == (MISSING, None)
+    assert client.get(8, 15, 15) == (OK, pages(8, 15, 15))
+    assert client.reclaim(ALL) == (OK, 20)
+    assert client.reclaim(1) == (OK, 0)
 
 
 def anonymous_kib(pid):
@@ -130,54 +141,54 @@ def test_sigusr1_drops_every_page(server, client):
                       what='SIGUSR1 to drop the pages')
     assert client.stat()[2] - dropped_before == MAX_PAGES
     assert full - anonymous_kib(process.pid) >= MAX_PAGES * 4 * 0.9
-    assert client.get(9, 0) == (memserver.MISSING, None)
-    assert client.put(9, 0, pages(9, 0, 1)) == (memserver.OK, 1)
+    assert client.get(9, 0) == (MISSING, None)
+    assert client.put(9, 0, pages(9, 0, 1)) == (OK, 1)
 
 
 @pytest.mark.parametrize('header', [
-    memserver.REQUEST.pack(0xDEADBEEF, memserver.GET, 1, 0, 1),   # bad magic
-    memserver.REQUEST.pack(memserver.MAGIC, 9, 1, 0, 1),          # unknown op
-    memserver.REQUEST.pack(memserver.MAGIC, memserver.GET, 1, 0, 0),        # no pages
-    memserver.REQUEST.pack(memserver.MAGIC, memserver.PUT, 1, 0, 1025),     # over the 1024-page batch
-    memserver.REQUEST.pack(memserver.MAGIC, memserver.GET, 1, 2 ** 64 - 1, 2),  # page range wraps
+    REQUEST.pack(0xDEADBEEF, GET, 1, 0, 1),   # bad magic
+    REQUEST.pack(MAGIC, 9, 1, 0, 1),          # unknown op
+    REQUEST.pack(MAGIC, GET, 1, 0, 0),        # no pages
+    REQUEST.pack(MAGIC, PUT, 1, 0, 1025),     # over the 1024-page batch
+    REQUEST.pack(MAGIC, GET, 1, 2 ** 64 - 1, 2),  # page range wraps
 ])
 def test_bad_request_closes_only_that_client(server, client, header):
     client.put(11, 0, pages(11, 0, 1))
-    bad = memserver.Client(server[1])
+    bad = Client(server[1])
     bad.sock.sendall(header)
-    assert memserver.REPLY.unpack(bad.recv_exactly(memserver.REPLY.size)) == (
-        memserver.MAGIC, memserver.BAD_REQUEST, 0)
+    assert REPLY.unpack(bad.recv_exactly(REPLY.size)) == (
+        MAGIC, BAD_REQUEST, 0)
     assert bad.sock.recv(1) == b'', 'the bad client stays connected'
     bad.close()
-    assert client.get(11, 0) == (memserver.OK, pages(11, 0, 1))
+    assert client.get(11, 0) == (OK, pages(11, 0, 1))
 
 
 def test_clients_that_vanish_mid_request(server, client):
-    for partial in (memserver.REQUEST.pack(memserver.MAGIC, memserver.PUT, 12, 0, 4)[:20],
-                    memserver.REQUEST.pack(memserver.MAGIC, memserver.PUT, 12, 0, 4) + bytes(memserver.PAGE)):
-        gone = memserver.Client(server[1])
+    for partial in (REQUEST.pack(MAGIC, PUT, 12, 0, 4)[:20],
+                    REQUEST.pack(MAGIC, PUT, 12, 0, 4) + bytes(PAGE)):
+        gone = Client(server[1])
         gone.sock.sendall(partial)
         gone.close()
     client.put(12, 0, pages(12, 0, 1))
-    assert client.get(12, 0) == (memserver.OK, pages(12, 0, 1))
-    assert client.get(12, 1) == (memserver.MISSING, None)
+    assert client.get(12, 0) == (OK, pages(12, 0, 1))
+    assert client.get(12, 1) == (MISSING, None)
 
 
 def test_two_concurrent_clients(server, client):
     def churn(owner):
-        connection = memserver.Client(server[1])
+        connection = Client(server[1])
         try:
             for round_ in range(200):
                 first = (round_ % 10) * 8
                 data = pages(owner, first + round_, 8)
-                assert connection.put(owner, first, data) == (memserver.OK, 8)
-                assert connection.get(owner, first, 8) == (memserver.OK, data)
+                assert connection.put(owner, first, data) == (OK, 8)
+                assert connection.get(owner, first, 8) == (OK, data)
             return connection.delete(owner, 0, 80)
         finally:
             connection.close()
 
     assert services.race(lambda: churn(21), lambda: churn(22)) == [
-        (memserver.OK, 80), (memserver.OK, 80)]
+        (OK, 80), (OK, 80)]
     assert client.stat()[0] == 0
 
 
@@ -185,8 +196,8 @@ def throughput(rounds=2000, batch=16):
     """Print PUT and GET pages/s of one client over loopback."""
     process, address = services.start_memserver(rounds * batch)
     try:
-        client = memserver.Client(address)
-        data = os.urandom(batch * memserver.PAGE)
+        client = Client(address)
+        data = os.urandom(batch * PAGE)
         start = time.perf_counter()
         for round_ in range(rounds):
             client.put(1, round_ * batch, data)
