@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from memcanal.agent import memserver
 from memcanal.agent.memserver import ALL
 from memcanal.agent.memserver import BAD_REQUEST
 from memcanal.agent.memserver import Client
@@ -190,6 +191,15 @@ def test_two_concurrent_clients(server, client):
     assert services.race(lambda: churn(21), lambda: churn(22)) == [
         (OK, 80), (OK, 80)]
     assert client.stat()[0] == 0
+
+
+def test_registration_reports_capacity_and_what_is_held(server, client):
+    """What an agent registers its host's memory server with."""
+    client.put(13, 0, pages(13, 0, 3))
+    address = '%s:%d' % server[1]
+    assert memserver.registration(address) == {
+        'address': address, 'capacity_bytes': MAX_PAGES * PAGE,
+        'used_bytes': 3 * PAGE}
 
 
 def throughput(rounds=2000, batch=16):
