@@ -6,6 +6,12 @@
  * lock is held by the fault thread for a whole fault, and by swap-out
  * for mark (state + write-protect) and validate (state + punch), so the
  * fault thread never sees a state without the page table to match.
+ *
+ * With a state file, states and checksums live in a shared mapping of
+ * it, each written before the step it describes (SWAPPING before the
+ * write-protect, checksums and OUT before the punch, IN after the
+ * UFFDIO_COPY), so a pager killed at any point leaves a file from which
+ * the next one reconciles (pager_init).
  */
 #define _GNU_SOURCE
 #include "pager.h"
@@ -21,6 +27,8 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,7 +36,37 @@ enum { PG_IN = 0, PG_SWAPPING = 1, PG_OUT = 2 };
 
 #define BATCH 512
 #define ZERO_BLOCK 16   /* pages, a power of two */
-#define MAX_SAMPLES (1 << 20)
+#define MAX_SAMPLES (1 << 18)   /* per source, the latest kept */
+#define NO_SLOT UINT32_MAX
+#define NO_PAGE UINT64_MAX
+/* A store whose get failed is tried last for this long, doubling. */
+#define BACKOFF_MIN_NS 250000000ULL
+#define BACKOFF_MAX_NS 8000000000ULL
+#define STATE_MAGIC 0x3174617473706d63ULL   /* "mcpstat1" */
+
+const char *const pager_source_names[PAGER_NSOURCES] = {
+	"pool", "file", "tcp",
+};
+
+/* The state file: this, then state[npages], have[npages], sum[npages]. */
+struct state_header {
+	uint64_t magic, registration[2], base, len, offset, npages, pad;
+};
+
+/* A bounded log of page numbers: head counts writes, tail takes. */
+struct event_log {
+	uint64_t pages[PAGER_EVENT_LOG];
+	uint64_t head, tail;
+};
+
+/* The shared cache pool: a ring of slots, the oldest overwritten. */
+struct pool {
+	char *data;
+	uint64_t *page;             /* per slot: its page, or NO_PAGE */
+	uint32_t *slot_of;          /* per page: its slot, or NO_SLOT */
+	size_t cap, used;
+	uint64_t next;
+};
 
 struct pager {
 	int uffd, memfd, stopfd;
@@ -43,11 +81,17 @@ struct pager {
 	uint8_t *state;
 	uint8_t *have;              /* bit i: store i holds the copy */
 	uint64_t *sum;
+	void *state_map;            /* the state file's mapping, or NULL */
+	size_t state_len;
 	uint64_t pages_out;
 	struct pager_stats st;
+	struct pool pool;
+	struct event_log *faults, *cancels;
+	int source[PAGER_MAX_STORES];
+	uint64_t down_until[PAGER_MAX_STORES], backoff[PAGER_MAX_STORES];
 
-	uint32_t *samples;          /* fault service times, ns */
-	size_t nsamples;
+	uint32_t *samples[PAGER_NSOURCES];   /* fault service times, ns */
+	uint64_t nsamples[PAGER_NSOURCES];
 
 	pthread_t thread;
 	char *fault_buf;            /* one page, fault thread only */
@@ -97,9 +141,11 @@ static int write_protect(struct pager *p, uint64_t pg, uint64_t n, int on)
 	return 0;
 }
 
-static void wake(struct pager *p, uint64_t pg)
+static void wake(struct pager *p, uint64_t pg, uint64_t n)
 {
-	struct uffdio_range r = { .start = addr_of(p, pg), .len = PAGER_PAGE };
+	struct uffdio_range r = {
+		.start = addr_of(p, pg), .len = n * PAGER_PAGE,
+	};
 
 	if (ioctl(p->uffd, UFFDIO_WAKE, &r) < 0)
 		perror("pager: UFFDIO_WAKE");
@@ -134,7 +180,7 @@ static void zero_fill(struct pager *p, uint64_t pg)
 	uint64_t first = pg & ~(uint64_t)(ZERO_BLOCK - 1);
 
 	if (zero_page(p, pg, 0) < 0)
-		wake(p, pg);   /* EEXIST: filled since the fault */
+		wake(p, pg, 1);   /* EEXIST: filled since the fault */
 	for (uint64_t n = first; n < first + ZERO_BLOCK && n < p->npages; n++)
 		if (n != pg && p->state[n] == PG_IN)
 			zero_page(p, n, UFFDIO_ZEROPAGE_MODE_DONTWAKE);
@@ -151,43 +197,138 @@ static void copy_in(struct pager *p, uint64_t pg, const void *buf)
 		if (errno == EAGAIN)
 			continue;
 		if (errno == EEXIST)
-			wake(p, pg);
+			wake(p, pg, 1);
 		else
 			perror("pager: UFFDIO_COPY");
 		return;
 	}
 }
 
-/* Bring an OUT page back from the first store with a good copy. */
-static void fetch(struct pager *p, uint64_t pg)
+static void log_event(struct event_log *log, uint64_t pg)
+{
+	log->pages[log->head++ % PAGER_EVENT_LOG] = pg;
+}
+
+static void pool_put(struct pager *p, uint64_t pg, const void *data)
+{
+	struct pool *q = &p->pool;
+	size_t slot;
+
+	if (!q->cap)
+		return;
+	slot = q->next++ % q->cap;
+	if (q->page[slot] != NO_PAGE) {   /* the oldest goes */
+		q->slot_of[q->page[slot]] = NO_SLOT;
+		q->used--;
+	}
+	memcpy(q->data + slot * PAGER_PAGE, data, PAGER_PAGE);
+	q->page[slot] = pg;
+	q->slot_of[pg] = slot;
+	q->used++;
+}
+
+/* Move pg's data out of the pool into buf; 0 if the pool lacks it. */
+static int pool_take(struct pager *p, uint64_t pg, void *buf)
+{
+	struct pool *q = &p->pool;
+	uint32_t slot = q->cap ? q->slot_of[pg] : NO_SLOT;
+
+	if (slot == NO_SLOT)
+		return 0;
+	memcpy(buf, q->data + (size_t)slot * PAGER_PAGE, PAGER_PAGE);
+	q->page[slot] = NO_PAGE;
+	q->slot_of[pg] = NO_SLOT;
+	q->used--;
+	return 1;
+}
+
+/* Store i failed as a whole (not one missing page): try it last for a
+ * while, so a dead memory server does not cost every fault a get. */
+static void store_down(struct pager *p, int i)
+{
+	p->backoff[i] = p->backoff[i] ? p->backoff[i] * 2 : BACKOFF_MIN_NS;
+	if (p->backoff[i] > BACKOFF_MAX_NS)
+		p->backoff[i] = BACKOFF_MAX_NS;
+	p->down_until[i] = now_ns() + p->backoff[i];
+}
+
+static void store_up(struct pager *p, int i)
+{
+	p->backoff[i] = p->down_until[i] = 0;
+}
+
+/* pg's copy in store i, into fault_buf: 0 if it came back whole. */
+static int get_copy(struct pager *p, int i, uint64_t pg)
+{
+	struct pager_store *s = p->stores[i];
+
+	if (s->get(s, pg, p->fault_buf) < 0) {
+		p->st.get_failed[i]++;
+		/* ENOENT, EIO: this copy is gone, the store is not. */
+		if (errno != ENOENT && errno != EIO)
+			store_down(p, i);
+		return -1;
+	}
+	store_up(p, i);
+	if (page_sum(p->fault_buf) != p->sum[pg]) {
+		p->st.bad_sum[i]++;
+		return -1;
+	}
+	p->st.served[i]++;
+	return 0;
+}
+
+/*
+ * pg's data into fault_buf from the pool, else the first store with a
+ * good copy, stores backing off last; returns the source, -1 if none.
+ */
+static int find_copy(struct pager *p, uint64_t pg)
+{
+	uint64_t now = now_ns();
+
+	if (pool_take(p, pg, p->fault_buf))
+		return PAGER_SRC_POOL;
+	for (int last = 0; last < 2; last++) {
+		for (int i = 0; i < p->nstores; i++) {
+			if (!(p->have[pg] & (1u << i)))
+				continue;
+			if ((p->down_until[i] > now) != last) {
+				p->st.skipped_down[i] += !last;
+				continue;
+			}
+			if (!get_copy(p, i, pg))
+				return p->source[i];
+		}
+	}
+	return -1;
+}
+
+static void add_sample(struct pager *p, int src, uint64_t ns)
+{
+	p->samples[src][p->nsamples[src]++ % MAX_SAMPLES] = (uint32_t)ns;
+	p->st.source_faults[src]++;
+}
+
+/* Bring an OUT page back in; a fault's is timed and logged. */
+static void fetch(struct pager *p, uint64_t pg, int fault)
 {
 	uint64_t t0 = now_ns();
-	int from = -1;
+	int src = find_copy(p, pg);
 
-	for (int i = 0; i < p->nstores && from < 0; i++) {
-		if (!(p->have[pg] & (1u << i)))
-			continue;
-		if (p->stores[i]->get(p->stores[i], pg, p->fault_buf) < 0)
-			p->st.get_failed[i]++;
-		else if (page_sum(p->fault_buf) != p->sum[pg])
-			p->st.bad_sum[i]++;
-		else
-			from = i;
-	}
-	if (from < 0) {
+	if (src < 0) {
 		/* Nothing to give back: zeros make the loss visible. */
 		if (p->st.lost < 10)
 			fprintf(stderr, "pager: page %llu lost in every "
 				"store\n", (unsigned long long)pg);
 		memset(p->fault_buf, 0, PAGER_PAGE);
 		p->st.lost++;
-	} else {
-		p->st.served[from]++;
 	}
 	copy_in(p, pg, p->fault_buf);
-	if (p->nsamples < MAX_SAMPLES)
-		p->samples[p->nsamples++] = (uint32_t)(now_ns() - t0);
-	p->state[pg] = PG_IN;
+	if (fault && src >= 0)
+		add_sample(p, src, now_ns() - t0);
+	if (fault)
+		log_event(p->faults, pg);
+	p->state[pg] = PG_IN;   /* after the copy: see the header comment */
 	p->pages_out--;
 	/* Copies are stale from the next write on; free them now, while
 	 * the lock keeps swap-out from storing the page again. */
@@ -211,18 +352,19 @@ static void handle_fault(struct pager *p, const struct uffd_msg *m)
 		if (p->state[pg] == PG_OUT) {
 			/* Validate won: the page is punched, give it back. */
 			p->st.wp_on_out++;
-			fetch(p, pg);
+			fetch(p, pg, 1);
 		} else {
 			if (p->state[pg] == PG_SWAPPING) {
 				p->state[pg] = PG_IN;
 				p->st.cancelled++;
+				log_event(p->cancels, pg);
 			}
 			write_protect(p, pg, 1, 0);   /* also wakes */
 		}
 	} else {
 		p->st.faults_missing++;
 		if (p->state[pg] == PG_OUT)
-			fetch(p, pg);
+			fetch(p, pg, 1);
 		else
 			zero_fill(p, pg);
 	}
@@ -261,69 +403,6 @@ static void *fault_thread(void *arg)
 			if (msgs[i].event == UFFD_EVENT_PAGEFAULT)
 				handle_fault(p, &msgs[i]);
 	}
-}
-
-struct pager *pager_init(int uffd, uint64_t base, size_t len, int memfd,
-			 off_t offset, struct pager_store **stores,
-			 int nstores, int copies)
-{
-	struct uffdio_api api = {
-		.api = UFFD_API,
-		.features = UFFD_FEATURE_MISSING_SHMEM |
-			    UFFD_FEATURE_WP_HUGETLBFS_SHMEM,
-	};
-	struct uffdio_register reg = {
-		.range = { .start = base, .len = len },
-		.mode = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP,
-	};
-	struct pager *p;
-
-	if (nstores < 1 || nstores > PAGER_MAX_STORES || copies < 1 ||
-	    copies > nstores || len % PAGER_PAGE || base % PAGER_PAGE) {
-		errno = EINVAL;
-		return NULL;
-	}
-	if (ioctl(uffd, UFFDIO_API, &api) < 0) {
-		perror("pager: UFFDIO_API (MISSING_SHMEM | WP_HUGETLBFS_SHMEM)");
-		return NULL;
-	}
-	if (ioctl(uffd, UFFDIO_REGISTER, &reg) < 0) {
-		perror("pager: UFFDIO_REGISTER");
-		return NULL;
-	}
-	if (!(reg.ioctls & (1ULL << _UFFDIO_WRITEPROTECT))) {
-		fprintf(stderr, "pager: no UFFDIO_WRITEPROTECT on this range\n");
-		errno = ENOTSUP;
-		return NULL;
-	}
-	p = calloc(1, sizeof(*p));
-	if (!p)
-		return NULL;
-	p->uffd = uffd;
-	p->memfd = memfd;
-	p->base = base;
-	p->offset = offset;
-	p->npages = len / PAGER_PAGE;
-	memcpy(p->stores, stores, nstores * sizeof(*stores));
-	p->nstores = nstores;
-	p->copies = copies;
-	pthread_mutex_init(&p->lock, NULL);
-	pthread_mutex_init(&p->swap_lock, NULL);
-	p->state = calloc(p->npages, 1);
-	p->have = calloc(p->npages, 1);
-	p->sum = calloc(p->npages, sizeof(*p->sum));
-	p->samples = calloc(MAX_SAMPLES, sizeof(*p->samples));
-	p->stopfd = eventfd(0, EFD_CLOEXEC);
-	if (posix_memalign((void **)&p->fault_buf, PAGER_PAGE, PAGER_PAGE) ||
-	    posix_memalign((void **)&p->swap_buf, PAGER_PAGE,
-			   BATCH * PAGER_PAGE) ||
-	    !p->state || !p->have || !p->sum || !p->samples ||
-	    p->stopfd < 0 ||
-	    pthread_create(&p->thread, NULL, fault_thread, p)) {
-		perror("pager: init");
-		exit(1);
-	}
-	return p;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -439,9 +518,12 @@ static long swap_batch(struct pager *p, uint64_t *pages, size_t n,
 			int out = j < i + r && p->state[pages[j]] == PG_SWAPPING;
 
 			if (out && nok >= p->copies) {
-				p->state[pages[j]] = PG_OUT;
 				p->sum[pages[j]] = sums[j];
 				p->have[pages[j]] = ok;
+				/* OUT, then punched */
+				p->state[pages[j]] = PG_OUT;
+				pool_put(p, pages[j],
+					 p->swap_buf + j * PAGER_PAGE);
 				continue;
 			}
 			if (out) {   /* too few copies: keep it in */
@@ -464,6 +546,245 @@ static long swap_batch(struct pager *p, uint64_t *pages, size_t n,
 	p->st.swapped_out += dropped;
 	pthread_mutex_unlock(&p->lock);
 	return dropped;
+}
+
+static size_t state_size(uint64_t npages)
+{
+	return sizeof(struct state_header) + (2 * npages + 7) / 8 * 8 +
+	       npages * sizeof(uint64_t);
+}
+
+/*
+ * Keep states and checksums in the state file: a fresh registration
+ * starts it anew (all IN), an adopted one must find its own there.
+ */
+static int map_state(struct pager *p, const struct pager_opts *o,
+		     int fresh)
+{
+	size_t len = state_size(p->npages);
+	struct state_header want = {
+		.magic = STATE_MAGIC,
+		.registration = { o->registration[0], o->registration[1] },
+		.base = p->base, .len = p->npages * PAGER_PAGE,
+		.offset = p->offset, .npages = p->npages,
+	};
+	int fd = open(o->state_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	struct stat st;
+	char *map;
+
+	if (fd < 0 || fstat(fd, &st) ||
+	    (fresh && ftruncate(fd, 0)) ||
+	    ((size_t)st.st_size != len && ftruncate(fd, len))) {
+		perror(o->state_path);
+		return -1;
+	}
+	map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (map == MAP_FAILED) {
+		perror("pager: mmap state");
+		return -1;
+	}
+	p->state_map = map;
+	p->state_len = len;
+	if (!fresh && memcmp(map, &want, sizeof(want))) {
+		fprintf(stderr, "pager: %s is not the state of this "
+			"registration\n", o->state_path);
+		errno = ESTALE;
+		return -1;
+	}
+	memcpy(map, &want, sizeof(want));
+	p->state = (uint8_t *)map + sizeof(want);
+	p->have = p->state + p->npages;
+	p->sum = (uint64_t *)(map + len - p->npages * sizeof(uint64_t));
+	return 0;
+}
+
+int pager_state_registration(const char *state_path, uint64_t reg[2],
+			     uint64_t *base, uint64_t *len, uint64_t *offset)
+{
+	struct state_header h;
+	int fd = open(state_path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : pread(fd, &h, sizeof(h), 0);
+
+	if (fd >= 0)
+		close(fd);
+	if (n != sizeof(h) || h.magic != STATE_MAGIC)
+		return -1;
+	reg[0] = h.registration[0];
+	reg[1] = h.registration[1];
+	*base = h.base;
+	*len = h.len;
+	*offset = h.offset;
+	return 0;
+}
+
+static void free_pager(struct pager *p)
+{
+	if (p->state_map) {
+		munmap(p->state_map, p->state_len);
+	} else {
+		free(p->state);
+		free(p->sum);
+	}
+	free(p->pool.data);
+	free(p->pool.page);
+	free(p->pool.slot_of);
+	for (int s = 0; s < PAGER_NSOURCES; s++)
+		free(p->samples[s]);
+	free(p->faults);
+	free(p->cancels);
+	free(p->fault_buf);
+	free(p->swap_buf);
+	if (p->stopfd >= 0)
+		close(p->stopfd);
+	free(p);
+}
+
+static int alloc_pager(struct pager *p, const struct pager_opts *o,
+		       int fresh)
+{
+	struct pool *q = &p->pool;
+
+	if (o && o->state_path) {
+		if (map_state(p, o, fresh))
+			return -1;
+	} else {
+		p->state = calloc(p->npages, 2);
+		p->have = p->state + p->npages;
+		p->sum = calloc(p->npages, sizeof(*p->sum));
+		if (!p->state || !p->sum)
+			return -1;
+	}
+	q->cap = o ? o->pool_pages : 0;
+	if (q->cap) {
+		q->data = malloc(q->cap * PAGER_PAGE);
+		q->page = malloc(q->cap * sizeof(*q->page));
+		q->slot_of = malloc(p->npages * sizeof(*q->slot_of));
+		if (!q->data || !q->page || !q->slot_of)
+			return -1;
+		memset(q->page, 0xff, q->cap * sizeof(*q->page));
+		memset(q->slot_of, 0xff, p->npages * sizeof(*q->slot_of));
+	}
+	for (int s = 0; s < PAGER_NSOURCES; s++) {
+		p->samples[s] = calloc(MAX_SAMPLES, sizeof(*p->samples[s]));
+		if (!p->samples[s])
+			return -1;
+	}
+	p->faults = calloc(1, sizeof(*p->faults));
+	p->cancels = calloc(1, sizeof(*p->cancels));
+	p->stopfd = eventfd(0, EFD_CLOEXEC);
+	if (!p->faults || !p->cancels || p->stopfd < 0 ||
+	    posix_memalign((void **)&p->fault_buf, PAGER_PAGE, PAGER_PAGE) ||
+	    posix_memalign((void **)&p->swap_buf, PAGER_PAGE,
+			   BATCH * PAGER_PAGE))
+		return -1;
+	return 0;
+}
+
+/*
+ * Adopting a dead pager's registration: what it left half done is
+ * undone.  SWAPPING pages go back IN (their copy may be incomplete);
+ * OUT pages still resident (not yet punched, or copied in before the
+ * state said IN) are IN; every IN page is un-protected, which wakes
+ * writers it held.
+ */
+static void reconcile(struct pager *p)
+{
+	off_t cursor[2] = { 0, 0 };
+	uint64_t run = 0;
+
+	for (uint64_t pg = 0; pg <= p->npages; pg++) {
+		if (pg < p->npages && p->state[pg] == PG_OUT &&
+		    !resident(p, pg, cursor)) {
+			p->pages_out++;
+		} else if (pg < p->npages) {
+			if (p->state[pg] != PG_IN)
+				p->st.reconciled++;
+			p->state[pg] = PG_IN;
+			p->have[pg] = 0;
+			continue;
+		}
+		if (run < pg)
+			write_protect(p, run, pg - run, 0);
+		run = pg + 1;
+	}
+}
+
+struct pager *pager_init(int uffd, uint64_t base, size_t len, int memfd,
+			 off_t offset, struct pager_store **stores,
+			 int nstores, int copies,
+			 const struct pager_opts *opts)
+{
+	struct uffdio_api api = {
+		.api = UFFD_API,
+		.features = UFFD_FEATURE_MISSING_SHMEM |
+			    UFFD_FEATURE_WP_HUGETLBFS_SHMEM,
+	};
+	struct uffdio_register reg = {
+		.range = { .start = base, .len = len },
+		.mode = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP,
+	};
+	struct pager *p;
+	int fresh;
+
+	if (nstores < 1 || nstores > PAGER_MAX_STORES || copies < 1 ||
+	    copies > nstores || len % PAGER_PAGE || base % PAGER_PAGE) {
+		errno = EINVAL;
+		return NULL;
+	}
+	/* EINVAL: the uffd is set up already, by a pager that died. */
+	fresh = !ioctl(uffd, UFFDIO_API, &api);
+	if (!fresh && (errno != EINVAL || !opts || !opts->state_path)) {
+		perror("pager: UFFDIO_API (MISSING_SHMEM | WP_HUGETLBFS_SHMEM)");
+		return NULL;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->stopfd = -1;
+	p->uffd = uffd;
+	p->memfd = memfd;
+	p->base = base;
+	p->offset = offset;
+	p->npages = len / PAGER_PAGE;
+	memcpy(p->stores, stores, nstores * sizeof(*stores));
+	p->nstores = nstores;
+	p->copies = copies;
+	for (int i = 0; i < nstores; i++)
+		p->source[i] = strcmp(stores[i]->kind, "tcp") ?
+			       PAGER_SRC_FILE : PAGER_SRC_TCP;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_mutex_init(&p->swap_lock, NULL);
+	if (alloc_pager(p, opts, fresh)) {
+		perror("pager: init");
+		free_pager(p);
+		return NULL;
+	}
+	/* Registering again on the same uffd changes nothing (the kernel
+	 * skips ranges it holds) and tells whether WP is there. */
+	if (ioctl(uffd, UFFDIO_REGISTER, &reg) < 0) {
+		perror("pager: UFFDIO_REGISTER");
+		free_pager(p);
+		return NULL;
+	}
+	if (!(reg.ioctls & (1ULL << _UFFDIO_WRITEPROTECT))) {
+		fprintf(stderr, "pager: no UFFDIO_WRITEPROTECT on this range\n");
+		free_pager(p);
+		errno = ENOTSUP;
+		return NULL;
+	}
+	if (!fresh)
+		reconcile(p);
+	p->st.adopted = !fresh;
+	if (pthread_create(&p->thread, NULL, fault_thread, p)) {
+		perror("pager: init");
+		free_pager(p);
+		return NULL;
+	}
+	/* Faults the dead pager read are lost: their threads fault again. */
+	if (!fresh)
+		wake(p, 0, p->npages);
+	return p;
 }
 
 long pager_swap_out(struct pager *p, const uint64_t *pages, size_t n)
@@ -496,6 +817,7 @@ void pager_get_stats(struct pager *p, struct pager_stats *out)
 {
 	pthread_mutex_lock(&p->lock);
 	*out = p->st;
+	out->pool_pages = p->pool.used;
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -516,26 +838,67 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-size_t pager_fault_latency(struct pager *p, double *p50, double *p99)
+size_t pager_fault_latency(struct pager *p, int source, double *p50,
+			   double *p99)
 {
-	uint32_t *copy;
-	size_t n;
+	uint32_t *all;
+	size_t n = 0;
 
 	pthread_mutex_lock(&p->lock);
-	n = p->nsamples;
-	copy = malloc(n * sizeof(*copy) + 1);
-	if (copy)
-		memcpy(copy, p->samples, n * sizeof(*copy));
+	all = malloc(PAGER_NSOURCES * MAX_SAMPLES * sizeof(*all));
+	for (int s = 0; all && s < PAGER_NSOURCES; s++) {
+		size_t k = p->nsamples[s] < MAX_SAMPLES ? p->nsamples[s] :
+			   MAX_SAMPLES;
+
+		if (source >= 0 && s != source)
+			continue;
+		memcpy(all + n, p->samples[s], k * sizeof(*all));
+		n += k;
+	}
 	pthread_mutex_unlock(&p->lock);
 	*p50 = *p99 = 0;
-	if (!copy || !n) {
-		free(copy);
-		return 0;
+	if (n) {
+		qsort(all, n, sizeof(*all), cmp_u32);
+		*p50 = all[n / 2] / 1000.0;
+		*p99 = all[n * 99 / 100] / 1000.0;
 	}
-	qsort(copy, n, sizeof(*copy), cmp_u32);
-	*p50 = copy[n / 2] / 1000.0;
-	*p99 = copy[n * 99 / 100] / 1000.0;
-	free(copy);
+	free(all);
+	return n;
+}
+
+long pager_swap_in(struct pager *p, uint64_t first, uint64_t count)
+{
+	long fetched = 0;
+
+	for (uint64_t pg = first; pg < p->npages && pg - first < count;
+	     pg++) {
+		pthread_mutex_lock(&p->lock);   /* per page: faults go first */
+		if (p->state[pg] == PG_OUT) {
+			fetch(p, pg, 0);
+			p->st.swapped_in++;
+			fetched++;
+		}
+		pthread_mutex_unlock(&p->lock);
+	}
+	return fetched;
+}
+
+size_t pager_take_events(struct pager *p, int cancelled, uint64_t *pages,
+			 size_t max, uint64_t *overflow)
+{
+	struct event_log *log = cancelled ? p->cancels : p->faults;
+	uint64_t lost;
+	size_t n = 0;
+
+	pthread_mutex_lock(&p->lock);
+	lost = log->head - log->tail > PAGER_EVENT_LOG ?
+	       log->head - log->tail - PAGER_EVENT_LOG : 0;
+	log->tail += lost;
+	while (log->tail < log->head && n < max)
+		pages[n++] = log->pages[log->tail++ % PAGER_EVENT_LOG];
+	pthread_mutex_unlock(&p->lock);
+	if (overflow)
+		*overflow = lost;
 	return n;
 }
 
@@ -546,12 +909,5 @@ void pager_fini(struct pager *p)
 	if (write(p->stopfd, &one, sizeof(one)) != sizeof(one))
 		perror("pager: stop");
 	pthread_join(p->thread, NULL);
-	close(p->stopfd);
-	free(p->state);
-	free(p->have);
-	free(p->sum);
-	free(p->samples);
-	free(p->fault_buf);
-	free(p->swap_buf);
-	free(p);
+	free_pager(p);
 }

@@ -15,6 +15,8 @@
 
 #define PAGER_PAGE 4096UL
 #define PAGER_MAX_STORES 4
+/* Faults (and cancels) kept for pager_take_events. */
+#define PAGER_EVENT_LOG 65536
 
 /*
  * A place that keeps copies of pages, addressed by page index.  Every
@@ -28,6 +30,7 @@
  */
 struct pager_store {
 	const char *name;
+	const char *kind;   /* "file" or "tcp": the fault latency source */
 	int (*put)(struct pager_store *s, uint64_t page, const void *buf,
 		   size_t npages);
 	int (*get)(struct pager_store *s, uint64_t page, void *buf);
@@ -48,6 +51,11 @@ struct pager_store *pager_tcp_store(const char *host, const char *port,
 /* Ask the memserver behind a tcp store to drop every page it holds. */
 int pager_tcp_store_reclaim_all(struct pager_store *s);
 
+/* Where a fault's page came from, for its latency. */
+enum pager_source { PAGER_SRC_POOL, PAGER_SRC_FILE, PAGER_SRC_TCP,
+		    PAGER_NSOURCES };
+extern const char *const pager_source_names[PAGER_NSOURCES];
+
 struct pager_stats {
 	uint64_t swapped_out;       /* pages dropped from the memfd */
 	uint64_t cancelled;         /* marked pages written before validate */
@@ -59,10 +67,31 @@ struct pager_stats {
 	uint64_t wp_on_out;         /* writes that raced the punch */
 	uint64_t put_failed_batches;/* batches kept in: too few copies */
 	uint64_t lost;              /* no store had a good copy */
+	uint64_t swapped_in;        /* brought back by pager_swap_in */
+	uint64_t pool_pages;        /* OUT pages whose data the pool holds */
+	uint64_t source_faults[PAGER_NSOURCES];
+	uint64_t adopted;           /* 1: took over a registration */
+	uint64_t reconciled;        /* pages set back IN when adopting */
 	uint64_t served[PAGER_MAX_STORES];
 	uint64_t get_failed[PAGER_MAX_STORES];
 	uint64_t bad_sum[PAGER_MAX_STORES];
 	uint64_t put_failed[PAGER_MAX_STORES];
+	uint64_t skipped_down[PAGER_MAX_STORES]; /* not tried: backing off */
+};
+
+/*
+ * Optional parts.  state_path: a file mapping each page's state and
+ * copies' checksums, updated before the step each change describes, so
+ * that a pager started after a crash can take over (see pager_init).
+ * registration names the registration (QEMU's pid, the memfd's inode)
+ * so that a state file of another one is never adopted.  pool_pages:
+ * TMemCanal's shared cache pool, swapped-out pages kept in memory
+ * (oldest dropped first) and served before any store.
+ */
+struct pager_opts {
+	const char *state_path;
+	uint64_t registration[2];
+	size_t pool_pages;
 };
 
 struct pager;
@@ -73,10 +102,25 @@ struct pager;
  * UFFDIO_REGISTER (MISSING | WP) on the uffd and starts the fault
  * thread.  A page goes out only once `copies` stores (1..nstores) hold
  * it.  The pager does not own uffd, memfd or the stores.
+ *
+ * A uffd already set up (its pager died) is adopted instead, if
+ * opts->state_path describes the same registration: no second API or
+ * REGISTER; pages SWAPPING go back IN, OUT pages still resident too,
+ * every IN page is un-protected, and the whole range is woken so that
+ * threads whose faults the dead pager had read fault again.  The stores
+ * must be the same, in the same order.  opts may be NULL.
  */
 struct pager *pager_init(int uffd, uint64_t base, size_t len, int memfd,
 			 off_t offset, struct pager_store **stores,
-			 int nstores, int copies);
+			 int nstores, int copies,
+			 const struct pager_opts *opts);
+
+/*
+ * The registration a state file describes, for a pager that must find
+ * the uffd and memfd again (pidfd_getfd): 0, or -1 if there is none.
+ */
+int pager_state_registration(const char *state_path, uint64_t reg[2],
+			     uint64_t *base, uint64_t *len, uint64_t *offset);
 
 /*
  * Swap out the listed page indexes (any order; pages already out, or
@@ -85,15 +129,32 @@ struct pager *pager_init(int uffd, uint64_t base, size_t len, int memfd,
  */
 long pager_swap_out(struct pager *p, const uint64_t *pages, size_t n);
 
+/*
+ * Bring the OUT pages among first..first+count-1 back in without a
+ * fault (prefetch).  Returns the number of pages brought in.
+ */
+long pager_swap_in(struct pager *p, uint64_t first, uint64_t count);
+
+/*
+ * Take the pages that faulted in from OUT (cancelled = 0) or whose
+ * swap-out a write cancelled (cancelled = 1) since the last call, in
+ * order, up to max; *overflow (if not NULL) gets how many were dropped
+ * from the bounded log since the last call.  Returns how many.
+ */
+size_t pager_take_events(struct pager *p, int cancelled, uint64_t *pages,
+			 size_t max, uint64_t *overflow);
+
 /* Counters so far. */
 void pager_get_stats(struct pager *p, struct pager_stats *out);
 
 /*
- * Service time of faults answered from a store, in microseconds, from
- * reading the fault to the UFFDIO_COPY that wakes the faulting thread.
- * Returns the number of samples.
+ * Service time of faults answered from `source` (-1: any), in
+ * microseconds, from reading the fault to the UFFDIO_COPY that wakes the
+ * faulting thread, over the latest samples.  Returns the number of
+ * samples.
  */
-size_t pager_fault_latency(struct pager *p, double *p50, double *p99);
+size_t pager_fault_latency(struct pager *p, int source, double *p50,
+			   double *p99);
 
 /* Pages currently out. */
 uint64_t pager_pages_out(struct pager *p);

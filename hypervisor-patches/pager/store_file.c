@@ -77,7 +77,8 @@ struct pager_store *pager_file_store(const char *path)
 		free(f);
 		return NULL;
 	}
-	f->s = (struct pager_store){ .name = strdup(path), .put = file_put,
+	f->s = (struct pager_store){ .name = strdup(path), .kind = "file",
+		.put = file_put,
 		.get = file_get, .del = file_del, .destroy = file_destroy };
 	return &f->s;
 }

@@ -238,7 +238,8 @@ struct pager_store *pager_tcp_store(const char *host, const char *port,
 		return NULL;
 	}
 	snprintf(name, sizeof(name), "tcp:%s:%s", host, port);
-	t->s = (struct pager_store){ .name = strdup(name), .put = tcp_put,
+	t->s = (struct pager_store){ .name = strdup(name), .kind = "tcp",
+		.put = tcp_put,
 		.get = tcp_get, .del = tcp_del, .destroy = tcp_destroy };
 	return &t->s;
 }

@@ -12,10 +12,14 @@
  * fall back to store 1.  With -t host:port, store 0 is a
  * memcanal-memserver instead, emptied halfway by RECLAIM.  At the end every page is read back and
  * checked, the cold three quarters go out, the memfd's blocks are
- * counted, and every page is checked once more.
+ * counted, and every page is checked once more.  -p MiB gives the pager
+ * a shared cache pool of that size.  -r 1 restarts the pager at a
+ * quarter of the run, as after a crash: the first one stops (its uffd
+ * stays set up, with pages out and writers faulting), the second adopts
+ * the registration from the state file and must serve every page.
  *
  *   uffd_selftest [-m MiB] [-s seconds] [-w writers] [-d dir] [-k 0|1]
- *                 [-n 1|2] [-t host:port]
+ *                 [-n 1|2] [-t host:port] [-p MiB] [-r 0|1]
  *
  * Exit status 1 on any wrong word, lost page or swap-out error.  -n 1 (one store, no
  * redundancy) with -k 1 must lose pages: the check of the checker.
@@ -132,12 +136,12 @@ static double now(void)
 
 int main(int argc, char **argv)
 {
-	long mib = 64, secs = 4, kill_store = 1;
+	long mib = 64, secs = 4, kill_store = 1, pool_mib = 0, restart = 0;
 	int nstores = 2;
 	const char *dir = "/tmp", *server = NULL;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "m:s:w:d:k:n:t:")) != -1) {
+	while ((opt = getopt(argc, argv, "m:s:w:d:k:n:t:p:r:")) != -1) {
 		switch (opt) {
 		case 'm': mib = atol(optarg); break;
 		case 's': secs = atol(optarg); break;
@@ -146,10 +150,12 @@ int main(int argc, char **argv)
 		case 'k': kill_store = atol(optarg); break;
 		case 'n': nstores = atoi(optarg); break;
 		case 't': server = optarg; break;
+		case 'p': pool_mib = atol(optarg); break;
+		case 'r': restart = atol(optarg); break;
 		default:
 			fprintf(stderr, "usage: %s [-m MiB] [-s seconds] "
 				"[-w writers] [-d dir] [-k 0|1] [-n 1|2] "
-				"[-t host:port]\n",
+				"[-t host:port] [-p MiB] [-r 0|1]\n",
 				argv[0]);
 			return 2;
 		}
@@ -216,8 +222,20 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	char state_path[4096];
+	struct pager_opts opts = {
+		.state_path = state_path,
+		.registration = { getpid(), memfd },
+		.pool_pages = (pool_mib << 20) / PAGER_PAGE,
+	};
+
+	snprintf(state_path, sizeof(state_path), "%s/uffd_selftest.%d.state",
+		 dir, (int)getpid());
 	struct pager *p = pager_init(uffd, (uint64_t)(uintptr_t)mem, len,
-				     memfd, 0, stores, nstores, nstores);
+				     memfd, 0, stores, nstores, nstores,
+				     &opts);
+	struct pager_stats gone = { 0 };
+	uint64_t out_at_restart = 0;
 
 	if (!p)
 		return 2;
@@ -231,7 +249,7 @@ int main(int argc, char **argv)
 
 	if (!list)
 		return 2;
-	double t0 = now(), killed_at = -1;
+	double t0 = now(), killed_at = -1, restarted_at = -1;
 	long swap_failed = 0;
 
 	if (range > npages)
@@ -250,6 +268,20 @@ int main(int argc, char **argv)
 			    truncate(path[0], 0))
 				perror("killing store 0");
 			killed_at = now() - t0;
+		}
+		if (restart && restarted_at < 0 && now() - t0 >= secs / 4.0) {
+			/* The pager goes; writers fault on its pages and
+			 * wait until the next one adopts the uffd. */
+			pager_get_stats(p, &gone);
+			out_at_restart = pager_pages_out(p);
+			pager_fini(p);
+			usleep(100000);
+			p = pager_init(uffd, (uint64_t)(uintptr_t)mem, len,
+				       memfd, 0, stores, nstores, nstores,
+				       &opts);
+			if (!p)
+				return 1;
+			restarted_at = now() - t0;
 		}
 		usleep(20000);
 	}
@@ -285,7 +317,8 @@ int main(int argc, char **argv)
 	size_t nlat;
 
 	pager_get_stats(p, &st);
-	nlat = pager_fault_latency(p, &p50, &p99);
+	st.lost += gone.lost;
+	nlat = pager_fault_latency(p, -1, &p50, &p99);
 	printf("memory: %ld MiB, %llu pages, %d writers, %ld s, %llu swap-out "
 	       "rounds of %llu pages\n", mib, (unsigned long long)npages,
 	       nwriters, secs, (unsigned long long)rounds,
@@ -317,8 +350,20 @@ int main(int argc, char **argv)
 	if (killed_at >= 0)
 		printf("store 0 (%s) emptied at %.2f s\n",
 		       server ? "memserver" : "file", killed_at);
+	if (restarted_at >= 0)
+		printf("pager restarted at %.2f s: adopted %llu, reconciled "
+		       "%llu, %llu pages out before\n", restarted_at,
+		       (unsigned long long)st.adopted,
+		       (unsigned long long)st.reconciled,
+		       (unsigned long long)out_at_restart);
 	printf("fault latency (store fetches): %zu samples, p50 %.1f us, "
 	       "p99 %.1f us\n", nlat, p50, p99);
+	for (int s = 0; s < PAGER_NSOURCES; s++) {
+		nlat = pager_fault_latency(p, s, &p50, &p99);
+		printf("faults from %s: %zu, p50 %.1f us, p99 %.1f us\n",
+		       pager_source_names[s], nlat, p50, p99);
+	}
+	printf("pool: %llu pages held\n", (unsigned long long)st.pool_pages);
 	printf("batches kept in for want of copies: %llu\n",
 	       (unsigned long long)st.put_failed_batches);
 	printf("lost pages: %llu\n", (unsigned long long)st.lost);
@@ -333,6 +378,7 @@ int main(int argc, char **argv)
 		stores[i]->destroy(stores[i]);
 		unlink(path[i]);
 	}
+	unlink(state_path);
 	close(uffd);
 	return (atomic_load(&wrong_words) || st.lost || swap_failed ||
 		out < 0) ? 1 : 0;

@@ -19,6 +19,7 @@ import re
 import signal
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -96,10 +97,11 @@ def wait_line(lines, pattern, timeout, seen):
 class Pager:
     """memcanal-pager driven by its stdin line protocol."""
 
-    def __init__(self, binary, socket, stores):
-        command = [str(binary), '--socket', socket]
+    def __init__(self, binary, socket, stores, options=()):
+        command = [str(binary), '--socket', socket, *options]
         for store in stores:
             command += ['--store', store]
+        self.command_line = command
         self.process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             text=True, bufsize=1)
@@ -153,14 +155,16 @@ class PagedGuest:
     it from a memserver (store 0) and a file (store 1), and the guest's
     pattern written."""
 
-    def __init__(self, build, guest, initrd, scratch):
+    def __init__(self, build, guest, initrd, scratch, options=()):
         socket = os.path.join(scratch, 'pager.sock')
         self.server, (host, port) = services.start_memserver(
             max_pages=2 * PAGES)
         self.vm = None
-        self.pager = Pager(build / 'memcanal-pager', socket,
+        self.pager_args = (build / 'memcanal-pager', socket,
                            ['tcp:%s:%d' % (host, port),
-                            'file:%s' % os.path.join(scratch, 'pages')])
+                            'file:%s' % os.path.join(scratch, 'pages')],
+                           options)
+        self.pager = Pager(*self.pager_args)
         self.pager.event('listening')
         self.vm = subprocess.Popen(
             guest_command(guest, initrd), stdin=subprocess.PIPE,
@@ -172,6 +176,23 @@ class PagedGuest:
         assert attached['pid'] == self.vm.pid
         self.console, self.seen = lines_of(self.vm.stdout), []
         wait_line(self.console, 'pagecheck: written', 240, self.seen)
+
+    def kill_pager(self):
+        """SIGKILL the pager; the lines it wrote but no one read yet."""
+        self.pager.process.kill()
+        self.pager.process.wait(10)
+        unread = []
+        while (line := self.pager.lines.get(timeout=10)) is not None:
+            unread.append(line)
+        return unread
+
+    def restart_pager(self):
+        """A new pager, as the first was started: it must take over."""
+        self.pager = Pager(*self.pager_args)
+        attached = self.pager.event('attached')
+        assert attached['adopted'] and attached['pid'] == self.vm.pid, (
+            attached)
+        return attached
 
     def check(self):
         """Ask the guest to check its pattern."""
@@ -191,6 +212,25 @@ def paged_guest(build, initrd, short_tmp_path):
     paged = PagedGuest(build, guest, path, short_tmp_path)
     yield paged
     paged.stop()
+
+
+POOL_MB = 16
+
+
+@pytest.fixture
+def stateful_guest(build, initrd, short_tmp_path):
+    """The guest paged by a pager with a state file and a pool."""
+    guest, path = initrd
+    paged = PagedGuest(build, guest, path, short_tmp_path, options=[
+        '--state', os.path.join(short_tmp_path, 'pager.state'),
+        '--pool-mb', str(POOL_MB)])
+    yield paged
+    paged.stop()
+
+
+def store_faults(stats):
+    return sum(stats['sources'][name]['faults']
+               for name in ('pool', 'file', 'tcp'))
 
 
 def test_guest_data_survives_paging_and_a_lost_store(paged_guest):
@@ -237,3 +277,78 @@ def test_a_dead_pager_hangs_the_guest_rather_than_zero_its_pages(
         wait_line(paged_guest.console, 'pagecheck: (ok|BAD)', 10,
                   paged_guest.seen)
     assert paged_guest.vm.poll() is None, 'QEMU exited'
+
+
+def test_a_killed_pager_is_taken_over_and_loses_nothing(stateful_guest):
+    """The pager is SIGKILLed mid-swap-out, and its successor mid-check
+    while the guest reads its pages back; each time a new pager adopts
+    the registration from the state file (the uffd and memfd recovered
+    from QEMU) and the guest's md5sum still matches."""
+    vm, pager = stateful_guest.vm, stateful_guest.pager
+    before_kib = rss_shmem_kib(vm.pid)
+    pager.process.stdin.write('swapout 0 %d\n' % PAGES)
+    pager.process.stdin.flush()
+    while rss_shmem_kib(vm.pid) > before_kib - DATA_MB * 1024 // 3:
+        time.sleep(0.02)
+    unread = stateful_guest.kill_pager()
+    # Killed before the swap-out finished: some pages were SWAPPING.
+    assert not any('"swapout"' in line for line in unread), unread
+
+    attached = stateful_guest.restart_pager()
+    print('took over mid-swap-out', attached)
+    assert attached['out_pages'] > 0, attached
+    out = stateful_guest.pager.command('swapout 0 %d' % PAGES, 'swapout')
+    assert out['memfd_kib'] < before_kib - DATA_MB * 1024, (out, before_kib)
+
+    stateful_guest.check()
+    stats = out
+    while store_faults(stats) < 2000:
+        stats = stateful_guest.pager.command('stats', 'stats')
+        time.sleep(0.02)
+    stateful_guest.kill_pager()
+    attached = stateful_guest.restart_pager()
+    assert attached['out_pages'] > DATA_MB * 256 // 2, attached
+
+    verdict = wait_line(stateful_guest.console, 'pagecheck: (ok|BAD)', 240,
+                        stateful_guest.seen)
+    stats = stateful_guest.pager.command('stats', 'stats')
+    print('taken over', attached, '\nafter check', stats)
+    assert 'pagecheck: ok' in verdict, ''.join(stateful_guest.seen)
+    assert stats['lost'] == 0, stats
+    assert store_faults(stats) > 0, stats
+    assert vm.wait(120) == 0
+
+
+def test_pool_faults_log_and_swapin(stateful_guest):
+    """Pages swapped out last wait in the pool and are served from it
+    first; `swapin` brings pages back without a fault; `faults` lists
+    every page that faulted in, once."""
+    pager = stateful_guest.pager
+    out = pager.command('swapout 0 %d' % PAGES, 'swapout')
+    assert 0 < out['pool_pages'] <= POOL_MB * 256, out
+    fetched = pager.command('swapin 0 %d' % (PAGES // 4), 'swapin')
+    back = pager.command('stats', 'stats')
+    assert fetched['fetched'] > 0, fetched
+    assert back['swapped_in'] == fetched['fetched'], back
+    assert back['memfd_kib'] >= out['memfd_kib'] + fetched['fetched'] * 4
+
+    stateful_guest.check()
+    verdict = wait_line(stateful_guest.console, 'pagecheck: (ok|BAD)', 240,
+                        stateful_guest.seen)
+    stats = pager.command('stats', 'stats')
+    faults = pager.command('faults', 'faults')
+    later = pager.command('stats', 'stats')   # the guest still runs
+    print('after check', stats)
+    assert 'pagecheck: ok' in verdict, ''.join(stateful_guest.seen)
+    sources = stats['sources']
+    assert sources['pool']['faults'] > 0, stats
+    assert sources['tcp']['faults'] > 0, stats
+    for source in sources.values():
+        assert (source['p50_us'] is None) == (source['faults'] == 0), stats
+    assert faults['overflow'] == 0, faults
+    assert (store_faults(stats) <= len(faults['faults'])
+            <= store_faults(later)), (stats, later)
+    assert len(set(faults['faults'])) == len(faults['faults'])
+    # Each page faulted in once since: never logged twice.
+    assert not set(faults['faults']) & set(
+        pager.command('faults', 'faults')['faults'])

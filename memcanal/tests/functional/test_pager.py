@@ -105,3 +105,17 @@ def test_one_store_lost_is_caught(selftest, tmp_path):
     assert result.returncode == 1, result.stdout
     assert number(r'lost pages: (\d+)', result.stdout) > 0
     assert number(r'wrong words: (\d+)', result.stdout) > 0
+
+
+def test_a_restarted_pager_adopts_and_the_pool_serves_first(selftest,
+                                                              tmp_path):
+    """The pager stops at a quarter of the run, writers faulting on its
+    pages meanwhile; the next one adopts the uffd from the state file
+    and serves every page, the pool first."""
+    out = check_store_0_lost_midway(
+        run(selftest, tmp_path, '-k', '1', '-n', '2', '-p', '8', '-r', '1'))
+    assert number(r'pager restarted at [\d.]+ s: adopted (\d+)', out) == 1
+    assert number(r', (\d+) pages out before', out) > 0, out
+    assert number(r'faults from pool: (\d+)', out) > 0, out
+    assert number(r'faults from file: (\d+)', out) > 0, out
+    assert not list(tmp_path.iterdir()), 'files left behind'
