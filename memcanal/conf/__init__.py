@@ -16,6 +16,7 @@ from memcanal.conf import libvirt
 from memcanal.conf import migration
 from memcanal.conf import nova
 from memcanal.conf import optimizer
+from memcanal.conf import pager
 from memcanal.conf import placement
 from memcanal.conf import pooling
 from memcanal.conf import qemu
@@ -35,6 +36,7 @@ libvirt.register_opts(CONF)
 migration.register_opts(CONF)
 nova.register_opts(CONF)
 optimizer.register_opts(CONF)
+pager.register_opts(CONF)
 placement.register_opts(CONF)
 pooling.register_opts(CONF)
 qemu.register_opts(CONF)

@@ -10,6 +10,7 @@ from memcanal.conf import libvirt
 from memcanal.conf import migration
 from memcanal.conf import nova
 from memcanal.conf import optimizer
+from memcanal.conf import pager
 from memcanal.conf import placement
 from memcanal.conf import pooling
 from memcanal.conf import qemu
@@ -18,8 +19,8 @@ from memcanal.conf import service
 from memcanal.conf import simulated
 
 _MODULES = (base, agent, api, database, estimation, hcache, libvirt,
-            migration, nova, optimizer, placement, pooling, qemu, retention,
-            service, simulated)
+            migration, nova, optimizer, pager, placement, pooling, qemu,
+            retention, service, simulated)
 
 
 def list_opts():

@@ -50,6 +50,12 @@ qemu_opts = [
                help='Full logs the plugin holds per vCPU for the agent; '
                     'when they are all waiting, PRL misses references and '
                     'PML stops the vCPU.'),
+    cfg.BoolOpt('paging', default=False,
+                help='Start guests pageable: RAM in a shared memfd, '
+                     '[pager] shim preloaded into QEMU, and a '
+                     'memcanal-pager per guest, so that '
+                     'apply_memory_target with mechanism paging pages '
+                     'their cold memory out ([pager] options).'),
     cfg.FloatOpt('sync_timeout', default=10.0, min=0.1,
                  help='Seconds the agent waits for a plugin to hand over '
                       'its logs at each report.'),

@@ -10,12 +10,18 @@ exactly as they handle emulated logs. It can also start guests itself
 (``[qemu] instances``) from a kernel and initrd, as the functional tests
 and benchmarks do.
 
-Resizing is the libvirt driver's job; this one observes.
+Resizing is the libvirt driver's job; this one observes, and pages: a
+guest it starts with ``[qemu] paging`` has its RAM in a shared memfd and
+a memcanal-pager of its own (memcanal.agent.paging), and
+``apply_memory_target(..., mechanism='paging')`` sets how much of it
+stays resident on the host.
 """
 
+import dataclasses
 import glob
 import os
 import subprocess
+import time
 import uuid
 
 import numpy as np
@@ -23,6 +29,7 @@ from oslo_log import log as logging
 
 from memcanal.agent import driver
 from memcanal.agent.drivers import memtrace
+from memcanal.agent import paging
 from memcanal.estimation import logsim
 from memcanal import exception
 
@@ -39,15 +46,19 @@ def plugin_argument(plugin, **options):
 
 
 def guest_command(binary, kernel, initrd, append, memory_mb, vcpus,
-                  instance_uuid, console, plugin=None):
+                  instance_uuid, console, plugin=None, memfd=False):
     """The command line of a TCG guest booted from ``kernel`` and
     ``initrd``, its serial console in the file ``console``, with
-    ``plugin`` (a -plugin argument) if given."""
+    ``plugin`` (a -plugin argument) if given, and its RAM in a shared
+    memfd if ``memfd`` (what memcanal-pager pages)."""
     command = [binary, '-machine', 'q35', '-accel', 'tcg',
                '-m', str(memory_mb), '-smp', str(vcpus),
                '-uuid', instance_uuid, '-kernel', kernel, '-initrd', initrd,
                '-append', append, '-display', 'none', '-monitor', 'none',
                '-serial', 'file:%s' % console, '-no-reboot']
+    if memfd:
+        command += ['-object', 'memory-backend-memfd,id=mem,size=%dM,'
+                    'share=on' % memory_mb, '-machine', 'memory-backend=mem']
     return command + (['-plugin', plugin] if plugin else [])
 
 
@@ -81,11 +92,12 @@ def interval_stats(delta):
 
 class Guest:
     """One traced guest: its plugin connection and, if the driver started
-    it, its QEMU process."""
+    it, its QEMU process and, if it is pageable, its GuestPager."""
 
-    def __init__(self, connection, process=None):
+    def __init__(self, connection, process=None, pager=None):
         self.connection = connection
         self.process = process
+        self.pager = pager
         self.counters = {}
         self.finished = False
         # A plugin started without uuid= is named by its socket.
@@ -113,6 +125,9 @@ class Guest:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             self.process.wait(timeout=10)
+        # After QEMU: a pager serves its guest's faults until it exits.
+        if self.pager is not None:
+            self.pager.stop()
 
 
 class QemuDriver(driver.HypervisorDriver):
@@ -122,7 +137,7 @@ class QemuDriver(driver.HypervisorDriver):
         self.host = host
         self.options = conf.qemu
         self.socket_dir = self.options.socket_dir
-        if len(self.socket_path(str(uuid.UUID(int=0))).encode()) \
+        if len(self.pager_socket_path(str(uuid.UUID(int=0))).encode()) \
                 >= SOCKET_PATH_MAX:
             raise exception.MemcanalException(
                 '[qemu] socket_dir %s is too long for Unix sockets (%d '
@@ -141,12 +156,17 @@ class QemuDriver(driver.HypervisorDriver):
     def socket_path(self, instance_uuid):
         return os.path.join(self.socket_dir, instance_uuid + '.sock')
 
+    def pager_socket_path(self, instance_uuid):
+        return os.path.join(self.socket_dir, instance_uuid + '.pager.sock')
+
     def console_path(self, instance_uuid):
         return os.path.join(self.socket_dir, instance_uuid + '.console')
 
-    def start_guest(self, instance_uuid, append=None):
+    def start_guest(self, instance_uuid, append=None, stores=()):
         """Start a guest from [qemu] kernel and initrd with the plugin, and
-        attach to it; ``append`` adds to [qemu] append."""
+        attach to it; ``append`` adds to [qemu] append. With [qemu] paging
+        its pager keeps each page it pages out in ``stores`` (memory
+        servers, ``tcp:HOST:PORT``), then in the local file store."""
         options = self.options
         if not (options.plugin and options.kernel and options.initrd):
             raise exception.MemcanalException(
@@ -164,19 +184,57 @@ class QemuDriver(driver.HypervisorDriver):
             options.binary, options.kernel, options.initrd,
             ' '.join(filter(None, [options.append, append])),
             options.memory_mb, options.vcpus, instance_uuid,
-            self.console_path(instance_uuid), plugin)
+            self.console_path(instance_uuid), plugin, memfd=options.paging)
         LOG.info('Starting traced guest %s', instance_uuid)
+        client = (self._start_pager(instance_uuid, stores)
+                  if options.paging else None)
+        env = None if client is None else dict(
+            os.environ, LD_PRELOAD=self.conf.pager.shim,
+            MEMCANAL_PAGER_SOCKET=self.pager_socket_path(instance_uuid))
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.DEVNULL)
+                                   stdout=subprocess.DEVNULL, env=env)
         try:
-            self._attach(socket_path, process)
-        except memtrace.MemtraceError:
+            pager = (None if client is None
+                     else self._guest_pager(client, process))
+            self._attach(socket_path, process, pager)
+        except (memtrace.MemtraceError, paging.PagerError):
             process.kill()
+            process.wait(10)
+            if client is not None:
+                client.stop()
             raise
         return instance_uuid
 
-    def _attach(self, socket_path, process=None):
-        guest = Guest(memtrace.Connection(socket_path), process)
+    def _start_pager(self, instance_uuid, stores):
+        options = self.conf.pager
+        if not options.shim:
+            raise exception.MemcanalException(
+                '[pager] shim is needed to start pageable guests')
+        os.makedirs(options.local_store_dir, exist_ok=True)
+        local = 'file:%s' % os.path.join(options.local_store_dir,
+                                         instance_uuid + '.pages')
+        return paging.PagerClient(
+            options.binary, self.pager_socket_path(instance_uuid),
+            list(stores) + [local], pool_mb=options.pool_mb,
+            log_path=os.path.join(self.socket_dir,
+                                  instance_uuid + '.pager.log'),
+            timeout=options.timeout)
+
+    def _guest_pager(self, client, process):
+        """The GuestPager of a guest once QEMU's shim handed its RAM to
+        the pager."""
+        attached = client.wait_event('attached')
+        if attached['pid'] != process.pid:
+            raise paging.PagerError(name=client.name, reason=(
+                'attached to pid %s, not QEMU %d' % (attached['pid'],
+                                                     process.pid)))
+        return paging.GuestPager(
+            client, paging.memfd_of(process.pid),
+            attached['len'] // paging.PAGE,
+            self.conf.agent.report_interval, self.conf.pager.cold_after)
+
+    def _attach(self, socket_path, process=None, pager=None):
+        guest = Guest(memtrace.Connection(socket_path), process, pager)
         self.guests[guest.uuid] = guest
         LOG.info('Attached to memtrace of %s (%d MiB, %d vCPUs)',
                  guest.uuid, guest.connection.hello.memory_mb,
@@ -204,10 +262,22 @@ class QemuDriver(driver.HypervisorDriver):
             if guest.finished:
                 guest.stop()
                 del self.guests[instance_uuid]
-        return [driver.InstanceInfo(
+        return [self._instance_info(guest) for guest in self.guests.values()]
+
+    def _instance_info(self, guest):
+        info = driver.InstanceInfo(
             uuid=guest.uuid, project_id=self.options.project_id,
             allocated_bytes=guest.connection.hello.memory_mb * MiB,
-            target_bytes=None) for guest in self.guests.values()]
+            target_bytes=None)
+        if guest.pager is None or not guest.pager.paging:
+            return info
+        try:
+            return dataclasses.replace(
+                info, resident_bytes=guest.pager.resident_bytes(),
+                paged_bytes=guest.pager.paged_bytes())
+        except paging.PagerError as error:
+            LOG.error('Paging of %s: %s', guest.uuid, error)
+            return info
 
     def _guest(self, instance_uuid):
         try:
@@ -220,19 +290,54 @@ class QemuDriver(driver.HypervisorDriver):
         is detached, and its guest gives an empty sample and leaves."""
         guest = self._guest(instance_uuid)
         try:
-            return guest.collect(self.options.sync_timeout)
+            sample = guest.collect(self.options.sync_timeout)
         except memtrace.MemtraceError as error:
             LOG.error('Detaching from %s: %s', instance_uuid, error)
             guest.finished = True
             return driver.Sample(page_size=guest.connection.hello.page_size,
                                  trace=None, guest_stats={})
+        if guest.pager is None or guest.finished:
+            return sample
+        return self._paging_sample(guest, sample)
+
+    def _paging_sample(self, guest, sample):
+        """The sample with the interval's paging trace, after feeding the
+        interval's PRL pages (guest frames, the memfd's pages) to the
+        guest's cold-page detector."""
+        try:
+            trace = guest.pager.interval(
+                np.unique(sample.logs.prl_gpas),
+                sample.guest_stats.get('references', 0))
+        except paging.PagerError as error:
+            LOG.error('Paging of %s: %s', guest.uuid, error)
+            return sample
+        return dataclasses.replace(sample, paging_trace=trace)
 
     def apply_memory_target(self, instance_uuid, target_bytes,
-                            mechanism='balloon'):
-        self._guest(instance_uuid)
-        raise exception.ResizeFailed(
-            uuid=instance_uuid, reason='the qemu driver only observes; '
-            'resize through the libvirt driver')
+                            mechanism='balloon', stores=()):
+        """Only paging: the other mechanisms are the libvirt driver's."""
+        guest = self._guest(instance_uuid)
+        if mechanism != 'paging':
+            raise exception.ResizeFailed(
+                uuid=instance_uuid, reason='the qemu driver only pages; '
+                'resize through the libvirt driver')
+        if guest.pager is None:
+            raise exception.ResizeFailed(
+                uuid=instance_uuid, reason='not started with [qemu] paging')
+        missing = set(stores) - set(guest.pager.client.stores)
+        if missing:
+            # The pager takes its stores when the guest starts.
+            LOG.warning('Paging %s without %s: its pager started with %s',
+                        instance_uuid, ', '.join(sorted(missing)),
+                        ', '.join(guest.pager.client.stores))
+        started = time.monotonic()
+        try:
+            previous = guest.pager.set_resident(target_bytes)
+        except paging.PagerError as error:
+            raise exception.ResizeFailed(uuid=instance_uuid,
+                                         reason=str(error))
+        return driver.Resize('paging', previous, int(target_bytes),
+                             time.monotonic() - started)
 
     def stop(self):
         """Detach from every guest and stop those the driver started."""

@@ -1,0 +1,45 @@
+"""Options of remote paging (memcanal-pager, issue #17)."""
+
+from oslo_config import cfg
+
+pager_group = cfg.OptGroup(
+    'pager', title='Remote paging options',
+    help='The qemu driver pages guests started with [qemu] paging: one '
+         'memcanal-pager daemon per guest (hypervisor-patches/pager) holds '
+         'the guest\'s RAM through a userfaultfd that libmemcanal-uffd.so, '
+         'preloaded into QEMU, hands over, and the agent swaps the pages '
+         'its cold-page detector finds out to a local file store and to '
+         'the memory servers the service lends.')
+
+pager_opts = [
+    cfg.StrOpt('binary', default='memcanal-pager',
+               help='The memcanal-pager daemon (make -C '
+                    'hypervisor-patches/pager builds it into build/).'),
+    cfg.StrOpt('shim',
+               help='Path of libmemcanal-uffd.so, preloaded into QEMU '
+                    '(built beside the daemon). Needed to page guests.'),
+    cfg.StrOpt('local_store_dir', default='$state_path/pages',
+               help='Directory of the local file store: every page paged '
+                    'out has a copy in <instance uuid>.pages here besides '
+                    'the memory servers\'.'),
+    cfg.IntOpt('pool_mb', default=0, min=0,
+               help='MiB of TMemCanal\'s shared cache pool in each pager: '
+                    'pages recently paged out stay in memory and a fault '
+                    'takes them from it first. 0: no pool.'),
+    cfg.FloatOpt('cold_after', min=0.1,
+                 help='Seconds a page must go unaccessed, once in the '
+                      'lowest queue, before it is cold (the detector\'s '
+                      'expire-time-II). Default: 20 report intervals.'),
+    cfg.FloatOpt('timeout', default=120.0, min=1.0,
+                 help='Seconds the agent waits for a pager to answer a '
+                      'command (a swap-out of many pages included).'),
+]
+
+
+def register_opts(conf):
+    conf.register_group(pager_group)
+    conf.register_opts(pager_opts, group=pager_group)
+
+
+def list_opts():
+    return {pager_group: pager_opts}
