@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -83,6 +84,7 @@ struct pager {
 	uint64_t *sum;
 	void *state_map;            /* the state file's mapping, or NULL */
 	size_t state_len;
+	int state_fd;               /* locked: one live pager per file */
 	uint64_t pages_out;
 	struct pager_stats st;
 	struct pool pool;
@@ -572,6 +574,12 @@ static int map_state(struct pager *p, const struct pager_opts *o,
 	struct stat st;
 	char *map;
 
+	p->state_fd = fd;
+	if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB)) {
+		fprintf(stderr, "pager: %s: another pager runs on it\n",
+			o->state_path);
+		return -1;
+	}
 	if (fd < 0 || fstat(fd, &st) ||
 	    (fresh && ftruncate(fd, 0)) ||
 	    ((size_t)st.st_size != len && ftruncate(fd, len))) {
@@ -579,7 +587,6 @@ static int map_state(struct pager *p, const struct pager_opts *o,
 		return -1;
 	}
 	map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
 	if (map == MAP_FAILED) {
 		perror("pager: mmap state");
 		return -1;
@@ -620,6 +627,8 @@ int pager_state_registration(const char *state_path, uint64_t reg[2],
 
 static void free_pager(struct pager *p)
 {
+	if (p->state_fd >= 0)
+		close(p->state_fd);
 	if (p->state_map) {
 		munmap(p->state_map, p->state_len);
 	} else {
@@ -741,7 +750,7 @@ struct pager *pager_init(int uffd, uint64_t base, size_t len, int memfd,
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
-	p->stopfd = -1;
+	p->stopfd = p->state_fd = -1;
 	p->uffd = uffd;
 	p->memfd = memfd;
 	p->base = base;
