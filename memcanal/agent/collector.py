@@ -49,6 +49,8 @@ class InstanceCollector:
             options.shards_max_pages, universe=memory_bytes // page_size)
             for method in options.mrc_methods]
         self.tracing = tracing.CacheTracing(conf, page_size)
+        self.paging = tracing.PagingCurve(options.mrc_window,
+                                          self.max_mrc_points, page_size)
         self._now_ns = 0
 
     def collect(self, sample):
@@ -58,8 +60,8 @@ class InstanceCollector:
         Real logs (``sample.logs``) go straight to the handlers; a trace
         goes through the emulated logs first. A sample with neither (a
         driver that cannot see references) yields only its guest
-        statistics and any hypervisor-cache curve. Estimators that have
-        not converged yet are left out of ``wss``.
+        statistics and any hypervisor-cache or paging curve. Estimators
+        that have not converged yet are left out of ``wss``.
         """
         if sample.logs is not None:
             logs = sample.logs
@@ -78,7 +80,9 @@ class InstanceCollector:
         else:
             summary = {'wss': {}, 'mrc': {}}
         self.tracing.add(sample.cache_trace)
+        self.paging.add(sample.paging_trace)
         summary['mrc'].update(self.tracing.curves())
+        summary['mrc'].update(self.paging.curves())
         return dict(summary, guest_stats=sample.guest_stats)
 
     def handle_logs(self, prl_gpas, pml_gpas, now_ns, dirty_log=None):

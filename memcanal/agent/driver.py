@@ -32,12 +32,20 @@ class InstanceInfo:
     target_bytes: int | None
     # The flavor's name, where the hypervisor knows it (nova's metadata).
     flavor: str | None = None
+    # While the VM is paged: its memory still resident on the host (None:
+    # not paged, all of it is) and what the pager holds elsewhere.
+    resident_bytes: int | None = None
+    paged_bytes: int = 0
 
 
-MECHANISMS = ('balloon', 'hotplug')
+MECHANISMS = ('balloon', 'hotplug', 'paging')
 """How a VM's memory is resized: a balloon driver (cannot grow a VM past
 the memory it booted with) or memory hotplug (grows past it, in
-sections). Liu et al., U-tube, section 2."""
+sections), Liu et al., U-tube, section 2; or paging, TMemCanal's (Li,
+Huang et al., section III.A): the VM keeps its visible memory and the
+hypervisor pages its coldest pages out to other stores until only the
+target stays resident on the host. Paging needs nothing in the guest, so
+it also works on guests without a balloon driver."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +105,10 @@ class Sample:
     emulated logs; ``logs`` is what real logs delivered instead; both are
     None where the driver can observe neither. ``guest_stats`` are the
     guest's own counters, by name; ``cache_trace`` is set while the VM
-    runs in tracing mode.
+    runs in tracing mode; ``paging_trace`` while the VM is paged: its
+    swap-outs are the admitted evictions and its faults the reads (page
+    numbers), ``direct_pages`` its resident pages and ``accesses`` its
+    page accesses in the interval.
     """
 
     page_size: int
@@ -105,6 +116,7 @@ class Sample:
     guest_stats: dict
     cache_trace: CacheTrace | None = None
     logs: LogDelivery | None = None
+    paging_trace: CacheTrace | None = None
 
 
 class HypervisorDriver(abc.ABC):
@@ -123,10 +135,17 @@ class HypervisorDriver(abc.ABC):
 
     @abc.abstractmethod
     def apply_memory_target(self, instance_uuid, target_bytes,
-                            mechanism='balloon'):
+                            mechanism='balloon', stores=()):
         """Resize a VM's memory to ``target_bytes`` with ``mechanism`` (one
         of MECHANISMS); return a Resize, or raise ResizeFailed and leave
-        the VM as it was."""
+        the VM as it was.
+
+        With 'paging' the VM's visible memory stays as it is and
+        ``target_bytes`` is how much of it stays resident on the host; the
+        Resize's ``previous_bytes`` is the memory resident before.
+        ``stores`` are where paged-out pages go besides the agent's own
+        local store (``tcp:HOST:PORT`` specs of memory servers lent to
+        this host); other mechanisms ignore them."""
 
     def migrate_instance(self, instance_uuid, destination_host):
         """Move a VM to the host named ``destination_host``; a VM already

@@ -13,6 +13,7 @@ import dataclasses
 import os
 import threading
 
+import numpy as np
 import oslo_messaging as messaging
 from oslo_log import log as logging
 from oslo_utils import timeutils
@@ -115,6 +116,8 @@ class AgentManager:
                 allocated_bytes=instance.allocated_bytes,
                 observed_bytes=instance.target_bytes,
                 flavor=instance.flavor))
+            if instance.resident_bytes is not None:
+                samples[-1]['paging'] = _paging(instance, sample)
         return {
             'host_uuid': self.host_uuid,
             'sequence': self.sequence.next(),
@@ -230,7 +233,7 @@ class AgentManager:
 
         def change(action):
             return action['target_bytes'] - (
-                current.get(action['instance_uuid']) or 0)
+                self._size(current, action) or 0)
 
         ordered = sorted(actions, key=change)
         shrinks = [a for a in ordered if change(a) < 0]
@@ -261,10 +264,23 @@ class AgentManager:
         return results
 
     def _sizes(self):
-        """Each VM's memory as its driver says now, by uuid."""
-        return {instance.uuid: instance.target_bytes
-                or instance.allocated_bytes
-                for instance in self.driver.list_instances()}
+        """Each VM's memory as its driver says now, by uuid, and for a
+        'paging' action the memory of it resident on the host."""
+        sizes = {}
+        for instance in self.driver.list_instances():
+            memory = instance.target_bytes or instance.allocated_bytes
+            sizes[instance.uuid] = {'memory': memory,
+                                    'resident': instance.resident_bytes
+                                    or memory}
+        return sizes
+
+    def _size(self, sizes, action):
+        """What ``action`` changes of its VM now; None if it is gone."""
+        size = sizes.get(action['instance_uuid'])
+        if size is None:
+            return None
+        return size['resident' if action['mechanism'] == 'paging'
+                    else 'memory']
 
     def _apply(self, action):
         """Apply one action once, whatever happens to this agent; a
@@ -282,7 +298,7 @@ class AgentManager:
                 LOG.info('Action %s was already applied; answering its '
                          'outcome again', action['uuid'])
                 return entry['result']
-            current = self._sizes().get(action['instance_uuid'])
+            current = self._size(self._sizes(), action)
             if entry is None:
                 previous = current
                 self.journal.intend(action, previous)
@@ -337,7 +353,7 @@ class AgentManager:
         try:
             resize = self.driver.apply_memory_target(
                 action['instance_uuid'], action['target_bytes'],
-                action['mechanism'])
+                action['mechanism'], action.get('stores', ()))
         except (exception.ResizeFailed, exception.InstanceNotFound) as error:
             LOG.warning('Action %s failed: %s', action['uuid'], error)
             return {'uuid': action['uuid'], 'state': 'failed',
@@ -349,3 +365,15 @@ class AgentManager:
                  resize.target_bytes, resize.mechanism, resize.seconds)
         return {'uuid': action['uuid'], 'state': 'applied',
                 'error': None, 'result': dataclasses.asdict(resize)}
+
+
+def _paging(instance, sample):
+    """A paged VM's ``paging`` report field: its memory resident and paged
+    out now, and the interval's faults (the driver's count, else the
+    paging trace's reads) and pages swapped out."""
+    trace = sample.paging_trace
+    reads = 0 if trace is None else int(np.count_nonzero(trace.reads))
+    return {'resident_bytes': instance.resident_bytes,
+            'paged_bytes': instance.paged_bytes,
+            'faults': int(sample.guest_stats.get('paging_faults', reads)),
+            'swapped_out': 0 if trace is None else len(trace.reads) - reads}

@@ -39,6 +39,18 @@ simulated_opts = [
                 item_type=cfg.types.Integer(min=0),
                 help='Indexes of VMs (0 is the first) whose resizes always '
                      'fail, to exercise the failure path.'),
+    cfg.IntOpt('paging_scans_per_interval', default=4, min=1,
+               help='How many times per report interval the pager of a '
+                    'simulated VM looks at which pages it touched (its '
+                    'cold-page detector\'s scan period) and, while the VM '
+                    'is paged, swaps pages out to keep to its resident '
+                    'target.'),
+    cfg.IntOpt('paging_pool_mb', default=16, min=0,
+               help='Pages each simulated pager keeps in memory after '
+                    'swapping them out (TMemCanal\'s shared cache pool), '
+                    'in MiB: a fault on one of them is served at pool '
+                    'latency (12 us) instead of a store\'s (30 us from '
+                    'a memory server, 75 us from the local store).'),
     cfg.IntOpt('seed', default=0,
                help='Seed for the workloads, so runs can be repeated.'),
     cfg.StrOpt('resize_log',

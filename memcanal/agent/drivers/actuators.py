@@ -1,6 +1,8 @@
 """How a simulated VM's memory is resized: a balloon or memory hotplug,
 with U-tube's semantics and the latencies Liu et al. measured (U-tube,
-IEEE TPDS 2015, sections 2, 3.2 and 4.2).
+IEEE TPDS 2015, sections 2, 3.2 and 4.2), or paging (TMemCanal, Li,
+Huang et al., sections III-IV), with the latencies of the paging
+prototype (research/remote-paging.md).
 
 - ``Balloon``: inflating takes pages from wherever the guest has them
   free, so the pages it holds are scattered over the guest's memory
@@ -19,11 +21,15 @@ must page out or migrate what it uses). Each actuator applies the change
 ``target_bytes - current_bytes`` to its own state; the guest page cache
 itself is resized by the driver. A resize that cannot be done raises
 ResizeFailed and changes nothing; targets are at least one page.
+
+- ``Pager``: the VM keeps its memory; its coldest pages go to other
+  stores until the target stays resident on the host (see the class).
 """
 
 import numpy as np
 
 from memcanal import estimation
+from memcanal.estimation import coldpages
 from memcanal import exception
 
 MIB = 2 ** 20
@@ -204,3 +210,234 @@ class Hotplug:
         if loaded:
             seconds += _per_128mb(offlined, HOTPLUG_LOADED_EXTRA_SECONDS)
         return seconds
+
+
+# Paging (remote-paging.md, measured on this machine's prototype): a
+# fault served from the pager's pool, from a memory server over TCP, or
+# from the local store read past the host's page cache (O_DIRECT).
+POOL_FAULT_SECONDS = 12e-6
+STORE_FAULT_SECONDS = {'tcp': 30e-6, 'file': 75e-6}
+# Swap-out throughput by store: a page goes to every store at once, so
+# the slowest sets the pace (213-267 MB/s over TCP, 490-1,100 MB/s to a
+# local file).
+STORE_SWAP_OUT_BYTES_PER_SECOND = {'tcp': 240e6, 'file': 700e6}
+LOCAL_STORE = 'file'
+"""The agent's own store ([pager] local_store_dir), always written."""
+SWAP_BATCH_PAGES = 512
+"""Pages the prototype pager swaps out at once."""
+
+
+def store_kind(spec):
+    """The kind of a store spec: ``tcp`` for ``tcp:HOST:PORT``, the only
+    spec the service lends; ValueError for anything else."""
+    kind, _, address = spec.partition(':')
+    host, _, port = address.rpartition(':')
+    if kind != 'tcp' or not host or not port.isdigit():
+        raise ValueError('a store is tcp:HOST:PORT, not %r' % (spec,))
+    return kind
+
+
+class Pager:
+    """TMemCanal's paging of one VM of ``pages`` guest pages, whose memory
+    stays visible to the guest while only ``target_pages`` of it stay
+    resident on the host.
+
+    One ColdPageDetector (memcanal.estimation.coldpages) sees the pages
+    the VM touched in each of the ``scans`` scan periods of every
+    interval of ``interval_seconds``, paged or not, so it knows the cold
+    pages when paging starts. ``run`` plays an interval's references in
+    order, a scan an equal share of them. A reference to a page swapped
+    out is a fault: the page comes back with its LRU-Zone prefetch. Once
+    the faults have brought a batch of pages over the target (at most
+    SWAP_BATCH_PAGES, at most 1/256 of the target), and at each
+    scan's end, the coldest pages go out until the target stays
+    resident: the detector's out queue first, oldest first, then the
+    other resident pages least recently used first (the detector ranks
+    only the pages it has let go, and knows nothing of the current scan).
+
+    A fault is served from the pool (``pool_pages``: the latest
+    swap-outs, TMemCanal's shared cache pool) or else from the fastest
+    store: each swap-out goes to the local store and to every one of
+    ``stores``. An unused prefetched page is the first to go again, and
+    is only dropped (its copies are still there). What the pager did is
+    kept as hcache GhostEvents for the paging miss-ratio curve: the pages
+    copied out are the evictions, and the reads
+    are the faults and the first use of each prefetched page (a prefetch
+    saves a fault, not a miss of the resident memory, so the curve stays
+    the VM's demand curve). References to pages beyond the VM's memory
+    (a guest reading its storage) are not memory accesses: left out.
+    """
+
+    def __init__(self, pages, interval_seconds, scans=4, pool_pages=0,
+                 uuid=None):
+        self.pages = int(pages)
+        self.uuid = uuid
+        self.pool_pages = int(pool_pages)
+        self.scans = int(scans)
+        self.scan_seconds = interval_seconds / self.scans
+        self.detector = coldpages.ColdPageDetector(self.pages,
+                                                   self.scan_seconds)
+        self.resident = np.ones(self.pages, bool)
+        self.resident_pages = self.pages
+        self.target_pages = None
+        self.stores = ()
+        self._scans_done = 0
+        # The pager's LRU clock: references so far, the last use of each
+        # page, and the clock when the current scan began.
+        self._references = 0
+        self._last_use = np.full(self.pages, -1, np.int64)
+        self._scan_start = 0
+        # Pages a prefetch brought back that were not used since.
+        self._prefetched = np.zeros(self.pages, bool)
+        # Swap-out serial number of each page: the pool holds the last
+        # ``pool_pages`` of them.
+        self._swap_serial = np.full(self.pages, -1, np.int64)
+        self._swap_outs = 0
+        self._blocks, self._reads = [], []
+        self._faults, self._fault_seconds = 0, 0.0
+
+    @property
+    def paged(self):
+        return self.target_pages is not None
+
+    def resize(self, target_bytes, stores):
+        """Keep ``target_bytes`` of the VM resident, paging out to the
+        local store and ``stores``; the seconds it takes. A target of the
+        whole VM pages everything back in and ends paging."""
+        try:
+            kinds = [store_kind(spec) for spec in stores]
+        except ValueError as error:
+            raise exception.ResizeFailed(uuid=self.uuid, reason=str(error))
+        target = min(self.pages, _pages(target_bytes))
+        self.stores = tuple(stores)
+        self.target_pages = target if target < self.pages else None
+        rate = min(STORE_SWAP_OUT_BYTES_PER_SECOND[kind]
+                   for kind in [LOCAL_STORE] + kinds)
+        out = self._swap_out(self.resident_pages - target)
+        return (out * estimation.PAGE_SIZE / rate
+                + self._swap_in(target - self.resident_pages))
+
+    def _swap_out(self, count):
+        """Swap the ``count`` coldest resident pages out; how many had to
+        be copied."""
+        if count <= 0:
+            return 0
+        cold = self.detector.cold()
+        cold = cold[self._last_use[cold] < self._scan_start][:count]
+        rest = np.flatnonzero(self.resident)
+        rest = rest[np.isin(rest, cold, invert=True)]
+        needed = count - cold.size
+        if needed < rest.size:
+            rest = rest[np.argpartition(self._last_use[rest], needed)[
+                :needed]]
+        rest = rest[np.argsort(self._last_use[rest], kind='stable')]
+        victims = np.concatenate([cold, rest])
+        self.resident[victims] = False
+        self.resident_pages -= victims.size
+        self.detector.swapped_out(victims)
+        # A prefetched page never used still has its copies: it is only
+        # dropped, and stays where it was in the list of evicted pages,
+        # as it would without the prefetch.
+        written = victims[~self._prefetched[victims]]
+        self._prefetched[victims] = False
+        self._swap_serial[written] = self._swap_outs + np.arange(
+            written.size)
+        self._swap_outs += written.size
+        self._event(written, False)
+        return written.size
+
+    def _swap_in(self, count):
+        """Bring the ``count`` latest swapped-out pages back without a
+        fault; the seconds."""
+        if count <= 0:
+            return 0.0
+        out = np.flatnonzero(~self.resident)
+        latest = out[np.argsort(-self._swap_serial[out], kind='stable')[
+            :count]]
+        seconds = self._fetch_seconds(latest)
+        self._bring_in(latest)
+        self.detector.fetched(latest)
+        return seconds
+
+    def _bring_in(self, pages):
+        self.resident[pages] = True
+        self.resident_pages += pages.size
+
+    def _fetch_seconds(self, pages):
+        """What bringing ``pages`` back costs: from the pool, or else
+        from the fastest store."""
+        pooled = int(np.count_nonzero(
+            self._swap_serial[pages] >= self._swap_outs - self.pool_pages))
+        store = min(STORE_FAULT_SECONDS[kind] for kind in [LOCAL_STORE] + [
+            store_kind(spec) for spec in self.stores])
+        return pooled * POOL_FAULT_SECONDS + (pages.size - pooled) * store
+
+    def _event(self, pages, read):
+        self._blocks.append(np.asarray(pages, np.int64))
+        self._reads.append(np.full(len(pages), read))
+
+    def run(self, pages):
+        """One interval's references, in order; how many were memory
+        accesses."""
+        pages = np.asarray(pages, np.int64)
+        pages = pages[pages < self.pages]
+        for scan in np.array_split(pages, self.scans):
+            self._scans_done += 1
+            self._scan(scan, self._scans_done * self.scan_seconds)
+        return int(pages.size)
+
+    def _scan(self, pages, now):
+        self._scan_start = self._references
+        done = 0
+        while done < pages.size:
+            stop = self._fault_in(pages, done, now) if self.paged else (
+                pages.size)
+            self._use(pages[done:stop])
+            done = stop
+            if self.paged and stop < pages.size:
+                self._swap_out(self.resident_pages - self.target_pages)
+        self.detector.observe(pages, now)
+        if self.paged:
+            self._scan_start = self._references
+            self._swap_out(self.resident_pages - self.target_pages)
+
+    def _use(self, pages):
+        # The last reference of each page wins.
+        self._last_use[pages] = self._references + np.arange(pages.size)
+        self._references += pages.size
+
+    def _fault_in(self, pages, start, now):
+        """Fault in the pages referenced from ``start`` on until a batch
+        is over the target; where the faults stopped."""
+        batch = max(1, min(SWAP_BATCH_PAGES, self.target_pages // 256))
+        distinct, first = np.unique(pages[start:], return_index=True)
+        missing = ~self.resident[distinct] | self._prefetched[distinct]
+        for index in np.sort(first[missing]).tolist():
+            page = int(pages[start + index])
+            self._event([page], True)
+            if self._prefetched[page]:
+                self._prefetched[page] = False
+                continue
+            self._faults += 1
+            prefetched = self.detector.fault(page, now)
+            self._fault_seconds += self._fetch_seconds(
+                np.concatenate([[page], prefetched]))
+            self._bring_in(np.concatenate([[page], prefetched]))
+            # Unused, a prefetched page is the first to go again.
+            self._prefetched[prefetched] = True
+            self._last_use[prefetched] = -1
+            if self.resident_pages - self.target_pages >= batch:
+                return start + index + 1
+        return pages.size
+
+    def take_events(self):
+        """The GhostEvents (blocks, reads) since the last call, the faults
+        and the seconds they took, then starts afresh."""
+        blocks = (np.concatenate(self._blocks) if self._blocks
+                  else np.zeros(0, np.int64))
+        reads = (np.concatenate(self._reads) if self._reads
+                 else np.zeros(0, bool))
+        taken = blocks, reads, self._faults, self._fault_seconds
+        self._blocks, self._reads = [], []
+        self._faults, self._fault_seconds = 0, 0.0
+        return taken

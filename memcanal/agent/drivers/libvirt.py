@@ -294,11 +294,16 @@ class LibvirtDriver(driver.HypervisorDriver):
     # -- resizing ------------------------------------------------------------
 
     def apply_memory_target(self, instance_uuid, target_bytes,
-                            mechanism='balloon'):
+                            mechanism='balloon', stores=()):
         if mechanism not in driver.MECHANISMS:
             raise exception.ResizeFailed(
                 uuid=instance_uuid,
                 reason='unknown mechanism %r' % (mechanism,))
+        if mechanism == 'paging':
+            # The pager attaches to a QEMU it starts with its shim.
+            raise exception.ResizeFailed(
+                uuid=instance_uuid,
+                reason="paging needs the qemu driver's pager")
         if (not isinstance(target_bytes, int) or isinstance(
                 target_bytes, bool) or target_bytes < estimation.PAGE_SIZE):
             raise exception.ResizeFailed(

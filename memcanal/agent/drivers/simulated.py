@@ -38,6 +38,17 @@ In tracing mode (Lu and Shen's Fig. 6) the same guest gives
 ``cache_bytes`` of its memory to a hypervisor exclusive cache
 (memcanal.estimation.hcache) below it: its least recently used pages go
 into the cache, and each Sample carries what the hypervisor saw.
+
+Paging (actuators.Pager, TMemCanal) keeps a VM's memory as the guest
+sees it and its statistics as they are, and sets how much of it stays
+resident on the host: the workload's page references are the VM's
+guest-physical pages (as the agent's emulated logs take them), a
+reference to a page paged out is a fault, and each Sample of a paged VM
+carries a ``paging_trace`` and two more statistics:
+``paging_faults``, the pager's faults (fewer than the trace's reads,
+which count the first use of a prefetched page too), and
+``paging_fault_seconds``, the time its vCPUs waited for them. The
+host's memory in use counts the resident memory of paged VMs.
 """
 
 import json
@@ -144,7 +155,8 @@ class SimulatedVM:
     """
 
     def __init__(self, host, index, memory_bytes, seed, interval_ns,
-                 references_per_interval, kernel_bytes=0, files_ratio=0.125):
+                 references_per_interval, kernel_bytes=0, files_ratio=0.125,
+                 paging_scans=4, paging_pool_bytes=0):
         self.uuid = instance_uuid(host, index)
         self.project_id = PROJECTS[index % len(PROJECTS)]
         self.allocated_bytes = memory_bytes
@@ -165,6 +177,11 @@ class SimulatedVM:
         self._intervals = 0
         self.used_bytes = 0
         self._actuators = {}
+        self.pager = actuators.Pager(
+            memory_bytes // estimation.PAGE_SIZE, interval_ns / 1e9,
+            paging_scans, paging_pool_bytes // estimation.PAGE_SIZE,
+            uuid=self.uuid)
+        self._paged_accesses = 0
         rng = np.random.default_rng(
             [seed, zlib.crc32(self.uuid.encode()), index])
         self.workload = _workload(index, memory_bytes // estimation.PAGE_SIZE,
@@ -179,6 +196,19 @@ class SimulatedVM:
         if self._tracing is not None:
             pages += self._tracing.capacity
         return pages * estimation.PAGE_SIZE
+
+    @property
+    def resident_bytes(self):
+        """Memory resident on the host while paged; None when not."""
+        if not self.pager.paged:
+            return None
+        return min(self.memory_bytes,
+                   self.pager.resident_pages * estimation.PAGE_SIZE)
+
+    @property
+    def paged_bytes(self):
+        return (self.pager.pages - self.pager.resident_pages) * (
+            estimation.PAGE_SIZE)
 
     @property
     def loaded(self):
@@ -213,6 +243,7 @@ class SimulatedVM:
             # committed nor in swap.
             self._written[self.workload.base_page + allocated:] = False
         self._mark_referenced(trace.pages)
+        self._paged_accesses = self.pager.run(trace.pages)
         guest_blocks = self.guest.resident_blocks()
         referenced = np.flatnonzero(
             self._last_interval > self._intervals - ACTIVE_INTERVALS)
@@ -256,9 +287,10 @@ class SimulatedVM:
                 else actuators.Hotplug(self.allocated_bytes))
         return self._actuators[mechanism]
 
-    def resize(self, target_bytes, mechanism, loaded):
+    def resize(self, target_bytes, mechanism, loaded, stores=()):
         """Resize to ``target_bytes`` (whole pages of it) with
-        ``mechanism``; a driver.Resize, or ResizeFailed and no change."""
+        ``mechanism``; a driver.Resize, or ResizeFailed and no change.
+        Paging keeps the memory and sets what stays resident."""
         if mechanism not in driver.MECHANISMS:
             raise exception.ResizeFailed(
                 uuid=self.uuid, reason='unknown mechanism %r' % (mechanism,))
@@ -269,6 +301,10 @@ class SimulatedVM:
                 uuid=self.uuid, reason='a target is a whole number of bytes '
                 'of at least one page, not %r' % (target_bytes,))
         target_bytes = int(target_bytes)
+        if mechanism == 'paging':
+            previous = self.resident_bytes or self.memory_bytes
+            seconds = self.pager.resize(target_bytes, stores)
+            return driver.Resize(mechanism, previous, target_bytes, seconds)
         pages = target_bytes // estimation.PAGE_SIZE
         previous = self.memory_bytes
         seconds = self._actuator(mechanism).resize(
@@ -322,6 +358,15 @@ class SimulatedVM:
         return driver.CacheTrace(blocks, reads, self.guest.capacity,
                                  accesses)
 
+    def paging_trace(self):
+        """What the pager did since the last call, its faults and the
+        seconds they took, or None when the VM is not paged."""
+        blocks, reads, faults, fault_seconds = self.pager.take_events()
+        if not self.pager.paged:
+            return None
+        return driver.CacheTrace(blocks, reads, self.pager.resident_pages,
+                                 self._paged_accesses), faults, fault_seconds
+
 
 # The simulated hosts of this process by name: a migration hands a VM
 # from one to the other (memcanal-aio runs every host in one process).
@@ -354,7 +399,9 @@ class SimulatedDriver(driver.HypervisorDriver):
                              options.seed, interval_ns,
                              self.references_per_interval,
                              options.guest_kernel_mb * 2 ** 20,
-                             options.file_server_memory_ratio)
+                             options.file_server_memory_ratio,
+                             options.paging_scans_per_interval,
+                             options.paging_pool_mb * 2 ** 20)
             self._vms[vm.uuid] = vm
         self._lock = threading.Lock()
         self._resize_log = options.resize_log
@@ -365,7 +412,8 @@ class SimulatedDriver(driver.HypervisorDriver):
                     done = json.loads(line)
                     if done['instance'] in self._vms:
                         self._vms[done['instance']].resize(
-                            done['target_bytes'], done['mechanism'], False)
+                            done['target_bytes'], done['mechanism'], False,
+                            done.get('stores', ()))
         _HOSTS[host] = self
 
     def host_info(self):
@@ -375,8 +423,16 @@ class SimulatedDriver(driver.HypervisorDriver):
         with self._lock:
             return [driver.InstanceInfo(vm.uuid, vm.project_id,
                                         vm.allocated_bytes, vm.target_bytes,
-                                        vm.flavor)
+                                        vm.flavor, vm.resident_bytes,
+                                        vm.paged_bytes)
                     for vm in self._vms.values()]
+
+    def memory_used_bytes(self):
+        """The host's memory its VMs hold: a paged VM's resident memory,
+        another's whole memory."""
+        with self._lock:
+            return sum(vm.resident_bytes or vm.memory_bytes
+                       for vm in self._vms.values())
 
     def _vm(self, instance_uuid):
         try:
@@ -390,11 +446,17 @@ class SimulatedDriver(driver.HypervisorDriver):
         with self._lock:
             stats = vm.run_guest(trace)
             cache_trace = vm.cache_trace(len(trace))
+            paging = vm.paging_trace()
+        stats.update(references=float(len(trace)),
+                     writes=float(trace.writes.sum()))
+        paging_trace = None
+        if paging is not None:
+            paging_trace, faults, fault_seconds = paging
+            stats.update(paging_faults=float(faults),
+                         paging_fault_seconds=fault_seconds)
         return driver.Sample(
-            page_size=estimation.PAGE_SIZE, trace=trace,
-            guest_stats=dict(stats, references=float(len(trace)),
-                             writes=float(trace.writes.sum())),
-            cache_trace=cache_trace)
+            page_size=estimation.PAGE_SIZE, trace=trace, guest_stats=stats,
+            cache_trace=cache_trace, paging_trace=paging_trace)
 
     def migrate_instance(self, instance_uuid, destination_host):
         """Hand the VM, with its memory and workload, to the simulated
@@ -425,18 +487,20 @@ class SimulatedDriver(driver.HypervisorDriver):
             vm.stop_tracing()
 
     def apply_memory_target(self, instance_uuid, target_bytes,
-                            mechanism='balloon'):
+                            mechanism='balloon', stores=()):
         vm = self._vm(instance_uuid)
         if vm.uuid in self._failing:
             raise exception.ResizeFailed(
                 uuid=vm.uuid, reason='[simulated] fail_resize_instances')
         with self._lock:
-            resize = vm.resize(target_bytes, mechanism, vm.loaded)
+            resize = vm.resize(target_bytes, mechanism, vm.loaded, stores)
             if self._resize_log:
+                done = {'instance': vm.uuid, 'target_bytes': target_bytes,
+                        'mechanism': mechanism}
+                if mechanism == 'paging':
+                    done['stores'] = list(stores)
                 with open(self._resize_log, 'a') as log:
-                    log.write(json.dumps({
-                        'instance': vm.uuid, 'target_bytes': target_bytes,
-                        'mechanism': mechanism}) + '\n')
+                    log.write(json.dumps(done) + '\n')
                     log.flush()
                     os.fsync(log.fileno())
         time.sleep(self._resize_delay)

@@ -153,6 +153,13 @@ def test_unknown_mechanism(driver):
         driver.apply_memory_target(vm, 512 * MIB, 'teleport')
 
 
+def test_paging_needs_the_qemu_drivers_pager(driver):
+    vm = start(driver, 'vm1')
+    with pytest.raises(exception.ResizeFailed, match="qemu driver's pager"):
+        driver.apply_memory_target(vm, 512 * MIB, 'paging',
+                                   ['tcp:10.0.0.5:7070'])
+
+
 VIRTIO_MEM_XML = '''<domain type='kvm'>
   <uuid>%s</uuid>
   <memory unit='KiB'>1048576</memory>

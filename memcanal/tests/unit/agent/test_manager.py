@@ -131,7 +131,7 @@ def resize_recorder(agent, fail_on=()):
     """Make the driver record resizes and fail those of ``fail_on`` VMs."""
     done = []
 
-    def resize(uuid, target_bytes, mechanism='balloon'):
+    def resize(uuid, target_bytes, mechanism='balloon', stores=()):
         if uuid in fail_on:
             raise exception.ResizeFailed(uuid=uuid, reason='cap')
         done.append((uuid, target_bytes, mechanism))
@@ -198,7 +198,7 @@ def test_an_action_for_a_vanished_vm_does_not_stop_the_others(agent):
         'mechanism': 'hotplug'}]
     real = agent.driver.apply_memory_target
 
-    def resize(uuid, target_bytes, mechanism='balloon'):
+    def resize(uuid, target_bytes, mechanism='balloon', stores=()):
         if uuid not in {vm.uuid for vm in vms}:
             raise exception.InstanceNotFound(uuid=uuid)
         return real(uuid, target_bytes, mechanism)
