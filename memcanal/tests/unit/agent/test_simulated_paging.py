@@ -262,6 +262,27 @@ def test_the_agent_pages_with_the_decisions_stores_and_reports_it(
     assert (paging[0]['faults'], paging[0]['swapped_out']) == (0, 0)
 
 
+def test_a_paging_the_agent_was_killed_in_is_not_done_twice(conf, tmp_path):
+    conf.set_override('state_path', str(tmp_path))
+    conf.set_override('instances', 1, 'simulated')
+    conf.set_override('instance_memory_mb', 16, 'simulated')
+    agent = test_manager.make_agent(conf)
+    vm = agent.driver.list_instances()[0].uuid
+    action = {'uuid': 'action-1', 'instance_uuid': vm,
+              'target_bytes': 4 * 2 ** 20, 'mechanism': 'paging',
+              'stores': [STORE]}
+    # Killed after paging the VM out, before recording the outcome.
+    agent.journal.intend(action, 16 * 2 ** 20)
+    agent.driver.apply_memory_target(vm, 4 * 2 ** 20, 'paging', [STORE])
+    restarted = test_manager.make_agent(conf, agent.driver)
+    restarted.driver.apply_memory_target = None
+    [result] = restarted.apply_decision(None, 'decision-1', [action])
+    assert result['state'] == 'applied'
+    assert (result['result']['previous_bytes'],
+            result['result']['target_bytes']) == (16 * 2 ** 20,
+                                                  4 * 2 ** 20)
+
+
 def test_a_paging_report_counts_the_drivers_faults():
     instance = driver.InstanceInfo('u', 'p', 10 * PAGE, None, None,
                                    4 * PAGE, 6 * PAGE)
