@@ -10,10 +10,14 @@ import abc
 import dataclasses
 
 import numpy as np
+from oslo_log import log as logging
 from stevedore import driver as stevedore_driver
 
+from memcanal.agent import memserver
 from memcanal.estimation import traces
 from memcanal import exception
+
+LOG = logging.getLogger(__name__)
 
 DRIVER_NAMESPACE = 'memcanal.agent.drivers'
 
@@ -154,6 +158,21 @@ class HypervisorDriver(abc.ABC):
         raise exception.MigrationFailed(
             uuid=instance_uuid, host=destination_host,
             reason='this driver does not move VMs; nova does')
+
+    def memory_server(self, address):
+        """What this host lends to other hosts' pagers, as its reports
+        register it: the memory server at ``address`` ([pooling]
+        memserver_address), as its own STAT says; None when the host
+        runs none or it does not answer (the service keeps the last
+        registration)."""
+        if not address:
+            return None
+        try:
+            return memserver.registration(address)
+        except (OSError, ValueError, memserver.MemserverError) as error:
+            LOG.warning('Memory server %s did not answer (%s); not '
+                        'registering it', address, error)
+            return None
 
     def start_tracing(self, instance_uuid, cache_bytes):
         """Lend ``cache_bytes`` of a VM's memory to a hypervisor exclusive

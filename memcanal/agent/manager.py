@@ -118,13 +118,18 @@ class AgentManager:
                 flavor=instance.flavor))
             if instance.resident_bytes is not None:
                 samples[-1]['paging'] = _paging(instance, sample)
-        return {
+        report = {
             'host_uuid': self.host_uuid,
             'sequence': self.sequence.next(),
             'collected_at': timeutils.utcnow().isoformat() + 'Z',
             'availability_zone': self.conf.agent.availability_zone,
             'instances': samples,
         }
+        server = self.driver.memory_server(
+            self.conf.pooling.memserver_address)
+        if server is not None:
+            report['memserver'] = server
+        return report
 
     def _step_tracing(self, instance, tracing):
         """End a VM's tracing window once complete, or start one when due

@@ -24,6 +24,7 @@ from memcanal import context as memcanal_context
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
 from memcanal.db import migration
+from memcanal.db import pooling as pooling_db
 from memcanal import rpc
 from memcanal.service import service as central_service
 
@@ -129,6 +130,12 @@ def _configure(args, oslo_args):
     if args.hot_host_memory_mb is not None:
         CONF.set_override('host_memory_mb_by_host', {
             _host_name(0): args.hot_host_memory_mb}, 'simulated')
+    # Memory pooling: every simulated host runs a simulated memory server
+    # lending 4 GiB, and a host whose VMs hold more than 90 % of its
+    # memory pages their cold memory out to another's.
+    CONF.set_default('enabled', True, 'pooling')
+    CONF.set_default('memserver_mb', 4096, 'simulated')
+    CONF.set_default('min_page_mb', 16, 'pooling')
     # VMs of an earlier run with more VMs per host leave after a while.
     CONF.set_default('instance_gone_after', 10 * args.interval, 'service')
     CONF.set_override('periodic_interval', max(1, int(args.interval)),
@@ -186,6 +193,11 @@ def _summary(api_url):
             '%.0f %%' % (100 * h['utilization'])
             if h['utilization'] is not None else '-')
         for h in hosts)))
+    print('  memory map (MiB): %s' % '; '.join(
+        '%s capacity %d, VMs\' memory %d, resident %d, lent %d, borrowed %d'
+        % (h['name'], h['capacity_bytes'] // MIB, h['allocated_bytes'] // MIB,
+           h['resident_bytes'] // MIB, h['lent_bytes'] // MIB,
+           h['borrowed_bytes'] // MIB) for h in hosts))
     print('  reports stored: %d host reports, %d VM reports, %d rejected' % (
         counts['host_reports'], counts['instance_reports'],
         db_api.count_rejections(context)))
@@ -207,6 +219,7 @@ def _summary(api_url):
             _miss_ratio_at(curves.get('shards'), wss.get('prl', 0) // 2),
             _miss_ratio_at(curves.get('hcache'), traced[0][0])))
     _decisions_summary(context)
+    _pooling_summary(context)
     print('  API: %s (try: curl -H "X-Auth-Token: admin" %s/instances)' % (
         api_url, api_url))
 
@@ -250,6 +263,29 @@ def _decisions_summary(context):
                       action['target_bytes'] // MIB,
                       _ratio(predicted['predicted_miss_ratio']),
                       predicted['curve'], _ratio(measured)))
+
+
+def _pooling_summary(context):
+    """Who lends what to whom, and how each paged VM fares: what it
+    keeps resident, its pager's faults in its latest interval and the
+    miss ratio its paging curve gives at its resident size."""
+    for server in pooling_db.list_memory_servers(context):
+        for lease in server['leases']:
+            instance = db_api.get_instance(context, lease['instance_uuid'])
+            report = instance['latest_report'] or {}
+            stats = report.get('guest_stats', {})
+            resident = (instance['resident_target_bytes']
+                        or instance['allocated_bytes'])
+            print('  pooled: %s lends %d MiB to %s on %s, which keeps %d of '
+                  'its %d MiB resident; %s pager faults in its last '
+                  'interval, miss ratio at that size %s (paging curve)' % (
+                      server['host_name'], lease['lent_bytes'] // MIB,
+                      lease['instance_uuid'], lease['borrower_host_name'],
+                      resident // MIB, instance['allocated_bytes'] // MIB,
+                      '%d' % stats['paging_faults']
+                      if 'paging_faults' in stats else '-',
+                      _miss_ratio_at(report.get('mrc', {}).get('paging'),
+                                     resident)))
 
 
 def _ratio(value):

@@ -51,6 +51,11 @@ simulated_opts = [
                     'in MiB: a fault on one of them is served at pool '
                     'latency (12 us) instead of a store\'s (30 us from '
                     'a memory server, 75 us from the local store).'),
+    cfg.IntOpt('memserver_mb', default=0, min=0,
+               help='Memory a simulated memory server on each simulated '
+                    'host lends to the others, in MiB, registered with '
+                    'every report as a real host\'s memcanal-memserver '
+                    'is. 0: none (memcanal-aio sets one).'),
     cfg.IntOpt('seed', default=0,
                help='Seed for the workloads, so runs can be repeated.'),
     cfg.StrOpt('resize_log',

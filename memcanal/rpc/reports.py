@@ -13,7 +13,11 @@ A report is a dict::
          "wss": {"<estimator>": <bytes>, ...},
          "mrc": {"<method>": [[<size bytes>, <miss ratio>], ...], ...},
          "guest_stats": {"<name>": <number>, ...},
-         "logs": {"prl": <log stats>, "pml": <log stats>}}]}
+         "logs": {"prl": <log stats>, "pml": <log stats>},
+         "paging": {"resident_bytes": .., "paged_bytes": .., # optional
+                    "faults": .., "swapped_out": ..}}],
+     "memserver": {"address": "10.0.0.5:7070",     # optional: the host
+                   "capacity_bytes": .., "used_bytes": ..}}  # lends memory
 
 ``logs`` says what the VM's page-reference logs did during this
 report's interval (not since boot); an older agent sends none. Each log,
@@ -85,6 +89,28 @@ INSTANCE_SCHEMA = {
             'additionalProperties': False,
             'properties': {'prl': LOG_STATS_SCHEMA, 'pml': LOG_STATS_SCHEMA},
         },
+        # A paged VM: what stays resident, what its pager moved out, and
+        # the interval's faults and swap-outs.
+        'paging': {
+            'type': 'object',
+            'additionalProperties': False,
+            'required': ['resident_bytes', 'paged_bytes'],
+            'properties': {key: NON_NEGATIVE_INT for key in (
+                'resident_bytes', 'paged_bytes', 'faults', 'swapped_out')},
+        },
+    },
+}
+
+# A host running memcanal-memserver registers it with every report.
+MEMSERVER_SCHEMA = {
+    'type': 'object',
+    'additionalProperties': False,
+    'required': ['address', 'capacity_bytes'],
+    'properties': {
+        'address': {'type': 'string', 'minLength': 3, 'maxLength': 255,
+                    'pattern': '^[^\\s:]+:[0-9]{1,5}$'},
+        'capacity_bytes': NON_NEGATIVE_INT,
+        'used_bytes': NON_NEGATIVE_INT,
     },
 }
 
@@ -101,6 +127,7 @@ REPORT_SCHEMA = {
         'collected_at': {'type': 'string', 'maxLength': 64},
         'availability_zone': {'type': ['string', 'null'], 'maxLength': 255},
         'instances': {'type': 'array', 'items': INSTANCE_SCHEMA},
+        'memserver': MEMSERVER_SCHEMA,
     },
 }
 

@@ -24,6 +24,7 @@ from memcanal.service import ingest
 from memcanal.service import migrations
 from memcanal.service import optimizer
 from memcanal.service import overcommit
+from memcanal.service import pooling
 
 LOG = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ class ServiceManager:
                 (lambda: self.dispatcher.migrator.server_groups())
                 if conf.migration.executor == actions.NOVA else None))
         self.ratios = overcommit.RatioPlanner(conf, self.optimizer.rails)
+        self.pooling = pooling.PoolingPlanner(conf, self.optimizer.rails)
         self.dispatcher = actions.ActionDispatcher(conf)
         # Outcomes since start; the rejections are also stored, per host.
         self.counters = {'stored': 0, 'duplicate': 0, 'rejected': 0,
@@ -143,11 +145,12 @@ class ServiceManager:
     def optimize(self):
         """Periodic: migrations off hot hosts first (the hosts they
         concern are then busy, and their VMs are not resized meanwhile),
-        then a decision for every host whose VMs should change, and the
+        then memory pooling (a paged VM is not resized until it is taken
+        back), a decision for every host whose VMs should change, and the
         allocation ratios in placement."""
         context = memcanal_context.get_admin_context()
-        return (self.migrations.run(context) + self.optimizer.run(context)
-                + self.ratios.run(context))
+        return (self.migrations.run(context) + self.pooling.run(context)
+                + self.optimizer.run(context) + self.ratios.run(context))
 
     def carry_out_decisions(self):
         """Periodic: send approved actions, fail those never answered."""

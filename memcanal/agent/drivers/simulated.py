@@ -368,6 +368,10 @@ class SimulatedVM:
                                  self._paged_accesses), faults, fault_seconds
 
 
+# Where a simulated memory server says it listens: memcanal-memserver's
+# port in its README.
+SIMULATED_MEMSERVER_PORT = 7400
+
 # The simulated hosts of this process by name: a migration hands a VM
 # from one to the other (memcanal-aio runs every host in one process).
 _HOSTS = weakref.WeakValueDictionary()
@@ -392,6 +396,7 @@ class SimulatedDriver(driver.HypervisorDriver):
             memory_total_bytes=int(options.host_memory_mb_by_host.get(
                 host, options.host_memory_mb)) * 2 ** 20,
             memory_reserved_bytes=options.reserved_host_memory_mb * 2 ** 20)
+        self._memserver_bytes = options.memserver_mb * 2 ** 20
         self._vms = {}
         interval_ns = int(conf.agent.report_interval * 1e9)
         for index in range(options.instances):
@@ -418,6 +423,16 @@ class SimulatedDriver(driver.HypervisorDriver):
 
     def host_info(self):
         return self._host_info
+
+    def memory_server(self, address):
+        """A simulated memory server of [simulated] memserver_mb on this
+        host, lending to the pagers of other simulated hosts, which model
+        their stores (actuators.Pager); None with memserver_mb 0."""
+        if not self._memserver_bytes:
+            return None
+        return {'address': address or '%s:%d' % (
+            self.host, SIMULATED_MEMSERVER_PORT),
+            'capacity_bytes': self._memserver_bytes, 'used_bytes': 0}
 
     def list_instances(self):
         with self._lock:

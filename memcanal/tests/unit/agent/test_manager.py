@@ -58,6 +58,23 @@ def test_reports_carry_the_zone_and_each_vms_flavor(agent, conf):
                for sample in report['instances'])
 
 
+def test_reports_register_the_hosts_memory_server(agent, conf):
+    assert 'memserver' not in agent.build_report()
+    conf.set_override('memserver_mb', 512, 'simulated')
+    report = make_agent(conf).report()
+    assert report['memserver'] == {'address': 'compute-1:7400',
+                                   'capacity_bytes': 512 * 2 ** 20,
+                                   'used_bytes': 0}
+    reports.validate_report(report, conf.service.max_mrc_points,
+                            conf.service.max_instances_per_report)
+
+
+def test_an_unreachable_memory_server_is_not_registered(agent, conf):
+    # Nothing listens on port 9 of localhost here.
+    conf.set_override('memserver_address', '127.0.0.1:9', 'pooling')
+    assert 'memserver' not in agent.build_report()
+
+
 def test_reports_carry_each_vms_estimates_once_they_converge(agent, conf):
     for _ in range(8):
         report = agent.report()
