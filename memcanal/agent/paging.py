@@ -125,7 +125,13 @@ class PagerClient:
                 self.process.stdin.flush()
             except (BrokenPipeError, ValueError):
                 raise self._died('on %r' % lines[0])
+            # Every answer is read, errors too, so none is left to be
+            # taken for the answer to a later command.
             answers = [self._answer(line) for line in lines]
+        for line, answer in zip(lines, answers):
+            if answer.get('event') == 'error':
+                raise UnsupportedCommand(name=self.name, reason='%r: %s' % (
+                    line, answer.get('line', answer)))
         return answers
 
     def command(self, line):
@@ -135,11 +141,7 @@ class PagerClient:
         verb = line.split()[0]
         while True:
             answer = self._next('to %r' % line, self.timeout)
-            event = answer.get('event')
-            if event == 'error':
-                raise UnsupportedCommand(name=self.name, reason='%r: %s' % (
-                    line, answer.get('line', answer)))
-            if event in (None, verb):
+            if answer.get('event') in (None, verb, 'error'):
                 return answer
             LOG.debug('memcanal-pager %s: %s', self.name, answer)
 

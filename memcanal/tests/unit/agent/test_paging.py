@@ -57,8 +57,10 @@ def test_client_starts_the_pager_with_its_stores_and_pipelines(client):
 
 
 def test_client_tells_a_missing_command_from_a_dead_pager(client):
-    with pytest.raises(paging.UnsupportedCommand, match='faults'):
-        client.command('faults')
+    with pytest.raises(paging.UnsupportedCommand, match='swapin'):
+        client.commands(['swapin 0 1', 'swapin 5 1', 'swapin 9 1'])
+    # Every error was read: the next answer is the next command's.
+    assert client.command('swapout 7 2')['dropped'] == 2
     with pytest.raises(paging.PagerError, match='exit 1.*store gone'):
         client.command('die')
     # Dead for good: later commands fail at once, not after a timeout.

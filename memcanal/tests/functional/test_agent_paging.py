@@ -1,0 +1,172 @@
+"""The qemu driver pages a real guest's detected cold pages (issue #17).
+
+The driver starts the test guest pageable ([qemu] paging: RAM in a shared
+memfd, libmemcanal-uffd.so preloaded, a memcanal-pager keeping each page
+on a memcanal-memserver and in the local file store). The guest writes
+DATA_MB of random data into a tmpfs and notes its md5sum, then runs the
+PRL paper's wsswork over a HOT_MB array in two timed phases, then checks
+its data. Nothing tells the agent which pages are cold: the driver feeds
+each interval's PRL pages from memtrace to the guest's ColdPageDetector,
+and apply_memory_target(mechanism='paging') swaps out what it found cold
+during the first phase. The hot array stays in (few faults in the second
+phase), the data comes back by faults when the guest checks it, and the
+check passes.
+"""
+
+import gzip
+import pathlib
+import re
+import time
+
+import numpy as np
+import pytest
+
+from memcanal.agent import driver
+from memcanal.tests.functional import services
+from memcanal.tests.functional import test_guest_paging
+
+pytestmark = pytest.mark.functional
+
+MiB = 2 ** 20
+GUEST_MB = 256
+DATA_MB = 48
+HOT_MB = 16
+PHASE_SECONDS = 40
+COLD_AFTER = 4.0
+HOT_WINDOW = 10
+INSTANCE = '00000000-0000-0000-0000-000000000417'
+
+# The guest's /init for this test: rdinit=/pagehot.
+PAGEHOT = b'''#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t devtmpfs devtmpfs /dev
+mkdir -p /data
+mount -t tmpfs -o size=%dm tmpfs /data
+dd if=/dev/urandom of=/data/pattern bs=1M count=%d 2>/dev/null
+md5sum /data/pattern > /pattern.md5
+echo "pagecheck: written"
+/bin/wsswork %d RWRW %d
+if md5sum -c /pattern.md5; then
+    echo "pagecheck: ok"
+else
+    echo "pagecheck: BAD"
+fi
+while true; do sleep 3600; done
+''' % (DATA_MB + 8, DATA_MB, HOT_MB, PHASE_SECONDS)
+
+
+@pytest.fixture
+def pageable(conf, short_tmp_path):
+    """The qemu driver, the guest started pageable, its memserver."""
+    guest = services.require_test_guest()
+    build = services.build_pager(pathlib.Path(short_tmp_path) / 'build')
+    initrd = pathlib.Path(short_tmp_path) / 'initramfs-pagehot.gz'
+    initrd.write_bytes(
+        pathlib.Path(guest['initramfs.gz']).read_bytes()
+        + gzip.compress(test_guest_paging.newc({'pagehot': PAGEHOT})))
+    server, (host, port) = services.start_memserver(
+        max_pages=2 * GUEST_MB * 256)
+    for name, value, group in (
+            ('state_path', short_tmp_path, None),
+            ('report_interval', 1.0, 'agent'),
+            ('plugin', guest['memtrace.so'], 'qemu'),
+            ('kernel', guest['vmlinux'], 'qemu'),
+            ('initrd', str(initrd), 'qemu'),
+            ('memory_mb', GUEST_MB, 'qemu'),
+            ('paging', True, 'qemu'),
+            ('binary', str(build / 'memcanal-pager'), 'pager'),
+            ('shim', str(build / 'libmemcanal-uffd.so'), 'pager'),
+            ('cold_after', COLD_AFTER, 'pager')):
+        conf.set_override(name, value, group)
+    hypervisor = driver.load('qemu', conf, 'compute-1')
+    try:
+        hypervisor.start_guest(INSTANCE, append='rdinit=/pagehot',
+                               stores=['tcp:%s:%d' % (host, port)])
+        yield hypervisor
+    finally:
+        hypervisor.stop()
+        server.kill()
+        server.wait(10)
+
+
+class Intervals:
+    """Collects the guest every second, as the agent would, and keeps its
+    paging traces."""
+
+    def __init__(self, hypervisor):
+        self.hypervisor = hypervisor
+        self.traces = []
+
+    def console(self):
+        return pathlib.Path(
+            self.hypervisor.console_path(INSTANCE)).read_text(
+                errors='replace')
+
+    def until(self, pattern, timeout):
+        """Collect until the console matches ``pattern``."""
+        deadline = time.monotonic() + timeout
+        while not re.search(pattern, self.console(), re.MULTILINE):
+            assert time.monotonic() < deadline, (
+                'no %r within %ss: %s' % (pattern, timeout,
+                                          self.console()[-2000:]))
+            self.collect(1)
+
+    def collect(self, seconds):
+        for _ in range(seconds):
+            time.sleep(1)
+            sample = self.hypervisor.collect(INSTANCE)
+            if sample.paging_trace is not None:
+                self.traces.append(sample.paging_trace)
+
+
+def served(pager):
+    return sum(pager.client.command('stats')['served'])
+
+
+def test_detected_cold_pages_are_paged_out_and_fault_back(pageable):
+    hypervisor = pageable
+    pager = hypervisor.guests[INSTANCE].pager
+    intervals = Intervals(hypervisor)
+    intervals.until('^wsswork: phase=RW start', 300)
+    # The data, written and read in a few intervals, sits in Q1 at most:
+    # cold expire-time-I (10 intervals) and expire-time-II later.
+    intervals.collect(int(pager.detector.expire_i + COLD_AFTER) + 4)
+    assert 'wsswork: done' not in intervals.console()
+    cold = pager.detector.cold()
+    assert np.count_nonzero(pager.resident()[cold]) > DATA_MB * 256, (
+        pager.detector.stats())
+
+    resize = hypervisor.apply_memory_target(INSTANCE, 0, mechanism='paging')
+    info, = hypervisor.list_instances()
+    print('resize', resize, '\nafter it', info)
+    assert resize.mechanism == 'paging'
+    assert info.resident_bytes < resize.previous_bytes - DATA_MB * MiB
+    assert info.paged_bytes > DATA_MB * MiB
+    swapped, served_at_swap = pager.swapped_out, served(pager)
+    faults_at_swap = pager.faults
+
+    # The hot array stays in: the hot loop faults back few pages (each
+    # fault also prefetches up to 32 of its neighbours).
+    intervals.collect(HOT_WINDOW)
+    assert 'wsswork: done' not in intervals.console()
+    hot_faults = pager.faults - faults_at_swap
+    print('swapped out', swapped, 'faults in %d s of the hot loop' %
+          HOT_WINDOW, hot_faults, 'pages fetched',
+          served(pager) - served_at_swap)
+    assert hot_faults < HOT_MB * 256 // 10
+
+    intervals.until('^pagecheck: (ok|BAD)', 300)
+    intervals.collect(2)
+    stats = pager.client.command('stats')
+    print('stats after the check', stats)
+    assert 'pagecheck: ok' in intervals.console()
+    assert stats['lost'] == 0
+    # The data came back by faults (and their prefetches), reported to
+    # the agent by `faults` and recorded as the paging trace's reads.
+    assert served(pager) - served_at_swap > DATA_MB * 256 // 2
+    assert pager.faults - faults_at_swap > DATA_MB * 256 // 33
+    reads = sum(int(trace.reads.sum()) for trace in intervals.traces)
+    assert reads == pager.faults
+    evictions = sum(int((~trace.reads).sum()) for trace in intervals.traces)
+    assert evictions >= swapped
