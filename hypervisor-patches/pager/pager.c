@@ -580,12 +580,14 @@ static int map_state(struct pager *p, const struct pager_opts *o,
 			o->state_path);
 		return -1;
 	}
+	/* Fresh: zeros, all IN. */
 	if (fd < 0 || fstat(fd, &st) ||
-	    (fresh && ftruncate(fd, 0)) ||
-	    ((size_t)st.st_size != len && ftruncate(fd, len))) {
+	    (fresh && (ftruncate(fd, 0) || ftruncate(fd, len)))) {
 		perror(o->state_path);
 		return -1;
 	}
+	if (!fresh && (size_t)st.st_size != len)
+		goto not_ours;
 	map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED) {
 		perror("pager: mmap state");
@@ -593,17 +595,18 @@ static int map_state(struct pager *p, const struct pager_opts *o,
 	}
 	p->state_map = map;
 	p->state_len = len;
-	if (!fresh && memcmp(map, &want, sizeof(want))) {
-		fprintf(stderr, "pager: %s is not the state of this "
-			"registration\n", o->state_path);
-		errno = ESTALE;
-		return -1;
-	}
+	if (!fresh && memcmp(map, &want, sizeof(want)))
+		goto not_ours;
 	memcpy(map, &want, sizeof(want));
 	p->state = (uint8_t *)map + sizeof(want);
 	p->have = p->state + p->npages;
 	p->sum = (uint64_t *)(map + len - p->npages * sizeof(uint64_t));
 	return 0;
+not_ours:
+	fprintf(stderr, "pager: %s is not the state of this registration\n",
+		o->state_path);
+	errno = ESTALE;
+	return -1;
 }
 
 int pager_state_registration(const char *state_path, uint64_t reg[2],
