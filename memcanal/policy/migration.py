@@ -72,6 +72,9 @@ class Instance:
     flavor_bytes: int
     curve: object = None
     server_groups: tuple = ()
+    # False: the VM stays where it is (memory pooling pages it; its pages
+    # are on its host's pager and a lender's server).
+    movable: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,6 +245,7 @@ class _Cluster:
                                np.int64)
         self.flavor = np.array([vm.flavor_bytes for vm in self.vms],
                                np.int64)
+        self.movable = np.array([vm.movable for vm in self.vms], bool)
         # Bounds are found when first needed: most hosts are never a
         # source nor a close enough destination to be looked at.
         self.bound = np.full(len(self.vms), -1, np.int64)
@@ -417,7 +421,8 @@ def _choose(cluster, source, excess):
     gain = np.minimum(cluster.demand[vms], excess)
     # Relieving all of a small excess is always enough.
     enough = ((gain >= min(options.min_gain_bytes, excess))
-              & (gain >= options.min_gain_fraction * cluster.memory[vms]))
+              & (gain >= options.min_gain_fraction * cluster.memory[vms])
+              & cluster.movable[vms])
     vms, gain = vms[enough], gain[enough]
     if not vms.size:
         return None, 'min_gain'

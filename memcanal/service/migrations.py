@@ -62,7 +62,8 @@ class MigrationPlanner:
                                           self.rails),
             flavor_bytes=instance['allocated_bytes'],
             curve=policy_base.curve_from_points(points) if points else None,
-            server_groups=groups_of.get(instance['uuid'], ()))
+            server_groups=groups_of.get(instance['uuid'], ()),
+            movable=instance['resident_target_bytes'] is None)
 
     def cloud(self, context, listed, now, groups_of):
         """The planner's Hosts of the ``listed`` hosts (db_api.list_hosts)

@@ -74,6 +74,15 @@ def test_hot_host_relieved_by_its_cheapest_sufficient_move():
     assert result.freed_bytes == 3 * GB and result.migrations == 1
 
 
+def test_a_paged_vm_stays_and_the_next_best_moves():
+    source = hot()
+    paged = dataclasses.replace(source.instances[2], movable=False)
+    source = dataclasses.replace(source, instances=source.instances[:2]
+                                 + (paged,))
+    [move] = migration.plan([source, empty()], NOW, options=OPTIONS).moves
+    assert move.vm != 'hot-c'
+
+
 def test_cool_hosts_move_nothing():
     hosts = [host('a', [vm('a1', 4), vm('a2', 4)]), empty()]
     assert migration.plan(hosts, NOW, options=OPTIONS).moves == ()
