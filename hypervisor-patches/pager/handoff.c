@@ -143,21 +143,29 @@ static int send_handoff(const char *path, const struct memcanal_ram *ram,
 	return rc;
 }
 
-int memcanal_hand_off(const char *path, const struct memcanal_ram *ram)
+int memcanal_hand_over(const char *path, const struct memcanal_ram *ram,
+		       int uffd)
 {
-	int memfd = find_fd(ram->inode), uffd;
+	int memfd = find_fd(ram->inode);
 
 	if (memfd < 0) {
 		fprintf(stderr, "memcanal-uffd: no descriptor for inode "
 			"%llu\n", (unsigned long long)ram->inode);
+		errno = EBADF;
 		return -1;
 	}
-	uffd = new_uffd();
+	return send_handoff(path, ram, uffd, memfd);
+}
+
+int memcanal_hand_off(const char *path, const struct memcanal_ram *ram)
+{
+	int uffd = new_uffd();
+
 	if (uffd < 0) {
 		perror("memcanal-uffd: userfaultfd");
 		return -1;
 	}
-	if (send_handoff(path, ram, uffd, memfd) < 0) {
+	if (memcanal_hand_over(path, ram, uffd) < 0) {
 		fprintf(stderr, "memcanal-uffd: handoff to %s failed: %s\n",
 			path, strerror(errno));
 		close(uffd);

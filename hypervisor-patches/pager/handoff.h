@@ -36,4 +36,10 @@ int memcanal_find_ram(const char *backend, struct memcanal_ram *ram);
  * (said on stderr). */
 int memcanal_hand_off(const char *path, const struct memcanal_ram *ram);
 
+/* Send `uffd` (already handed off and registered) and the memfd again:
+ * a pager taking over from one that died listens on `path`.  0 once it
+ * answered, -1 (errno set) if no pager listens there or it refused. */
+int memcanal_hand_over(const char *path, const struct memcanal_ram *ram,
+		       int uffd);
+
 #endif

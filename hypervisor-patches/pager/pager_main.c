@@ -57,6 +57,10 @@ struct guest {
 	int uffd, memfd;
 };
 
+/* How long a pager taking over waits for the shim to hand it the uffd
+ * again (it offers it every 200 ms) before taking it out of QEMU. */
+#define RESEND_WAIT_MS 2000
+
 static void die(const char *what)
 {
 	fprintf(stderr, "memcanal-pager: %s: %s\n", what, strerror(errno));
@@ -135,19 +139,11 @@ static int recover_guest(const char *state_path, struct guest *g)
 	return -1;
 }
 
-/* Accept one handoff on `path`: the header and [uffd, memfd]. */
-static int accept_handoff(const char *path, struct guest *g)
+/* Listen on `path` for QEMU's handoff. */
+static int listen_on(const char *path)
 {
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
-	union {
-		char buf[CMSG_SPACE(2 * sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { &g->h, sizeof(g->h) };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
-		.msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
-	struct cmsghdr *c;
-	int s, conn;
+	int s;
 
 	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path);
 	unlink(path);
@@ -157,11 +153,33 @@ static int accept_handoff(const char *path, struct guest *g)
 		die(path);
 	printf("{\"event\": \"listening\", \"socket\": \"%s\"}\n", path);
 	fflush(stdout);
+	return s;
+}
+
+/*
+ * Accept one handoff on `s` within timeout_ms (-1: no limit): the
+ * header and [uffd, memfd].  Returns the connection, -1 on timeout.
+ */
+static int accept_handoff(int s, int timeout_ms, struct guest *g)
+{
+	union {
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { &g->h, sizeof(g->h) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
+	struct pollfd pfd = { .fd = s, .events = POLLIN };
+	struct cmsghdr *c;
+	int conn, ready;
+
+	while ((ready = poll(&pfd, 1, timeout_ms)) < 0 && errno == EINTR)
+		;
+	if (ready <= 0)
+		return -1;
 	conn = accept4(s, NULL, NULL, SOCK_CLOEXEC);
 	if (conn < 0)
 		die("accept");
-	close(s);
-	unlink(path);
 	if (recvmsg(conn, &msg, MSG_CMSG_CLOEXEC) != sizeof(g->h) ||
 	    g->h.magic != MEMCANAL_HANDOFF_MAGIC)
 		die("bad handoff");
@@ -173,6 +191,31 @@ static int accept_handoff(const char *path, struct guest *g)
 	}
 	memcpy(&g->uffd, CMSG_DATA(c), sizeof(int));
 	memcpy(&g->memfd, CMSG_DATA(c) + sizeof(int), sizeof(int));
+	return conn;
+}
+
+/*
+ * QEMU's [uffd, memfd]: handed over on `path` (first, or again by the
+ * shim to a pager taking over), else, when the state file names a QEMU
+ * that is still running and nothing came within RESEND_WAIT_MS,
+ * duplicated out of it.  Returns the connection to answer, or -1.
+ */
+static int get_guest(const char *path, const char *state_path,
+		     struct guest *g)
+{
+	uint64_t reg[2], base, len, offset;
+	int s = listen_on(path), conn = -1;
+	int running = state_path &&
+		!pager_state_registration(state_path, reg, &base, &len,
+					  &offset) &&
+		!kill((pid_t)reg[0], 0);
+
+	if (running)
+		conn = accept_handoff(s, RESEND_WAIT_MS, g);
+	if (conn < 0 && (!running || recover_guest(state_path, g)))
+		conn = accept_handoff(s, -1, g);
+	close(s);
+	unlink(path);
 	return conn;
 }
 
@@ -352,10 +395,7 @@ int main(int argc, char **argv)
 		goto usage;
 	if (!copies)
 		copies = nstores;
-	/* A pager that died left its guest's registration behind: take it
-	 * over; otherwise wait for QEMU's handoff. */
-	if (!opts.state_path || recover_guest(opts.state_path, &g))
-		conn = accept_handoff(path, &g);
+	conn = get_guest(path, opts.state_path, &g);
 	/* The fault thread polls: a blocking uffd polls as POLLERR only. */
 	if (fcntl(g.uffd, F_SETFL, fcntl(g.uffd, F_GETFL) | O_NONBLOCK))
 		die("uffd O_NONBLOCK");
@@ -375,9 +415,11 @@ int main(int argc, char **argv)
 		die("pager_init");
 	if (conn >= 0 && write(conn, "k", 1) != 1)
 		die("handoff answer");
+	printf("{\"event\": \"attached\", \"handed_over\": %s",
+	       conn >= 0 ? "true" : "false");
 	if (conn >= 0)
 		close(conn);
-	printf("{\"event\": \"attached\", \"pid\": %" PRIu64 ", \"base\": %"
+	printf(", \"pid\": %" PRIu64 ", \"base\": %"
 	       PRIu64 ", \"len\": %" PRIu64 ", \"offset\": %" PRIu64
 	       ", \"copies\": %d, \"pool_capacity\": %zu, \"stores\": [",
 	       g.h.pid, g.h.base, g.h.len, g.h.offset, copies,

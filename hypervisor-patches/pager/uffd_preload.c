@@ -15,7 +15,9 @@
  *
  * The shim keeps its copy of the uffd open for QEMU's lifetime: if the
  * pager dies, guest accesses to pages it dropped hang (waiting for a
- * pager to come back) instead of reading zeros.
+ * pager to come back) instead of reading zeros.  Every RESEND_MS it
+ * offers the same uffd to a pager listening on the socket again: one
+ * started to take over (memcanal-pager --state).
  *
  * MEMCANAL_PAGER_BACKEND (default "memfd:") is the text the mapping's
  * path must contain.  Messages go to stderr, prefixed "memcanal-uffd:".
@@ -30,12 +32,14 @@
 
 #define POLL_MS 5
 #define GIVE_UP_S 120
+#define RESEND_MS 200
 
 static void *handoff_thread(void *arg)
 {
 	const char *path = getenv("MEMCANAL_PAGER_SOCKET");
 	const char *name = getenv("MEMCANAL_PAGER_BACKEND");
 	struct timespec pause = { 0, POLL_MS * 1000000L };
+	struct timespec resend = { 0, RESEND_MS * 1000000L };
 	struct memcanal_ram ram = { 0 };
 	int tries;
 
@@ -49,8 +53,15 @@ static void *handoff_thread(void *arg)
 		}
 		nanosleep(&pause, NULL);
 	}
-	/* The uffd stays open on purpose: see the header comment. */
-	memcanal_hand_off(path, &ram);
+	/* The uffd stays open on purpose: see the header comment.  The
+	 * pager unlinks its socket once it has it; a pager listening there
+	 * again is taking over from one that died: it gets the same uffd. */
+	for (int uffd = memcanal_hand_off(path, &ram); uffd >= 0;) {
+		nanosleep(&resend, NULL);
+		if (!memcanal_hand_over(path, &ram, uffd))
+			fprintf(stderr, "memcanal-uffd: handed over again to "
+				"%s\n", path);
+	}
 	return NULL;
 }
 

@@ -186,9 +186,12 @@ class PagedGuest:
             unread.append(line)
         return unread
 
-    def restart_pager(self):
-        """A new pager, as the first was started: it must take over."""
-        self.pager = Pager(*self.pager_args)
+    def restart_pager(self, socket=None):
+        """A new pager, as the first was started (but on ``socket``, if
+        given, where the shim cannot offer it the uffd again): it must
+        take over."""
+        binary, first_socket, stores, options = self.pager_args
+        self.pager = Pager(binary, socket or first_socket, stores, options)
         attached = self.pager.event('attached')
         assert attached['adopted'] and attached['pid'] == self.vm.pid, (
             attached)
@@ -284,8 +287,9 @@ def test_a_dead_pager_hangs_the_guest_rather_than_zero_its_pages(
 def test_a_killed_pager_is_taken_over_and_loses_nothing(stateful_guest):
     """The pager is SIGKILLed mid-swap-out, and its successor mid-check
     while the guest reads its pages back; each time a new pager adopts
-    the registration from the state file (the uffd and memfd recovered
-    from QEMU) and the guest's md5sum still matches."""
+    the registration in the state file, given the uffd again by the shim
+    (same socket) or, on another socket, taking it and the memfd out of
+    QEMU (pidfd_getfd), and the guest's md5sum still matches."""
     vm, pager = stateful_guest.vm, stateful_guest.pager
     before_kib = rss_shmem_kib(vm.pid)
     pager.process.stdin.write('swapout 0 %d\n' % PAGES)
@@ -298,6 +302,7 @@ def test_a_killed_pager_is_taken_over_and_loses_nothing(stateful_guest):
 
     attached = stateful_guest.restart_pager()
     print('took over mid-swap-out', attached)
+    assert attached['handed_over'], attached
     assert attached['out_pages'] > 0, attached
     # A second pager on a live one's state file refuses to start.
     intruder = Pager(*stateful_guest.pager_args)
@@ -311,7 +316,10 @@ def test_a_killed_pager_is_taken_over_and_loses_nothing(stateful_guest):
         stats = stateful_guest.pager.command('stats', 'stats')
         time.sleep(0.02)
     stateful_guest.kill_pager()
-    attached = stateful_guest.restart_pager()
+    attached = stateful_guest.restart_pager(
+        os.path.join(os.path.dirname(stateful_guest.pager_args[1]),
+                     'other.sock'))
+    assert not attached['handed_over'], attached
     assert attached['out_pages'] > DATA_MB * 256 // 2, attached
 
     verdict = wait_line(stateful_guest.console, 'pagecheck: (ok|BAD)', 240,
