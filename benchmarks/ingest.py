@@ -9,10 +9,11 @@
 
 This process plays the agents: it casts ``--reports`` reports of
 ``--hosts`` hosts (``--vms`` VMs each, with an exact miss-ratio curve, as
-the real agent builds them), the hosts' reports interleaved, as fast as
-one oslo.messaging client casts them over RabbitMQ. On the other side, N
-processes (``--processes``) consume the topic, each with its own RPC
-server, as N ``memcanal-service`` processes would:
+the real agent builds and packs them: RPC 1.4), the hosts' reports
+interleaved, as fast as one oslo.messaging client casts them over
+RabbitMQ. On the other side, N processes (``--processes``) consume the
+topic, each with its own RPC server, as N ``memcanal-service`` processes
+would:
 
 - raw: an endpoint that only counts the reports: what messaging delivers;
 - memcanal, per database (a fresh SQLite file; a scratch database created
@@ -65,6 +66,7 @@ from memcanal.cmd import common
 from memcanal import context as memcanal_context
 from memcanal.db import migration
 from memcanal.db import models
+from memcanal.estimation import packed_curve
 from memcanal import rpc
 from memcanal.rpc import service as rpc_service
 from memcanal.rpc import service_api
@@ -86,7 +88,8 @@ connection = {db_url}
 class CountingEndpoint:
     """The baseline: receive each report and count it, nothing else."""
 
-    target = messaging.Target(version='1.0')
+    # The version the agent casts reports at: its curves packed.
+    target = service_manager.ServiceManager.target
 
     def __init__(self, counter):
         self.counter = counter
@@ -400,7 +403,8 @@ def main():
               '%s, over %s; %d cores for everything (this process, '
               'RabbitMQ, the databases, the services)' % (
                   per_host * args.hosts, args.hosts, per_host, args.vms,
-                  len(sample['instances'][0]['mrc']['exact']),
+                  len(packed_curve.unpack(
+                      sample['instances'][0]['mrc']['exact'])),
                   ', each cast twice (rates count both)'
                   if args.redeliver else '',
                   args.transport_url.split('@')[-1], os.cpu_count()),

@@ -13,6 +13,7 @@ import zlib
 from memcanal.agent import tracing
 from memcanal.estimation import mrc
 from memcanal.estimation import observer
+from memcanal.estimation import packed_curve
 
 
 def settings(conf, page_size):
@@ -25,6 +26,13 @@ def settings(conf, page_size):
         log_entries=options.log_entries, tlb_entries=options.tlb_entries,
         esx_sample_pages=options.esx_sample_pages,
         esx_period_s=options.esx_period, page_size=page_size)
+
+
+def packed_curves(curves):
+    """Points by method as a report carries them since RPC 1.4: packed,
+    one string per curve (memcanal.estimation.packed_curve)."""
+    return {method: packed_curve.pack(points)
+            for method, points in curves.items()}
 
 
 def report_stats(stats):
@@ -83,7 +91,8 @@ class InstanceCollector:
         self.paging.add(sample.paging_trace)
         summary['mrc'].update(self.tracing.curves())
         summary['mrc'].update(self.paging.curves())
-        return dict(summary, guest_stats=sample.guest_stats)
+        return dict(summary, guest_stats=sample.guest_stats,
+                    mrc=packed_curves(summary['mrc']))
 
     def handle_logs(self, prl_gpas, pml_gpas, now_ns, dirty_log=None):
         """The agent's own work for one interval of delivered logs: the

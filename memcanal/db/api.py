@@ -23,6 +23,7 @@ from sqlalchemy.dialects import sqlite
 from memcanal import conf as memcanal_conf
 from memcanal import exception
 from memcanal.db import models
+from memcanal.estimation import packed_curve
 from memcanal.policy import demand
 from memcanal.policy import guardrails
 
@@ -159,6 +160,14 @@ def _instance_dict(instance, host_uuid):
     }
 
 
+def stored_curves(mrc):
+    """A stored ``mrc`` column as {method: [[size bytes, miss ratio],
+    ...]}: curves are stored as their report carried them, packed
+    (memcanal.estimation.packed_curve) or, from older agents, lists."""
+    return {method: packed_curve.unpack(curve)
+            for method, curve in (mrc or {}).items()}
+
+
 def _report_dict(report):
     return {
         'id': report.id,
@@ -166,7 +175,7 @@ def _report_dict(report):
         'collected_at': report.collected_at,
         'allocated_bytes': report.allocated_bytes,
         'wss': report.wss or {},
-        'mrc': report.mrc or {},
+        'mrc': stored_curves(report.mrc),
         'guest_stats': report.guest_stats,
         'log_stats': report.log_stats,
     }

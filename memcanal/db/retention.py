@@ -505,7 +505,7 @@ def _history_dict(row, with_curves):
         'guest_stats': row.stats.get('guest_stats', {}),
     }
     if with_curves:
-        result['mrc'] = row.mrc or {}
+        result['mrc'] = db_api.stored_curves(row.mrc)
     return result
 
 

@@ -11,7 +11,7 @@ A report is a dict::
          "allocated_bytes": 1073741824, "observed_bytes": null,
          "flavor": "m1.small",             # optional: the flavor's name
          "wss": {"<estimator>": <bytes>, ...},
-         "mrc": {"<method>": [[<size bytes>, <miss ratio>], ...], ...},
+         "mrc": {"<method>": "<packed curve>", ...},
          "guest_stats": {"<name>": <number>, ...},
          "logs": {"prl": <log stats>, "pml": <log stats>},
          "paging": {"resident_bytes": .., "paged_bytes": .., # optional
@@ -29,6 +29,11 @@ and each of its keys, is optional; all are integers >= 0::
      "handler_ns": 250000, # CPU time of the log-full handlers
      "vm_cpu_ns": 0}       # of which taken from the VM's own CPU
 
+A curve is packed (memcanal.estimation.packed_curve: base64 of deflated
+(uint64 size bytes, float64 miss ratio) records) since RPC 1.4; agents
+before it send [[<size bytes>, <miss ratio>], ...], still accepted. Either
+way sizes are >= 1 and strictly increasing, ratios in 0..1.
+
 The service validates every report before storing anything from it, so a
 malformed one is rejected whole with a stable code.
 """
@@ -37,8 +42,10 @@ import math
 import operator
 
 import fastjsonschema
+import numpy as np
 from oslo_utils import timeutils
 
+from memcanal.estimation import packed_curve
 from memcanal import exception
 
 NAME_PATTERN = '^[a-z][a-z0-9_]{0,31}$'
@@ -71,13 +78,15 @@ INSTANCE_SCHEMA = {
             'propertyNames': {'pattern': NAME_PATTERN},
             'additionalProperties': NON_NEGATIVE_INT,
         },
-        # The points are checked by _check_curve: their count first, and
-        # then in one plain loop, several times faster than the schema
-        # walking each of up to 256 x 2 numbers of every curve.
+        # The points are checked by _check_packed_points (all of a
+        # report's at once, in numpy) or _check_point_list (one plain
+        # loop), their count first: several times faster than the
+        # schema walking each of up to 256 x 2 numbers of every curve.
         'mrc': {
             'type': 'object',
             'propertyNames': {'pattern': NAME_PATTERN},
-            'additionalProperties': {'type': 'array', 'minItems': 1},
+            'additionalProperties': {'type': ['string', 'array'],
+                                     'minLength': 1, 'minItems': 1},
         },
         'guest_stats': {
             'type': 'object',
@@ -155,7 +164,7 @@ _RATIO_TYPE_SET = frozenset(_RATIO_TYPES)
 
 
 def _good_curve(points):
-    """Whether every point is good, as _check_curve judges them, in a
+    """Whether every point is good, as _check_point_list judges them, in a
     few passes of built-ins over the whole curve: faster than its loop,
     which then only says what is wrong with a bad one."""
     if not points:
@@ -180,8 +189,70 @@ def _good_curve(points):
     return total == total
 
 
-def _check_curve(where, points, max_mrc_points):
-    """Points are [size bytes >= 1, miss ratio in 0..1], sizes increasing.
+def _packed_points(where, text, max_mrc_points):
+    """The points of a packed curve, counted and decoded (their values
+    are _check_packed_points' to judge).
+
+    The count is checked before anything else, so an oversized curve
+    costs nothing to refuse.
+    """
+    if len(text) > packed_curve.max_text_length(max_mrc_points):
+        raise exception.InvalidReport(
+            'report.mrc_too_large', '%s has more than %d points' % (
+                where, max_mrc_points))
+    try:
+        points = packed_curve.points_array(text, max_mrc_points)
+    except ValueError as err:
+        raise exception.InvalidReport('report.malformed',
+                                      '%s: %s' % (where, err))
+    if len(points) > max_mrc_points:
+        raise exception.InvalidReport(
+            'report.mrc_too_large', '%s has more than %d points' % (
+                where, max_mrc_points))
+    if not len(points):
+        raise exception.InvalidReport('report.malformed',
+                                      '%s has no points' % where)
+    return points
+
+
+def _check_packed_points(curves):
+    """Every point of ``curves`` ((where, points) pairs) as
+    _check_point_list judges a list's: all of a report's at once, in a
+    few numpy operations; only a bad curve is then looked at alone, to
+    say which it is and what is wrong."""
+    if not curves:
+        return
+    points = np.concatenate([array for _where, array in curves])
+    sizes, ratios = points['size'], points['ratio']
+    rising = sizes[1:] > sizes[:-1]
+    # Where a curve starts, its size need not exceed the one before.
+    starts = np.cumsum([len(array) for _where, array in curves])[:-1]
+    rising[starts - 1] = True
+    # NaN fails both comparisons.
+    if (sizes.min() >= 1 and np.all(rising)
+            and np.all((ratios >= 0) & (ratios <= 1))):
+        return
+    for where, array in curves:
+        _check_curve_points(where, array['size'], array['ratio'])
+
+
+def _check_curve_points(where, sizes, ratios):
+    if sizes[0] < 1 or not np.all((ratios >= 0) & (ratios <= 1)):
+        if not np.isfinite(ratios).all():
+            raise exception.InvalidReport(
+                'report.not_finite', 'non-finite miss ratio in %s' % where)
+        raise exception.InvalidReport(
+            'report.malformed', '%s: sizes must be >= 1 bytes and miss '
+            'ratios in 0..1' % where)
+    if not np.all(sizes[1:] > sizes[:-1]):
+        raise exception.InvalidReport(
+            'report.mrc_unordered',
+            '%s sizes are not strictly increasing' % where)
+
+
+def _check_point_list(where, points, max_mrc_points):
+    """Points are [size bytes >= 1, miss ratio in 0..1], sizes increasing,
+    in a list (agents before RPC 1.4).
 
     The count is checked before anything else, so an oversized curve
     costs nothing to refuse.
@@ -218,10 +289,16 @@ def _check_curve(where, points, max_mrc_points):
         previous = size
 
 
-def _check_instance(index, sample, max_mrc_points):
-    for method, points in sample.get('mrc', {}).items():
-        _check_curve('instances.%d.mrc.%s' % (index, method), points,
-                     max_mrc_points)
+def _check_instance(index, sample, max_mrc_points, packed):
+    """Check the instance's numbers but for its packed curves' points,
+    which are added to ``packed`` for _check_packed_points."""
+    for method, curve in sample.get('mrc', {}).items():
+        where = 'instances.%d.mrc.%s' % (index, method)
+        if isinstance(curve, str):
+            packed.append((where, _packed_points(where, curve,
+                                                 max_mrc_points)))
+        else:
+            _check_point_list(where, curve, max_mrc_points)
     bad_key = _non_finite_key(sample.get('guest_stats', {}))
     if bad_key is not None:
         raise exception.InvalidReport(
@@ -263,8 +340,10 @@ def validate_report(report, max_mrc_points, max_instances):
     if len(set(uuids)) != len(uuids):
         raise exception.InvalidReport('report.duplicate_instance',
                                       'an instance appears twice')
+    packed = []
     for index, sample in enumerate(report['instances']):
-        _check_instance(index, sample, max_mrc_points)
+        _check_instance(index, sample, max_mrc_points, packed)
+    _check_packed_points(packed)
     try:
         collected_at = timeutils.normalize_time(
             timeutils.parse_isotime(report['collected_at']))

@@ -8,6 +8,8 @@ API version history:
         service derives whether the host is up.
 * 1.3 - stored_reports (call): which of a host's report sequences the
         service stored or rejected, so the agent sends the others again.
+* 1.4 - report's miss-ratio curves are packed strings
+        (memcanal.estimation.packed_curve); lists are still accepted.
 """
 
 import oslo_messaging as messaging
@@ -24,7 +26,7 @@ RETRIES = 2
 class ServiceAPI:
     """What a compute agent may ask of the central service."""
 
-    VERSION = '1.3'
+    VERSION = '1.4'
 
     def __init__(self):
         target = messaging.Target(topic=rpc.SERVICE_TOPIC,
@@ -51,7 +53,7 @@ class ServiceAPI:
         Raises MessageDeliveryFailure rather than waiting for a broker
         that is down: the agent's outbox sends the report again.
         """
-        cctxt = self.client.prepare(version='1.0', retry=RETRIES)
+        cctxt = self.client.prepare(version='1.4', retry=RETRIES)
         cctxt.cast(ctxt, 'report', report=report)
 
     def stored_reports(self, ctxt, host_uuid, sequences, timeout=None):

@@ -32,7 +32,7 @@ LOG = logging.getLogger(__name__)
 class ServiceManager:
     """Endpoint for memcanal.rpc.service_api.ServiceAPI (version 1.x)."""
 
-    target = messaging.Target(version='1.3')
+    target = messaging.Target(version='1.4')
 
     def __init__(self, conf):
         self.conf = conf

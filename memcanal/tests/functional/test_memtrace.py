@@ -13,6 +13,7 @@ read-only phase.
 import pytest
 
 from memcanal.agent import guest_runs
+from memcanal.estimation import packed_curve
 from memcanal.rpc import reports
 from memcanal.tests.functional import services
 
@@ -69,8 +70,9 @@ def test_rrww_on_a_real_guest(qemu_agent, conf):
     # The curve of the PRL log's references over the last intervals, all
     # of them inside the read phase: a cyclic scan of 64 MiB misses at
     # every size below it under LRU, and hardly ever above it.
-    curve = [interval['sample']['mrc']['shards'] for interval in intervals
-             if interval['phase'] == 'RR'][-1]
+    curve = packed_curve.unpack([
+        interval['sample']['mrc']['shards'] for interval in intervals
+        if interval['phase'] == 'RR'][-1])
     assert miss_ratio_at(curve, working_set // 2) > 0.9, curve
     assert miss_ratio_at(curve, 2 * working_set) < 0.1, curve
 

@@ -5,6 +5,7 @@ import pytest
 
 from memcanal.agent import driver
 from memcanal.agent import manager
+from memcanal.estimation import packed_curve
 from memcanal import exception
 from memcanal.rpc import reports
 
@@ -250,7 +251,7 @@ def test_tracing_windows_report_an_hcache_curve(agent, conf):
     reports.validate_report(report, conf.service.max_mrc_points,
                             conf.service.max_instances_per_report)
     for sample in report['instances']:
-        curve = sample['mrc']['hcache']
+        curve = packed_curve.unpack(sample['mrc']['hcache'])
         # From the half the VM kept; the data fits there, so nothing
         # misses once the VM has touched it all.
         assert curve[0][0] == 32 * 2 ** 20

@@ -6,6 +6,7 @@ from memcanal.agent import driver
 from memcanal.agent.drivers import simulated
 from memcanal.agent import tracing
 from memcanal.estimation import hcache_runs
+from memcanal.estimation import packed_curve
 from memcanal.estimation import traces
 from memcanal.estimation import workloads
 from memcanal import exception
@@ -95,7 +96,7 @@ def test_collector_reports_prl_once_converged_and_pml_blind_spot(conf):
     # Reads only so far: PML saw no dirty page, and said so.
     assert summaries[-1]['wss']['pml'] == 0
     assert summaries[-1]['guest_stats'] == {'x': 1.0}
-    exact = summaries[-1]['mrc']['exact']
+    exact = packed_curve.unpack(summaries[-1]['mrc']['exact'])
     assert exact[-1][0] == 300 * 4096
     assert set(summaries[-1]['mrc']) == {'shards', 'exact'}
 

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from memcanal import context as memcanal_context
 from memcanal.db import api as db_api
 from memcanal.db import models
+from memcanal.estimation import packed_curve
 from memcanal import exception
 from memcanal.rpc import reports
 
@@ -70,6 +71,24 @@ def test_report_round_trips_whole(ctx):
     assert latest['wss'] == {'distinct': 2 ** 20, 'prl': 2 ** 21}
     assert latest['mrc'] == sample(VM_1, 1)['mrc']
     assert latest['guest_stats'] == {'major_faults': 2.5}
+
+
+def test_packed_curves_are_stored_packed_and_read_back_as_points(ctx):
+    host = register(ctx)
+    points = sample(VM_1, 1)['mrc']['exact']
+    db_api.store_report(ctx, report(host, 1, dict(
+        sample(VM_1, 1), mrc={'exact': packed_curve.pack(points),
+                              'aet': [[4096, 0.5]]})))
+    # Stored as the report carried it: no list built to store it.
+    with db_api.context_manager.reader.using(ctx):
+        stored = ctx.session.execute(sa.select(
+            models.InstanceReport.mrc)).scalar_one()
+    assert stored['exact'] == packed_curve.pack(points)
+    expected = {'exact': points, 'aet': [[4096, 0.5]]}
+    assert db_api.get_instance(ctx, VM_1)['latest_report']['mrc'] == expected
+    assert db_api.list_instance_reports(ctx, VM_1)[0]['mrc'] == expected
+    assert db_api.host_policy_inputs(
+        ctx, host)[0]['reports'][0]['mrc'] == expected
 
 
 def test_log_stats_round_trip_and_are_null_without_logs(ctx):

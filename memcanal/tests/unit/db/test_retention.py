@@ -13,6 +13,7 @@ from memcanal import context as memcanal_context
 from memcanal.db import api as db_api
 from memcanal.db import models
 from memcanal.db import retention
+from memcanal.estimation import packed_curve
 from memcanal.rpc import reports
 
 GIB = 2 ** 30
@@ -103,6 +104,22 @@ def test_old_reports_fold_into_hourly_history_and_leave(ctx):
     assert count(ctx, TABLES['host_reports']) == 30
     assert [r['sequence'] for r in db_api.list_instance_reports(
         ctx, VM_1)][-1] == 121
+
+
+def test_a_packed_curve_folds_into_history_and_reads_back_as_points(ctx):
+    host = register(ctx)
+    points = sample(VM_1, 0)['mrc']['shards']
+    assert db_api.store_report(ctx, reports.validate_report({
+        'host_uuid': host, 'sequence': 1,
+        'collected_at': T0.isoformat() + 'Z',
+        'instances': [sample(VM_1, 0, mrc={
+            'shards': packed_curve.pack(points)})],
+    }, max_mrc_points=256, max_instances=10))
+    store(ctx, host, 90)  # the latest report stays; the first folds
+    retention.fold_reports(ctx, T0 + datetime.timedelta(hours=1), 3600,
+                           batch_size=1000)
+    period, = retention.list_history(ctx, VM_1)
+    assert period['mrc'] == {'shards': points}
 
 
 def test_folding_in_small_batches_merges_to_whole_periods(ctx):

@@ -26,7 +26,7 @@ def serve(topic, server, endpoint):
 
 
 class Recorder:
-    target = messaging.Target(version='1.2')
+    target = messaging.Target(version='1.4')
 
     def __init__(self):
         self.calls = []

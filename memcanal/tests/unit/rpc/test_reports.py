@@ -1,8 +1,12 @@
+import base64
 import copy
 import datetime
+import zlib
 
+import numpy as np
 import pytest
 
+from memcanal.estimation import packed_curve
 from memcanal import exception
 from memcanal.rpc import reports
 
@@ -123,7 +127,7 @@ def test_the_fast_curve_check_agrees_with_the_explaining_loop(
     fast = reports._good_curve(points)
     monkeypatch.setattr(reports, '_good_curve', lambda points: False)
     try:
-        reports._check_curve('curve', points, 256)
+        reports._check_point_list('curve', points, 256)
     except exception.InvalidReport:
         assert not fast
     else:
@@ -154,6 +158,69 @@ def test_oversized_mrc_is_rejected():
     with pytest.raises(exception.InvalidReport) as err:
         validate(report)
     assert err.value.code == 'report.mrc_too_large'
+
+
+def packed(points):
+    return packed_curve.pack(points)
+
+
+def deflated(raw):
+    return base64.b64encode(zlib.compress(raw)).decode()
+
+
+def test_a_packed_curve_is_accepted_and_unpacks_to_its_points():
+    points = good_report()['instances'][0]['mrc']['exact']
+    report = mutate(('instances', 0, 'mrc', 'exact'), packed(points))
+    valid = validate(report)
+    assert valid['instances'] == report['instances']
+    assert packed_curve.unpack(
+        valid['instances'][0]['mrc']['exact']) == points
+
+
+def test_packed_curves_of_one_report_are_judged_each_on_its_own():
+    # The second curve starts below where the first ends; each rises.
+    report = good_report()
+    report['instances'][0]['mrc'] = {
+        'exact': packed([[4096, 0.9], [2 ** 30, 0.1]]),
+        'shards': packed([[8192, 0.8], [2 ** 20, 0.2]])}
+    validate(report)
+    report['instances'][0]['mrc']['shards'] = packed(
+        [[8192, 0.8], [8192, 0.2]])
+    with pytest.raises(exception.InvalidReport) as err:
+        validate(report)
+    assert err.value.code == 'report.mrc_unordered'
+    assert 'instances.0.mrc.shards' in str(err.value)
+
+
+@pytest.mark.parametrize('curve, code', [
+    ('not base64!', 'report.malformed'),
+    (base64.b64encode(b'\x01' * 32).decode(), 'report.malformed'),
+    (deflated(b'\x00' * 17), 'report.malformed'),
+    (deflated(np.zeros(4, packed_curve.POINT).tobytes())[:-8],
+     'report.malformed'),
+    (deflated(b''), 'report.malformed'),
+    (packed([[0, 0.5]]), 'report.malformed'),
+    (packed([[4096, 1.5]]), 'report.malformed'),
+    (packed([[4096, -0.5]]), 'report.malformed'),
+    (packed([[4096, 0.5], [8192, float('nan')]]), 'report.not_finite'),
+    (packed([[4096, float('inf')]]), 'report.not_finite'),
+    (packed([[8192, 0.5], [4096, 0.4]]), 'report.mrc_unordered'),
+    (packed([[4096, 0.5], [4096, 0.4]]), 'report.mrc_unordered'),
+    (packed([[4096 * (i + 1), 0.5] for i in range(257)]),
+     'report.mrc_too_large'),
+    # Refused by its length, before it is decoded.
+    ('A' * (packed_curve.max_text_length(256) + 4), 'report.mrc_too_large'),
+    ('', 'report.malformed'),
+])
+def test_bad_packed_curves_are_rejected_with_a_stable_code(curve, code):
+    with pytest.raises(exception.InvalidReport) as err:
+        validate(mutate(('instances', 0, 'mrc', 'exact'), curve))
+    assert err.value.code == code
+
+
+def test_a_packed_curve_keeps_every_value_exactly():
+    points = [[4096, 1 / 3], [2 ** 40, 0.1 + 0.2], [2 ** 63 + 1, 0.0]]
+    assert packed_curve.unpack(packed(points)) == points
 
 
 def test_too_many_and_repeated_instances_are_rejected():
