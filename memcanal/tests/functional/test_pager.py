@@ -20,7 +20,6 @@ from memcanal.tests.functional import services
 pytestmark = pytest.mark.functional
 
 
-
 @pytest.fixture(scope='module')
 def selftest(tmp_path_factory):
     return services.build_pager(
@@ -107,8 +106,8 @@ def test_one_store_lost_is_caught(selftest, tmp_path):
     assert number(r'wrong words: (\d+)', result.stdout) > 0
 
 
-def test_a_restarted_pager_adopts_and_the_pool_serves_first(selftest,
-                                                              tmp_path):
+def test_a_restarted_pager_adopts_and_the_pool_serves_first(
+        selftest, tmp_path):
     """The pager stops at a quarter of the run, writers faulting on its
     pages meanwhile; the next one adopts the uffd from the state file
     and serves every page, the pool first."""
