@@ -10,8 +10,8 @@ libvirt_group = cfg.OptGroup(
     'libvirt', title='libvirt hypervisor driver options',
     help='The driver of a real compute node: the domains nova runs under '
          'libvirt (QEMU/KVM, or Xen through libxl), their balloon '
-         'statistics and dirty rate, and their resizes by balloon or '
-         'virtio-mem.')
+         'statistics and dirty rate, and their resizes by balloon, '
+         'virtio-mem or paging.')
 
 libvirt_opts = [
     cfg.StrOpt('connection_uri', default='qemu:///system',
@@ -44,6 +44,14 @@ libvirt_opts = [
     cfg.IntOpt('reserved_host_memory_mb', default=0, min=0,
                help='Memory kept for the host itself, MiB; set it to '
                     'nova\'s reserved_host_memory_mb.'),
+    cfg.BoolOpt('paging', default=True,
+                help='Listen on the MEMCANAL_PAGER_SOCKET of every domain '
+                     'whose XML sets it (<qemu:env>, doc/paging.md), from '
+                     'before the domain starts, so that its QEMU hands its '
+                     'RAM to the agent and apply_memory_target with '
+                     'mechanism paging can page it through a '
+                     'memcanal-pager ([pager] options). Off: paging is '
+                     'refused.'),
     cfg.StrOpt('unowned_project_id', default='unowned',
                help='Project reported for domains without nova\'s owner '
                     'metadata (not started by nova). List it in '

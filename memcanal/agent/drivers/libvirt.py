@@ -32,17 +32,33 @@ reports them (``memoryStats``; a virtio memballoon and a guest driver):
 
 The simulated driver's ``swap_bytes`` and ``committed_bytes`` have no
 balloon statistic of the same meaning, so they are not reported.
+
+Paging (issue #17; doc/paging.md, "Paging libvirt guests from the
+agent"): a domain whose XML preloads libmemcanal-uffd.so with
+``MEMCANAL_PAGER_SOCKET`` hands its RAM to that socket as its QEMU
+starts. The driver listens on every such socket of the domains it finds
+(memcanal.agent.drivers.handoff), inactive ones included, and holds the
+handoff; the first paging action starts the domain's memcanal-pager with
+its stores and relays the handoff to it. With no page references, the
+cold-page detector sees only the pager's faults, so the resident target
+is kept at every collection: what stayed unfaulted for ``[pager]
+cold_after`` is paged out.
 """
 
 import math
+import os
 import threading
 import time
 from xml.etree import ElementTree
 
+import numpy as np
 from oslo_log import log as logging
 from oslo_utils import importutils
 
 from memcanal.agent import driver
+from memcanal.agent.drivers import handoff
+from memcanal.agent.drivers import paged
+from memcanal.agent import paging
 from memcanal import estimation
 from memcanal import exception
 
@@ -51,6 +67,7 @@ libvirt = importutils.try_import('libvirt')
 LOG = logging.getLogger(__name__)
 
 NOVA_NS = 'http://openstack.org/xmlns/libvirt/nova/1.1'
+QEMU_NS = 'http://libvirt.org/schemas/domain/qemu/1.0'
 KIB = 1024
 # Balloon statistics libvirt gives in KiB, and those it gives as counts.
 _KIB_STATS = ('actual', 'available', 'unused', 'usable', 'disk_caches',
@@ -74,6 +91,15 @@ def _kib(element):
         element.get('unit', 'KiB').lower()])
 
 
+def pager_socket(root):
+    """The ``MEMCANAL_PAGER_SOCKET`` the domain gives its QEMU
+    (``<qemu:commandline><qemu:env>``), or None."""
+    for env in root.findall('{%s}commandline/{%s}env' % (QEMU_NS, QEMU_NS)):
+        if env.get('name') == 'MEMCANAL_PAGER_SOCKET' and env.get('value'):
+            return env.get('value')
+    return None
+
+
 class _Domain:
     """What the driver remembers of one domain between calls."""
 
@@ -83,6 +109,9 @@ class _Domain:
         self.dirty_rate = True
         self.dirty_rate_mib = None
         self.major_fault = None
+        # While paged: its GuestPager and the resident bytes to keep.
+        self.pager = None
+        self.resident_target = None
 
 
 class LibvirtDriver(driver.HypervisorDriver):
@@ -106,6 +135,8 @@ class LibvirtDriver(driver.HypervisorDriver):
             self.options.connection_uri)
         self._domains = {}
         self._lock = threading.Lock()
+        self.listeners = {}
+        self._listen()
 
     # -- host and instances ----------------------------------------------
 
@@ -147,7 +178,47 @@ class LibvirtDriver(driver.HypervisorDriver):
                       for device in root.findall('devices/memory'))
         return _kib(root.find('memory')) - devices
 
+    def _listen(self):
+        """Listen on the pager socket of every domain that names one and
+        has no listener yet: a QEMU hands its RAM over only as it starts."""
+        if not self.options.paging:
+            return
+        for domain in self.connection.listAllDomains(0):
+            try:
+                path = pager_socket(ElementTree.fromstring(
+                    domain.XMLDesc(0)))
+            except libvirt.libvirtError:
+                continue
+            if path is None or path in self.listeners:
+                continue
+            try:
+                self.listeners[path] = handoff.Listener(path)
+            except OSError as error:
+                LOG.warning('Cannot listen on %s for the RAM of %s: %s',
+                            path, domain.UUIDString(), error)
+
+    def _forget_pagers(self, active):
+        """Stop the pagers of domains that stopped (their QEMU exited, and
+        a pager exits with its guest)."""
+        with self._lock:
+            states = list(self._domains.items())
+        for uuid, state in states:
+            if state.pager is not None and (
+                    uuid not in active
+                    or state.pager.client.process.poll() is not None):
+                LOG.info('Domain %s stopped: its pager is done', uuid)
+                state.pager.stop()
+                state.pager = state.resident_target = None
+
+    def stop(self):
+        """Stop listening for handoffs (held ones are dropped: their
+        guests run unpaged). Pagers serve their guests until they exit."""
+        for listener in self.listeners.values():
+            listener.close()
+        self.listeners.clear()
+
     def list_instances(self):
+        self._listen()
         instances = []
         domains = self.connection.listAllDomains(
             libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)
@@ -162,14 +233,16 @@ class LibvirtDriver(driver.HypervisorDriver):
                 continue
             uuid = domain.UUIDString()
             boot = self._boot_kib(root) * KIB
-            target = self._state(uuid).target_bytes
+            state = self._state(uuid)
+            target = state.target_bytes
             if target is None and current != boot:
                 # Resized before this agent started (or by an operator):
                 # the memory the VM is set to is what it has.
                 target = current
-            instances.append(driver.InstanceInfo(
+            instances.append(paged.instance_info(driver.InstanceInfo(
                 uuid, self._project(root), boot, target,
-                self._flavor(root)))
+                self._flavor(root)), state.pager))
+        self._forget_pagers({info.uuid for info in instances})
         return instances
 
     def _domain(self, uuid):
@@ -203,8 +276,30 @@ class LibvirtDriver(driver.HypervisorDriver):
             stats['dirty_rate_mib_per_s'] = float(state.dirty_rate_mib)
             stats['dirty_rate_period_s'] = float(
                 self.options.dirty_rate_period)
-        return driver.Sample(page_size=estimation.PAGE_SIZE, trace=None,
-                             guest_stats=stats)
+        sample = driver.Sample(page_size=estimation.PAGE_SIZE, trace=None,
+                               guest_stats=stats)
+        if state.pager is None:
+            return sample
+        # libvirt logs no page references: the detector sees faults only.
+        sample = paged.paging_sample(instance_uuid, state.pager, sample,
+                                     None, 0)
+        self._keep_resident(instance_uuid, state)
+        return sample
+
+    @staticmethod
+    def _keep_resident(uuid, state):
+        """Page out what turned cold while more than the target is
+        resident: without page references a page turns cold only after
+        the action that set the target, by going unfaulted."""
+        pager = state.pager
+        try:
+            resident = pager.resident()
+            if (np.count_nonzero(resident) * paging.PAGE
+                    > state.resident_target
+                    and resident[pager.detector.cold()].any()):
+                pager.set_resident(state.resident_target)
+        except paging.PagerError as error:
+            LOG.error('Paging of %s: %s', uuid, error)
 
     @staticmethod
     def _balloon_stats(balloon, state):
@@ -300,10 +395,7 @@ class LibvirtDriver(driver.HypervisorDriver):
                 uuid=instance_uuid,
                 reason='unknown mechanism %r' % (mechanism,))
         if mechanism == 'paging':
-            # The pager attaches to a QEMU it starts with its shim.
-            raise exception.ResizeFailed(
-                uuid=instance_uuid,
-                reason="paging needs the qemu driver's pager")
+            return self._page(instance_uuid, target_bytes, stores)
         if (not isinstance(target_bytes, int) or isinstance(
                 target_bytes, bool) or target_bytes < estimation.PAGE_SIZE):
             raise exception.ResizeFailed(
@@ -327,6 +419,69 @@ class LibvirtDriver(driver.HypervisorDriver):
         # how long libvirt took to accept it.
         return driver.Resize(mechanism, previous, target_bytes,
                              time.monotonic() - started)
+
+    def _page(self, uuid, target_bytes, stores):
+        """Set the resident target, starting the domain's pager with
+        ``stores`` on its first paging action."""
+        if (not isinstance(target_bytes, int) or isinstance(
+                target_bytes, bool) or target_bytes < 0):
+            raise exception.ResizeFailed(
+                uuid=uuid, reason='a resident target is a whole number of '
+                'bytes, not %r' % (target_bytes,))
+        domain = self._domain(uuid)
+        state = self._state(uuid)
+        if state.pager is None:
+            state.pager = self._start_pager(uuid, domain, stores)
+        resize = paged.set_resident(uuid, state.pager, target_bytes, stores)
+        state.resident_target = target_bytes
+        return resize
+
+    def _start_pager(self, uuid, domain, stores):
+        """The domain's GuestPager: a memcanal-pager beside the domain's
+        socket, with ``stores`` and the local store, given the RAM its
+        QEMU handed to the agent."""
+        try:
+            path = pager_socket(ElementTree.fromstring(domain.XMLDesc(0)))
+        except libvirt.libvirtError as error:
+            raise exception.ResizeFailed(uuid=uuid, reason=str(error))
+        listener = self.listeners.get(path)
+        held = listener.take(uuid) if listener is not None else None
+        if held is None:
+            raise exception.ResizeFailed(uuid=uuid, reason=(
+                'its QEMU has not handed its RAM to the agent on %s: the '
+                'domain needs the pager socket in its XML and [libvirt] '
+                'paging, and must start after the agent listens there'
+                % path if path else 'no MEMCANAL_PAGER_SOCKET in its XML '
+                '(doc/paging.md)'))
+        if held.length > paging.IDENTITY_LIMIT:
+            held.close()
+            raise exception.ResizeFailed(uuid=uuid, reason=(
+                'a guest of more than 2 GiB has RAM above 4 GiB, whose '
+                'frames are not memfd pages'))
+        relay = os.path.join(os.path.dirname(path), uuid + '.pager')
+        try:
+            client = paged.start_pager(
+                self.conf, relay, uuid, stores, os.path.join(
+                    self.conf.pager.local_store_dir, uuid + '.pager.log'))
+        except paging.PagerError as error:
+            held.close()
+            raise exception.ResizeFailed(uuid=uuid, reason=str(error))
+        try:
+            memfd = held.relay(relay, self.conf.pager.timeout)
+        except handoff.HandoffError as error:
+            client.stop()
+            raise exception.ResizeFailed(uuid=uuid, reason=str(error))
+        try:
+            attached = client.wait_event('attached')
+        except paging.PagerError as error:
+            os.close(memfd)
+            client.stop()
+            raise exception.ResizeFailed(uuid=uuid, reason=str(error))
+        LOG.info('Paging %s through %s (stores %s)', uuid, client.name,
+                 ', '.join(client.stores))
+        return paging.GuestPager(
+            client, memfd, attached['len'] // paging.PAGE,
+            self.conf.agent.report_interval, self.conf.pager.cold_after)
 
     @staticmethod
     def _virtio_mem(root):

@@ -6,14 +6,23 @@ do (updateDeviceFlags) is checked with a small fake domain; the real
 thing is memcanal/tests/functional/test_libvirt.py.
 """
 
+import os
+import socket
+import sys
+import time
 import uuid
 from xml.etree import ElementTree
 
+import numpy as np
 import pytest
 
+from memcanal.agent import driver as agent_driver
+from memcanal.agent.drivers import handoff
 from memcanal.agent import manager
+from memcanal.agent import paging
 from memcanal import exception
 from memcanal.rpc import reports
+from memcanal.tests.unit.agent import test_paging
 
 libvirt = pytest.importorskip('libvirt',
                               reason='libvirt-python is not installed')
@@ -153,9 +162,10 @@ def test_unknown_mechanism(driver):
         driver.apply_memory_target(vm, 512 * MIB, 'teleport')
 
 
-def test_paging_needs_the_qemu_drivers_pager(driver):
+def test_paging_needs_the_pager_socket_in_the_domain_xml(driver):
     vm = start(driver, 'vm1')
-    with pytest.raises(exception.ResizeFailed, match="qemu driver's pager"):
+    with pytest.raises(exception.ResizeFailed,
+                       match='no MEMCANAL_PAGER_SOCKET'):
         driver.apply_memory_target(vm, 512 * MIB, 'paging',
                                    ['tcp:10.0.0.5:7070'])
 
@@ -211,6 +221,9 @@ class FakeConnection:
     def lookupByUUIDString(self, uuid):
         return self.domain
 
+    def listAllDomains(self, flags):
+        return [self.domain]
+
 
 @pytest.fixture
 def fake(conf):
@@ -250,3 +263,209 @@ def test_hotplug_libvirt_error_restores_balloon(fake):
         driver.apply_memory_target(domain.uuid, 768 * MIB, 'hotplug')
     assert domain.balloon_kib == 384 * 1024
     assert driver._state(domain.uuid).target_bytes is None
+
+
+# -- paging ----------------------------------------------------------------
+
+PAGES = test_paging.PAGES
+PAGE = paging.PAGE
+# A real memfd of PAGES pages, as guest RAM.
+memfd = test_paging.memfd
+
+PAGED_XML = '''<domain type='kvm'
+    xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
+  <uuid>%s</uuid>
+  <memory unit='KiB'>%d</memory>
+  <devices><memballoon model='none'/></devices>
+  <qemu:commandline>
+    <qemu:env name='LD_PRELOAD' value='/usr/lib/libmemcanal-uffd.so'/>
+    <qemu:env name='MEMCANAL_PAGER_SOCKET' value='%s'/>
+  </qemu:commandline>
+</domain>'''
+
+# A memcanal-pager as the agent drives it: takes the relayed handoff,
+# answers it, and pages the memfd it was handed (punch, write back).
+FAKE_PAGER = '''#!%s
+import ctypes, json, os, socket, sys
+libc = ctypes.CDLL(None)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long,
+                           ctypes.c_long]
+listener = socket.socket(socket.AF_UNIX)
+listener.bind(sys.argv[2])
+listener.listen(1)
+print(json.dumps({"event": "listening"}), flush=True)
+connection, _ = listener.accept()
+header, (uffd, memfd), _, _ = socket.recv_fds(connection, 40, 2)
+connection.sendall(b"k")
+pid, length = int.from_bytes(header[8:16], "little"), int.from_bytes(
+    header[24:32], "little")
+print(json.dumps({"event": "attached", "pid": pid, "len": length}),
+      flush=True)
+out = set()
+for line in sys.stdin:
+    verb, *numbers = line.split()
+    pages = range(*(lambda s, c: (s, s + c))(*map(int, numbers or (0, 0))))
+    if verb == "swapout":
+        libc.fallocate(memfd, 3, pages[0] * 4096, len(pages) * 4096)
+        out.update(pages)
+        answer = {"dropped": len(pages)}
+    elif verb == "swapin":
+        os.pwrite(memfd, b"i" * 4096 * len(pages), pages[0] * 4096)
+        out.difference_update(pages)
+        answer = {"fetched": len(pages)}
+    elif verb == "faults":
+        answer = {"faults": [], "cancelled": [], "overflow": 0}
+    else:
+        answer = {"out_pages": len(out), "args": sys.argv[1:]}
+    print(json.dumps(answer), flush=True)
+''' % sys.executable
+
+
+class PagedDomain:
+    """A running domain whose QEMU preloads the shim, as far as the
+    driver's paging sees it."""
+
+    def __init__(self, uuid, socket_path):
+        self.uuid, self.socket_path = uuid, socket_path
+
+    def UUIDString(self):
+        return self.uuid
+
+    def XMLDesc(self, flags=0):
+        return PAGED_XML % (self.uuid, PAGES * PAGE // 1024,
+                            self.socket_path)
+
+    def info(self):
+        return [1, PAGES * 4, PAGES * 4, 1, 0]
+
+    def memoryStats(self):
+        return {}
+
+
+class FakeShim:
+    """What libmemcanal-uffd.so does in QEMU: hand the memfd (and a
+    stand-in for the uffd) to the socket, then wait for the answer."""
+
+    def __init__(self, path, memfd, pid=None):
+        self.connection = socket.socket(socket.AF_UNIX)
+        self.connection.connect(path)
+        uffd = os.eventfd(0)
+        socket.send_fds(self.connection, [handoff.HEADER.pack(
+            handoff.MAGIC, pid or os.getpid(), 0x7f0000000000,
+            PAGES * PAGE, 0)], [uffd, memfd])
+        os.close(uffd)
+
+    def answer(self):
+        return self.connection.recv(1)
+
+
+@pytest.fixture
+def paged_driver(conf, short_tmp_path, monkeypatch):
+    """The libvirt driver over one PagedDomain, its pager FAKE_PAGER, and
+    every QEMU taken for that domain's."""
+    binary = os.path.join(short_tmp_path, 'memcanal-pager')
+    with open(binary, 'w') as script:
+        script.write(FAKE_PAGER)
+    os.chmod(binary, 0o755)
+    for name, value, group in (
+            ('binary', binary, 'pager'),
+            ('local_store_dir', os.path.join(short_tmp_path, 'pages'),
+             'pager'),
+            ('cold_after', 0.2, 'pager'),
+            ('report_interval', 0.1, 'agent'),
+            ('dirty_rate_mode', 'off', 'libvirt')):
+        conf.set_override(name, value, group)
+    domain = PagedDomain(str(uuid.uuid4()),
+                         os.path.join(short_tmp_path, 'run', 'vm.sock'))
+    monkeypatch.setattr(handoff, 'qemu_uuid', lambda pid: domain.uuid)
+    hypervisor = libvirt_driver.LibvirtDriver(conf, 'compute-1',
+                                              FakeConnection(domain))
+    yield domain, hypervisor
+    hypervisor.stop()
+    for state in hypervisor._domains.values():
+        if state.pager is not None:
+            state.pager.stop()
+
+
+def test_pager_socket_is_read_from_the_domain_xml():
+    root = ElementTree.fromstring(PAGED_XML % ('u', 1024, '/run/x.sock'))
+    assert libvirt_driver.pager_socket(root) == '/run/x.sock'
+    assert libvirt_driver.pager_socket(
+        ElementTree.fromstring(domain_xml('vm'))) is None
+
+
+def wait_held(listener, uuid):
+    while uuid not in listener.held():
+        time.sleep(0.01)
+
+
+def test_the_driver_holds_the_handoff_and_pages_through_its_pager(
+        paged_driver, memfd):
+    domain, hypervisor = paged_driver
+    os.pwrite(memfd, b'd' * 128 * PAGE, 0)
+    listener = hypervisor.listeners[domain.socket_path]
+    # The driver listens before the domain's QEMU starts (the socket is
+    # connectable by libvirt's QEMU user), and holds its handoff.
+    assert os.stat(domain.socket_path).st_mode & 0o777 == 0o666
+    shim = FakeShim(domain.socket_path, memfd)
+    wait_held(listener, domain.uuid)
+
+    resize = hypervisor.apply_memory_target(
+        domain.uuid, 32 * PAGE, 'paging', ['tcp:10.0.0.5:7070'])
+    # The pager answered the handoff, through the agent.
+    assert shim.answer() == b'k'
+    assert resize == agent_driver.Resize('paging', 128 * PAGE,
+                                         32 * PAGE, resize.seconds)
+    pager = hypervisor._domains[domain.uuid].pager
+    assert pager.client.command('stats')['args'][2:] == [
+        '--store', 'tcp:10.0.0.5:7070', '--store', 'file:%s' % os.path.join(
+            hypervisor.conf.pager.local_store_dir, domain.uuid + '.pages')]
+
+    # No page references: every page turns cold after [pager]
+    # cold_after unfaulted, and collections keep the target.
+    time.sleep(0.3)
+    assert hypervisor.collect(domain.uuid).paging_trace.blocks.size == 0
+    [info] = hypervisor.list_instances()
+    assert (info.resident_bytes, info.paged_bytes) == (32 * PAGE, 96 * PAGE)
+    trace = hypervisor.collect(domain.uuid).paging_trace
+    assert (trace.blocks.size, trace.reads.any()) == (96, False)
+    assert trace.direct_pages == 32
+
+    # The whole VM as the target pages everything back in.
+    resize = hypervisor.apply_memory_target(domain.uuid, PAGES * PAGE,
+                                            'paging')
+    assert resize.previous_bytes == 32 * PAGE
+    [info] = hypervisor.list_instances()
+    assert info.paged_bytes == 0
+    assert np.count_nonzero(paging.resident_mask(memfd, PAGES)) == 128
+
+
+def test_paging_a_domain_that_did_not_hand_its_ram_over_fails(
+        paged_driver):
+    domain, hypervisor = paged_driver
+    with pytest.raises(exception.ResizeFailed, match='not handed its RAM'):
+        hypervisor.apply_memory_target(domain.uuid, 0, 'paging')
+
+
+def test_the_listener_holds_one_handoff_per_domain(short_tmp_path, memfd):
+    path = os.path.join(short_tmp_path, 'shared.sock')
+    listener = handoff.Listener(path, uuid_of={1: 'vm-a', 2: 'vm-b'}.get)
+    try:
+        first, second = FakeShim(path, memfd, 1), FakeShim(path, memfd, 2)
+        wait_held(listener, 'vm-a')
+        wait_held(listener, 'vm-b')
+        held = listener.take('vm-a')
+        assert (held.pid, held.length) == (1, PAGES * PAGE)
+        assert listener.take('vm-a') is None
+        held.close()
+        assert first.answer() == b''
+        # The shim offers a taken handoff again (to a pager taking
+        # over): not held again, closed unanswered.
+        assert FakeShim(path, memfd, 1).answer() == b''
+        # Not a domain's QEMU: closed.
+        assert FakeShim(path, memfd, 3).answer() == b''
+        assert listener.held() == {'vm-b'}
+    finally:
+        listener.close()
+    assert second.answer() == b''
+    assert not os.path.exists(path)
