@@ -252,8 +252,12 @@ class GuestPager:
         detector; the interval's paging trace (None until paged)."""
         now = self.clock()
         faulted, cancelled = self._take_faults()
-        for page in faulted:
-            self._prefetch(self.detector.fault(page, now))
+        # In fault order (each moves its zone to the LRU head), then one
+        # batch of swapins: a fault's neighbours are no longer remote
+        # for the next.
+        neighbours = [self.detector.fault(page, now) for page in faulted]
+        if neighbours:
+            self._prefetch(np.concatenate(neighbours))
         seen = np.asarray(cancelled, dtype=np.int64)
         if accessed is not None:
             seen = np.union1d(seen, np.asarray(accessed, dtype=np.int64))

@@ -8,8 +8,8 @@ PRL paper's wsswork over a HOT_MB array in two timed phases, then checks
 its data. Nothing tells the agent which pages are cold: the driver feeds
 each interval's PRL pages from memtrace to the guest's ColdPageDetector,
 and apply_memory_target(mechanism='paging') swaps out what it found cold
-during the first phase. The hot array stays in (few faults in the second
-phase), the data comes back by faults when the guest checks it, and the
+during the first phase. The hot array stays in (few faults in the hot
+loop), the data comes back by faults when the guest checks it, and the
 check passes.
 """
 
@@ -29,31 +29,36 @@ pytestmark = pytest.mark.functional
 
 MiB = 2 ** 20
 GUEST_MB = 256
-DATA_MB = 48
+DATA_MB = test_guest_paging.DATA_MB
 HOT_MB = 16
 PHASE_SECONDS = 40
 COLD_AFTER = 4.0
 HOT_WINDOW = 10
 INSTANCE = '00000000-0000-0000-0000-000000000417'
 
-# The guest's /init for this test: rdinit=/pagehot.
-PAGEHOT = b'''#!/bin/busybox sh
-/bin/busybox --install -s /bin
-mount -t proc proc /proc
-mount -t devtmpfs devtmpfs /dev
-mkdir -p /data
-mount -t tmpfs -o size=%dm tmpfs /data
-dd if=/dev/urandom of=/data/pattern bs=1M count=%d 2>/dev/null
-md5sum /data/pattern > /pattern.md5
-echo "pagecheck: written"
-/bin/wsswork %d RWRW %d
-if md5sum -c /pattern.md5; then
-    echo "pagecheck: ok"
-else
-    echo "pagecheck: BAD"
-fi
-while true; do sleep 3600; done
-''' % (DATA_MB + 8, DATA_MB, HOT_MB, PHASE_SECONDS)
+# The guest's /init for this test, rdinit=/pagecheck: test_guest_paging's,
+# with the hot loop where it waits for its command.
+PAGEHOT = test_guest_paging.PAGECHECK.replace(
+    b'read command\n', b'/bin/wsswork %d RWRW %d\n' % (HOT_MB, PHASE_SECONDS))
+
+
+def pageable_driver(conf, guest, build, initrd, state_path, cold_after):
+    """The qemu driver set to start the test guest from ``initrd``
+    pageable, with the pager and shim in ``build``, collected every
+    second."""
+    for name, value, group in (
+            ('state_path', state_path, None),
+            ('report_interval', 1.0, 'agent'),
+            ('plugin', guest['memtrace.so'], 'qemu'),
+            ('kernel', guest['vmlinux'], 'qemu'),
+            ('initrd', initrd, 'qemu'),
+            ('memory_mb', GUEST_MB, 'qemu'),
+            ('paging', True, 'qemu'),
+            ('binary', str(build / 'memcanal-pager'), 'pager'),
+            ('shim', str(build / 'libmemcanal-uffd.so'), 'pager'),
+            ('cold_after', cold_after, 'pager')):
+        conf.set_override(name, value, group)
+    return driver.load('qemu', conf, 'compute-1')
 
 
 @pytest.fixture
@@ -64,24 +69,13 @@ def pageable(conf, short_tmp_path):
     initrd = pathlib.Path(short_tmp_path) / 'initramfs-pagehot.gz'
     initrd.write_bytes(
         pathlib.Path(guest['initramfs.gz']).read_bytes()
-        + gzip.compress(test_guest_paging.newc({'pagehot': PAGEHOT})))
+        + gzip.compress(test_guest_paging.newc({'pagecheck': PAGEHOT})))
     server, (host, port) = services.start_memserver(
         max_pages=2 * GUEST_MB * 256)
-    for name, value, group in (
-            ('state_path', short_tmp_path, None),
-            ('report_interval', 1.0, 'agent'),
-            ('plugin', guest['memtrace.so'], 'qemu'),
-            ('kernel', guest['vmlinux'], 'qemu'),
-            ('initrd', str(initrd), 'qemu'),
-            ('memory_mb', GUEST_MB, 'qemu'),
-            ('paging', True, 'qemu'),
-            ('binary', str(build / 'memcanal-pager'), 'pager'),
-            ('shim', str(build / 'libmemcanal-uffd.so'), 'pager'),
-            ('cold_after', COLD_AFTER, 'pager')):
-        conf.set_override(name, value, group)
-    hypervisor = driver.load('qemu', conf, 'compute-1')
+    hypervisor = pageable_driver(conf, guest, build, str(initrd),
+                                 short_tmp_path, COLD_AFTER)
     try:
-        hypervisor.start_guest(INSTANCE, append='rdinit=/pagehot',
+        hypervisor.start_guest(INSTANCE, append='rdinit=/pagecheck',
                                stores=['tcp:%s:%d' % (host, port)])
         yield hypervisor
     finally:
@@ -157,7 +151,6 @@ def test_detected_cold_pages_are_paged_out_and_fault_back(pageable):
     assert hot_faults < HOT_MB * 256 // 10
 
     intervals.until('^pagecheck: (ok|BAD)', 300)
-    intervals.collect(2)
     stats = pager.client.command('stats')
     print('stats after the check', stats)
     assert 'pagecheck: ok' in intervals.console()

@@ -105,10 +105,12 @@ class FakeClient:
     def __init__(self, memfd):
         self.memfd = memfd
         self.lines = []
+        self.batches = []
         self.pending_faults = []
         self.verbs = {'swapout', 'swapin', 'faults', 'stats'}
 
     def commands(self, lines):
+        self.batches.append(lines)
         return [self.command(line) for line in lines]
 
     def stop(self):
@@ -204,6 +206,21 @@ def test_a_fault_is_a_read_and_prefetches_its_zone(guest):
     assert swapins == ['swapin 32 8', 'swapin 41 24']
     assert pager.resident_bytes() == (32 + 33) * PAGE
     assert 40 not in pager.detector.cold()
+
+
+def test_the_faults_of_an_interval_prefetch_in_one_batch(guest):
+    pager, clock = guest
+    pager.set_resident(0)
+    pager.client.pending_faults = [40, 120]
+    clock.now += 1
+    pager.interval(np.arange(32))
+    swapins = [batch for batch in pager.client.batches
+               if batch[0].startswith('swapin')]
+    assert swapins == [['swapin 32 8', 'swapin 41 41', 'swapin 112 8',
+                        'swapin 121 7']]
+    # The second fault's zone is the most recent: all of it came in.
+    assert paging.resident_mask(pager.memfd, PAGES)[112:128].all()
+    assert pager.faults == 2
 
 
 def test_set_resident_above_resident_swaps_recent_pages_in(guest):
