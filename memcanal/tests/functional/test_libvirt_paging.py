@@ -15,7 +15,6 @@ faulting back, and the whole VM as the target pages everything back in.
 import gzip
 import os
 import pathlib
-import socket
 import time
 import uuid
 
@@ -86,10 +85,7 @@ def domain(build, scratch, libvirt_connection, tmp_path):
                                      initrd=initrd,
                                      shim=build / carriers.SHIM)
     console = os.path.join(scratch, 'console.sock')
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(console)
-    os.chmod(console, 0o666)
-    listener.listen(1)
+    listener = carriers.console_listener(console)
     instance = str(uuid.uuid4())
     domain = libvirt_connection.defineXML(carriers.DOMAIN % dict(
         files, short=instance[:8], uuid=instance,

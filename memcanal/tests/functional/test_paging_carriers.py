@@ -279,16 +279,23 @@ class UnprivilegedUserfaultfd:
             knob.write(self.previous)
 
 
+def console_listener(path):
+    """A Unix socket at ``path`` for a domain's serial console (``<serial
+    type='unix'>`` connecting), open to libvirt's QEMU user."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    os.chmod(path, 0o666)
+    listener.listen(1)
+    return listener
+
+
 def test_libvirt_domain_with_the_shim(build, initrd, pager, scratch,
                                       libvirt_connection):
     guest, path = initrd
     files = readable_copies(scratch, kernel=guest['vmlinux'], initrd=path,
                             shim=build / SHIM)
     console_path = os.path.join(scratch, 'console.sock')
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(console_path)
-    os.chmod(console_path, 0o666)
-    listener.listen(1)
+    listener = console_listener(console_path)
     instance = str(uuid.uuid4())
     xml = DOMAIN % dict(files, short=instance[:8], uuid=instance,
                         memory_mb=paging.GUEST_MB, console=console_path,
