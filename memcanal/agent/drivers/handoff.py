@@ -15,6 +15,7 @@ handoff is then relayed to that pager, and its answer to QEMU.
 
 import dataclasses
 import os
+import select
 import socket
 import struct
 import threading
@@ -84,6 +85,12 @@ class Handoff:
         self.connection.close()
         os.close(self.uffd)
         return self.memfd
+
+    def abandoned(self):
+        """Whether QEMU closed its end: it exited."""
+        readable, _, _ = select.select([self.connection], [], [], 0)
+        return bool(readable) and not self.connection.recv(
+            1, socket.MSG_PEEK)
 
     def close(self):
         """Drop the handoff: QEMU's shim sees the connection close, gives
@@ -167,6 +174,16 @@ class Listener:
         """The uuids whose handoff is held."""
         with self._lock:
             return set(self._held)
+
+    def drop_abandoned(self):
+        """Close the handoffs of QEMUs that exited: a held memfd would
+        keep their guest's RAM allocated."""
+        with self._lock:
+            gone = [uuid for uuid, held in self._held.items()
+                    if held.abandoned()]
+            dropped = [self._held.pop(uuid) for uuid in gone]
+        for held in dropped:
+            held.close()
 
     def take(self, uuid):
         """The handoff held for domain ``uuid`` (the caller relays or

@@ -183,6 +183,8 @@ class LibvirtDriver(driver.HypervisorDriver):
         has no listener yet: a QEMU hands its RAM over only as it starts."""
         if not self.options.paging:
             return
+        for listener in self.listeners.values():
+            listener.drop_abandoned()
         for domain in self.connection.listAllDomains(0):
             try:
                 path = pager_socket(ElementTree.fromstring(
@@ -222,6 +224,7 @@ class LibvirtDriver(driver.HypervisorDriver):
         instances = []
         domains = self.connection.listAllDomains(
             libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)
+        self._forget_pagers({domain.UUIDString() for domain in domains})
         for domain in domains:
             try:
                 root = ElementTree.fromstring(domain.XMLDesc(0))
@@ -242,7 +245,6 @@ class LibvirtDriver(driver.HypervisorDriver):
             instances.append(paged.instance_info(driver.InstanceInfo(
                 uuid, self._project(root), boot, target,
                 self._flavor(root)), state.pager))
-        self._forget_pagers({info.uuid for info in instances})
         return instances
 
     def _domain(self, uuid):
@@ -436,10 +438,8 @@ class LibvirtDriver(driver.HypervisorDriver):
         state.resident_target = target_bytes
         return resize
 
-    def _start_pager(self, uuid, domain, stores):
-        """The domain's GuestPager: a memcanal-pager beside the domain's
-        socket, with ``stores`` and the local store, given the RAM its
-        QEMU handed to the agent."""
+    def _take_handoff(self, uuid, domain):
+        """The domain's pager socket and the handoff held for it."""
         try:
             path = pager_socket(ElementTree.fromstring(domain.XMLDesc(0)))
         except libvirt.libvirtError as error:
@@ -454,10 +454,17 @@ class LibvirtDriver(driver.HypervisorDriver):
                 % path if path else 'no MEMCANAL_PAGER_SOCKET in its XML '
                 '(doc/paging.md)'))
         if held.length > paging.IDENTITY_LIMIT:
+            # Refused before a pager registers RAM it could not page.
             held.close()
             raise exception.ResizeFailed(uuid=uuid, reason=(
-                'a guest of more than 2 GiB has RAM above 4 GiB, whose '
-                'frames are not memfd pages'))
+                'only guests of up to 2 GiB are paged'))
+        return path, held
+
+    def _start_pager(self, uuid, domain, stores):
+        """The domain's GuestPager: a memcanal-pager beside the domain's
+        socket, with ``stores`` and the local store, given the RAM its
+        QEMU handed to the agent."""
+        path, held = self._take_handoff(uuid, domain)
         relay = os.path.join(os.path.dirname(path), uuid + '.pager')
         try:
             client = paged.start_pager(
@@ -468,13 +475,12 @@ class LibvirtDriver(driver.HypervisorDriver):
             raise exception.ResizeFailed(uuid=uuid, reason=str(error))
         try:
             memfd = held.relay(relay, self.conf.pager.timeout)
-        except handoff.HandoffError as error:
-            client.stop()
-            raise exception.ResizeFailed(uuid=uuid, reason=str(error))
-        try:
-            attached = client.wait_event('attached')
-        except paging.PagerError as error:
-            os.close(memfd)
+            try:
+                attached = client.wait_event('attached')
+            except paging.PagerError:
+                os.close(memfd)
+                raise
+        except (handoff.HandoffError, paging.PagerError) as error:
             client.stop()
             raise exception.ResizeFailed(uuid=uuid, reason=str(error))
         LOG.info('Paging %s through %s (stores %s)', uuid, client.name,

@@ -348,6 +348,7 @@ class FakeShim:
 
     def __init__(self, path, memfd, pid=None):
         self.connection = socket.socket(socket.AF_UNIX)
+        self.connection.settimeout(10)
         self.connection.connect(path)
         uffd = os.eventfd(0)
         socket.send_fds(self.connection, [handoff.HEADER.pack(
@@ -439,6 +440,13 @@ def test_the_driver_holds_the_handoff_and_pages_through_its_pager(
     assert info.paged_bytes == 0
     assert np.count_nonzero(paging.resident_mask(memfd, PAGES)) == 128
 
+    # A pager exits with its guest's QEMU: the domain is no longer paged.
+    pager.client.process.kill()
+    pager.client.process.wait()
+    [info] = hypervisor.list_instances()
+    assert info.resident_bytes is None
+    assert hypervisor._domains[domain.uuid].pager is None
+
 
 def test_paging_a_domain_that_did_not_hand_its_ram_over_fails(
         paged_driver):
@@ -465,7 +473,12 @@ def test_the_listener_holds_one_handoff_per_domain(short_tmp_path, memfd):
         # Not a domain's QEMU: closed.
         assert FakeShim(path, memfd, 3).answer() == b''
         assert listener.held() == {'vm-b'}
+        listener.drop_abandoned()
+        assert listener.held() == {'vm-b'}
+        # QEMU exited: its handoff (and guest RAM) is let go.
+        second.connection.close()
+        listener.drop_abandoned()
+        assert listener.held() == set()
     finally:
         listener.close()
-    assert second.answer() == b''
     assert not os.path.exists(path)
