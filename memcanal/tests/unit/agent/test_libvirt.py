@@ -396,8 +396,11 @@ def test_pager_socket_is_read_from_the_domain_xml():
 
 
 def wait_held(listener, uuid):
-    while uuid not in listener.held():
+    for _ in range(1000):
+        if uuid in listener.held():
+            return
         time.sleep(0.01)
+    raise AssertionError('no handoff held for %s' % uuid)
 
 
 def test_the_driver_holds_the_handoff_and_pages_through_its_pager(
