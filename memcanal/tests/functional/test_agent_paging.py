@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from memcanal.agent import driver
+from memcanal.agent import tracing
 from memcanal.tests.functional import services
 from memcanal.tests.functional import test_guest_paging
 
@@ -163,3 +164,8 @@ def test_detected_cold_pages_are_paged_out_and_fault_back(pageable):
     assert reads == pager.faults
     evictions = sum(int((~trace.reads).sum()) for trace in intervals.traces)
     assert evictions >= swapped
+    # They make the agent's "paging" miss-ratio curve: the faults are
+    # misses at the memory the guest kept, hits with all it had paged.
+    curve = tracing.window_curve(intervals.traces)
+    kept = intervals.traces[-1].direct_pages
+    assert curve.at([kept])[0] > curve.at([kept + evictions])[0]
