@@ -45,8 +45,8 @@ def test_report_registers_first_and_is_valid(agent, conf):
                             conf.service.max_instances_per_report)
     sent = agent.service_api.report.call_args.args[1]
     assert sent is report
-    curves = [sample['mrc']['shards'] for sample in report['instances']
-              if 'shards' in sample['mrc']]
+    curves = [packed_curve.unpack(sample['mrc']['shards'])
+              for sample in report['instances'] if 'shards' in sample['mrc']]
     assert curves
     assert all(len(curve) <= conf.agent.max_mrc_points for curve in curves)
 
