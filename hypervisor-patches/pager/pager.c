@@ -42,7 +42,7 @@ enum { PG_IN = 0, PG_SWAPPING = 1, PG_OUT = 2 };
 #define NO_PAGE UINT64_MAX
 /* A store whose get failed is tried last for this long, doubling. */
 #define BACKOFF_MIN_NS 250000000ULL
-#define BACKOFF_MAX_NS 8000000000ULL
+#define BACKOFF_MAX_NS 30000000000ULL
 #define STATE_MAGIC 0x3174617473706d63ULL   /* "mcpstat1" */
 
 const char *const pager_source_names[PAGER_NSOURCES] = {
@@ -254,9 +254,41 @@ static void store_down(struct pager *p, int i)
 	p->down_until[i] = now_ns() + p->backoff[i];
 }
 
+/* A call on store i failed: ENOENT or EIO mean that copy is gone, not
+ * the store. */
+static void store_failed(struct pager *p, int i)
+{
+	if (errno != ENOENT && errno != EIO)
+		store_down(p, i);
+}
+
 static void store_up(struct pager *p, int i)
 {
 	p->backoff[i] = p->down_until[i] = 0;
+}
+
+/* 1 if puts may go to store i: it is not backing off. */
+static int store_usable(struct pager *p, int i)
+{
+	int up;
+
+	pthread_mutex_lock(&p->lock);
+	up = p->down_until[i] <= now_ns();
+	pthread_mutex_unlock(&p->lock);
+	return up;
+}
+
+/* Count a batch's puts to store i: 1 done, 0 skipped, -1 failed. */
+static void put_done(struct pager *p, int i, int result)
+{
+	pthread_mutex_lock(&p->lock);
+	if (result > 0)
+		store_up(p, i);
+	else
+		p->st.put_failed[i]++;
+	if (result < 0)
+		store_down(p, i);
+	pthread_mutex_unlock(&p->lock);
 }
 
 /* pg's copy in store i, into fault_buf: 0 if it came back whole. */
@@ -266,9 +298,7 @@ static int get_copy(struct pager *p, int i, uint64_t pg)
 
 	if (s->get(s, pg, p->fault_buf) < 0) {
 		p->st.get_failed[i]++;
-		/* ENOENT, EIO: this copy is gone, the store is not. */
-		if (errno != ENOENT && errno != EIO)
-			store_down(p, i);
+		store_failed(p, i);
 		return -1;
 	}
 	store_up(p, i);
@@ -333,10 +363,13 @@ static void fetch(struct pager *p, uint64_t pg, int fault)
 	p->state[pg] = PG_IN;   /* after the copy: see the header comment */
 	p->pages_out--;
 	/* Copies are stale from the next write on; free them now, while
-	 * the lock keeps swap-out from storing the page again. */
+	 * the lock keeps swap-out from storing the page again (not on a
+	 * store backing off: a stale copy is only space). */
 	for (int i = 0; i < p->nstores; i++)
-		if ((p->have[pg] & (1u << i)) && p->stores[i]->del)
-			p->stores[i]->del(p->stores[i], pg, 1);
+		if ((p->have[pg] & (1u << i)) && p->stores[i]->del &&
+		    p->down_until[i] <= t0 &&
+		    p->stores[i]->del(p->stores[i], pg, 1) < 0)
+			store_failed(p, i);
 	p->have[pg] = 0;
 }
 
@@ -491,20 +524,19 @@ static long swap_batch(struct pager *p, uint64_t *pages, size_t n,
 	for (size_t i = 0; i < m; i++)
 		sums[i] = page_sum(p->swap_buf + i * PAGER_PAGE);
 	for (int s = 0; s < p->nstores; s++) {
-		int good = 1;
+		int good = store_usable(p, s);
 
-		for (size_t i = 0; i < m && good; i += r) {
+		for (size_t i = 0; i < m && good > 0; i += r) {
 			r = run_len(pages, i, m);
 			if (p->stores[s]->put(p->stores[s], pages[i],
 					      p->swap_buf + i * PAGER_PAGE,
 					      r) < 0)
-				good = 0;
+				good = -1;
 		}
-		if (good) {
+		put_done(p, s, good);
+		if (good > 0) {
 			ok |= 1u << s;
 			nok++;
-		} else {
-			p->st.put_failed[s]++;
 		}
 	}
 

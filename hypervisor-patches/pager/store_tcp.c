@@ -6,16 +6,21 @@
  * Two connections: one for put (the swap-out caller), one for get and
  * del (the fault thread), so a fault never waits behind a 2 MiB PUT.  A
  * broken connection is re-opened once per call; if that fails the call
- * fails and the pager falls back to its other copy.
+ * fails and the pager falls back to its other copy.  A server that
+ * stops answering (frozen, or its host gone) must not hold a fault for
+ * long either: connecting gives up after CONNECT_MS, a connection that
+ * makes no progress for IO_MS is broken, and a timeout is not retried.
  */
 #define _GNU_SOURCE
 #include "pager.h"
 
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +30,8 @@
 #include <unistd.h>
 
 #define MAGIC 0x534D434Du
+#define CONNECT_MS 1000
+#define IO_MS 2000
 enum { OP_PUT = 1, OP_GET = 2, OP_DELETE = 3, OP_RECLAIM = 5 };
 enum { ST_OK = 0 };
 
@@ -40,9 +47,29 @@ struct tcp_store {
 	struct conn put, get;
 };
 
+/* connect(), giving up after CONNECT_MS. */
+static int connect_within(int fd, const struct sockaddr *addr,
+			  socklen_t len)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+	int flags = fcntl(fd, F_GETFL), err = 0;
+	socklen_t errlen = sizeof(err);
+
+	fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+	if (connect(fd, addr, len) && errno != EINPROGRESS)
+		return -1;
+	if (poll(&pfd, 1, CONNECT_MS) != 1 ||
+	    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &errlen) || err) {
+		errno = err ? err : ETIMEDOUT;
+		return -1;
+	}
+	return fcntl(fd, F_SETFL, flags);
+}
+
 static int dial(struct tcp_store *t)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res, *a;
+	struct timeval io = { IO_MS / 1000, IO_MS % 1000 * 1000 };
 	int fd = -1, one = 1;
 
 	if (getaddrinfo(t->host, t->port, &hints, &res))
@@ -51,14 +78,17 @@ static int dial(struct tcp_store *t)
 		fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (fd < 0)
 			continue;
-		if (!connect(fd, a->ai_addr, a->ai_addrlen))
+		if (!connect_within(fd, a->ai_addr, a->ai_addrlen))
 			break;
 		close(fd);
 		fd = -1;
 	}
 	freeaddrinfo(res);
-	if (fd >= 0)
+	if (fd >= 0) {
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &io, sizeof(io));
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &io, sizeof(io));
+	}
 	return fd;
 }
 
@@ -150,15 +180,18 @@ static int request(struct tcp_store *t, struct conn *c, int op,
 		   uint64_t page, uint32_t count, void *body, size_t len)
 {
 	uint32_t got = 0;
-	int st;
+	int st, timed_out;
 
 	pthread_mutex_lock(&c->lock);
 	st = request_once(t, c, op, page, count, body, len, &got);
-	if (st < 0)   /* the server restarted, or the link broke: once more */
+	timed_out = st < 0 && (errno == EAGAIN || errno == ETIMEDOUT);
+	/* The server restarted, or the link broke: once more.  Not after a
+	 * timeout: a server that does not answer would cost the fault two. */
+	if (st < 0 && !timed_out)
 		st = request_once(t, c, op, page, count, body, len, &got);
 	pthread_mutex_unlock(&c->lock);
 	if (st != ST_OK) {
-		errno = st < 0 ? ECONNRESET : ENOENT;
+		errno = timed_out ? ETIMEDOUT : st < 0 ? ECONNRESET : ENOENT;
 		return -1;
 	}
 	return 0;

@@ -341,10 +341,11 @@ int main(int argc, char **argv)
 	       (unsigned long long)st.zero_fills,
 	       (unsigned long long)st.wakes);
 	for (int i = 0; i < nstores; i++)
-		printf("store %d: served %llu, failed gets %llu, bad checksums "
-		       "%llu, failed puts %llu\n", i,
+		printf("store %d: served %llu, failed gets %llu, skipped while "
+		       "down %llu, bad checksums %llu, failed puts %llu\n", i,
 		       (unsigned long long)st.served[i],
 		       (unsigned long long)st.get_failed[i],
+		       (unsigned long long)st.skipped_down[i],
 		       (unsigned long long)st.bad_sum[i],
 		       (unsigned long long)st.put_failed[i]);
 	if (killed_at >= 0)

@@ -9,6 +9,7 @@ two files, or a real memcanal-memserver (emptied by RECLAIM) and a file.
 """
 
 import re
+import signal
 import subprocess
 import time
 
@@ -95,6 +96,33 @@ def test_a_memserver_killed_midway_loses_nothing(selftest, tmp_path):
     assert number(r'store 0: .*failed puts (\d+)', out) > 0, out
     assert number(r'store 0: served \d+, failed gets (\d+)', out) > 0, out
     assert number(r'batches kept in for want of copies: (\d+)', out) > 0
+
+
+def test_a_memserver_frozen_midway_loses_nothing(selftest, tmp_path):
+    """The server stops answering (SIGSTOP: the kernel still accepts its
+    connections): requests time out, the store is tried last while it
+    backs off, the file serves, and the run finishes."""
+    server, (host, port) = services.start_memserver(max_pages=65536)
+    try:
+        run = subprocess.Popen(
+            [str(selftest), '-m', '64', '-s', '3', '-k', '0', '-d',
+             str(tmp_path), '-t', '%s:%d' % (host, port)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        server.send_signal(signal.SIGSTOP)
+        out, err = run.communicate(timeout=240)
+    finally:
+        server.send_signal(signal.SIGCONT)
+        server.kill()
+        server.wait(10)
+    assert run.returncode == 0, out + err
+    assert number(r'wrong words: (\d+)', out) == 0, out
+    assert number(r'lost pages: (\d+)', out) == 0, out
+    # A get or a put timed out, and the store was skipped after.
+    assert (number(r'store 0: served \d+, failed gets (\d+)', out)
+            + number(r'store 0: .*failed puts (\d+)', out)) > 0, out
+    assert number(r'store 0: .*skipped while down (\d+)', out) > 0, out
+    assert number(r'store 1: served (\d+)', out) > 0, out
 
 
 def test_one_store_lost_is_caught(selftest, tmp_path):
