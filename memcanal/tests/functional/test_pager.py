@@ -75,9 +75,9 @@ def test_a_memserver_emptied_midway_loses_nothing(selftest, memserver,
     assert 'store 0 (memserver) emptied' in out, out
 
 
-def test_a_memserver_killed_midway_loses_nothing(selftest, tmp_path):
-    """The server process dies (SIGKILL): gets fail and fall back to the
-    file; puts fail, so nothing more goes out with one copy only."""
+def run_signalling_memserver(selftest, tmp_path, signum):
+    """The selftest's output with store 0 a memserver that gets
+    ``signum`` 1.5 s into the run; nothing lost, no wrong word."""
     server, (host, port) = services.start_memserver(max_pages=65536)
     try:
         run = subprocess.Popen(
@@ -85,13 +85,22 @@ def test_a_memserver_killed_midway_loses_nothing(selftest, tmp_path):
              str(tmp_path), '-t', '%s:%d' % (host, port)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(1.5)
+        server.send_signal(signum)
+        out, err = run.communicate(timeout=240)
     finally:
+        server.send_signal(signal.SIGCONT)
         server.kill()
         server.wait(10)
-    out, err = run.communicate(timeout=120)
     assert run.returncode == 0, out + err
     assert number(r'wrong words: (\d+)', out) == 0, out
     assert number(r'lost pages: (\d+)', out) == 0, out
+    return out
+
+
+def test_a_memserver_killed_midway_loses_nothing(selftest, tmp_path):
+    """The server process dies (SIGKILL): gets fail and fall back to the
+    file; puts fail, so nothing more goes out with one copy only."""
+    out = run_signalling_memserver(selftest, tmp_path, signal.SIGKILL)
     assert number(r'swapped out: (\d+) pages', out) > 0, out
     assert number(r'store 0: .*failed puts (\d+)', out) > 0, out
     assert number(r'store 0: served \d+, failed gets (\d+)', out) > 0, out
@@ -102,22 +111,7 @@ def test_a_memserver_frozen_midway_loses_nothing(selftest, tmp_path):
     """The server stops answering (SIGSTOP: the kernel still accepts its
     connections): requests time out, the store is tried last while it
     backs off, the file serves, and the run finishes."""
-    server, (host, port) = services.start_memserver(max_pages=65536)
-    try:
-        run = subprocess.Popen(
-            [str(selftest), '-m', '64', '-s', '3', '-k', '0', '-d',
-             str(tmp_path), '-t', '%s:%d' % (host, port)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(1.5)
-        server.send_signal(signal.SIGSTOP)
-        out, err = run.communicate(timeout=240)
-    finally:
-        server.send_signal(signal.SIGCONT)
-        server.kill()
-        server.wait(10)
-    assert run.returncode == 0, out + err
-    assert number(r'wrong words: (\d+)', out) == 0, out
-    assert number(r'lost pages: (\d+)', out) == 0, out
+    out = run_signalling_memserver(selftest, tmp_path, signal.SIGSTOP)
     # A get or a put timed out, and the store was skipped after.
     assert (number(r'store 0: served \d+, failed gets (\d+)', out)
             + number(r'store 0: .*failed puts (\d+)', out)) > 0, out
