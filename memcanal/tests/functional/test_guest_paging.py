@@ -128,15 +128,19 @@ def build(tmp_path_factory):
     return services.build_pager(tmp_path_factory.mktemp('pager-build'))
 
 
-@pytest.fixture
-def initrd(tmp_path):
-    """The test guest's initramfs with /pagecheck added: the kernel
-    unpacks concatenated archives in turn."""
-    guest = services.require_test_guest()
-    path = tmp_path / 'initramfs-pagecheck.gz'
+def pagecheck_initrd(guest, path):
+    """The test guest's initramfs with /pagecheck added, written to
+    ``path``: the kernel unpacks concatenated archives in turn."""
     path.write_bytes(pathlib.Path(guest['initramfs.gz']).read_bytes()
                      + gzip.compress(newc({'pagecheck': PAGECHECK})))
-    return guest, str(path)
+    return str(path)
+
+
+@pytest.fixture
+def initrd(tmp_path):
+    guest = services.require_test_guest()
+    return guest, pagecheck_initrd(guest,
+                                   tmp_path / 'initramfs-pagecheck.gz')
 
 
 def guest_command(guest, initrd):
