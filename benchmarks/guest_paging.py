@@ -23,8 +23,8 @@ keeps a copy in each); phase B, the throughput paged; then the guest
 reads its whole cold set back, checking every word, so each page faults
 once and is served by the first store. Alternating A and B keeps the
 drift of a shared machine out of the ratio. Boot 1 puts the memserver
-first, boot 2 the file, which gives fault latency per source. No pool
-exists yet.
+first, boot 2 the file, which gives fault latency per source (the pool's
+is in benchmarks/paging_faults.py).
 
 Prints QEMU's RssShmem before and after, the share of the cold set
 freed, the throughput ratio paged/unpaged, swap-out MB/s, pages
