@@ -39,7 +39,6 @@ enum { PG_IN = 0, PG_SWAPPING = 1, PG_OUT = 2 };
 #define ZERO_BLOCK 16   /* pages, a power of two */
 #define MAX_SAMPLES (1 << 18)   /* per source, the latest kept */
 #define NO_SLOT UINT32_MAX
-#define NO_PAGE UINT64_MAX
 /* A store whose get failed is tried last for this long, doubling. */
 #define BACKOFF_MIN_NS 250000000ULL
 #define BACKOFF_MAX_NS 30000000000ULL
@@ -60,13 +59,13 @@ struct event_log {
 	uint64_t head, tail;
 };
 
-/* The shared cache pool: a ring of slots, the oldest overwritten. */
+/* This pager's view of the shared cache pool (pool.c). */
 struct pool {
-	char *data;
-	uint64_t *page;             /* per slot: its page, or NO_PAGE */
-	uint32_t *slot_of;          /* per page: its slot, or NO_SLOT */
-	size_t cap, used;
-	uint64_t next;
+	struct pager_pool *shared;  /* NULL: no pool */
+	uint64_t owner;
+	uint32_t *slot_of;          /* per page: the slot it went to, or
+				     * NO_SLOT; another pager may have
+				     * reused that slot since */
 };
 
 struct pager {
@@ -214,34 +213,21 @@ static void log_event(struct event_log *log, uint64_t pg)
 static void pool_put(struct pager *p, uint64_t pg, const void *data)
 {
 	struct pool *q = &p->pool;
-	size_t slot;
 
-	if (!q->cap)
-		return;
-	slot = q->next++ % q->cap;
-	if (q->page[slot] != NO_PAGE) {   /* the oldest goes */
-		q->slot_of[q->page[slot]] = NO_SLOT;
-		q->used--;
-	}
-	memcpy(q->data + slot * PAGER_PAGE, data, PAGER_PAGE);
-	q->page[slot] = pg;
-	q->slot_of[pg] = slot;
-	q->used++;
+	if (q->shared)
+		q->slot_of[pg] = pager_pool_put(q->shared, q->owner, pg, data);
 }
 
 /* Move pg's data out of the pool into buf; 0 if the pool lacks it. */
 static int pool_take(struct pager *p, uint64_t pg, void *buf)
 {
 	struct pool *q = &p->pool;
-	uint32_t slot = q->cap ? q->slot_of[pg] : NO_SLOT;
+	uint32_t slot = q->shared ? q->slot_of[pg] : NO_SLOT;
 
 	if (slot == NO_SLOT)
 		return 0;
-	memcpy(buf, q->data + (size_t)slot * PAGER_PAGE, PAGER_PAGE);
-	q->page[slot] = NO_PAGE;
 	q->slot_of[pg] = NO_SLOT;
-	q->used--;
-	return 1;
+	return pager_pool_take(q->shared, slot, q->owner, pg, buf);
 }
 
 /* Store i failed as a whole (not one missing page): try it last for a
@@ -318,7 +304,9 @@ static int find_copy(struct pager *p, uint64_t pg)
 {
 	uint64_t now = now_ns();
 
-	if (pool_take(p, pg, p->fault_buf))
+	/* The pool is shared: checked like any store's copy. */
+	if (pool_take(p, pg, p->fault_buf) &&
+	    page_sum(p->fault_buf) == p->sum[pg])
 		return PAGER_SRC_POOL;
 	for (int last = 0; last < 2; last++) {
 		for (int i = 0; i < p->nstores; i++) {
@@ -670,8 +658,8 @@ static void free_pager(struct pager *p)
 		free(p->state);
 		free(p->sum);
 	}
-	free(p->pool.data);
-	free(p->pool.page);
+	if (p->pool.shared)
+		pager_pool_close(p->pool.shared);
 	free(p->pool.slot_of);
 	for (int s = 0; s < PAGER_NSOURCES; s++)
 		free(p->samples[s]);
@@ -699,14 +687,12 @@ static int alloc_pager(struct pager *p, const struct pager_opts *o,
 		if (!p->state || !p->sum)
 			return -1;
 	}
-	q->cap = o ? o->pool_pages : 0;
-	if (q->cap) {
-		q->data = malloc(q->cap * PAGER_PAGE);
-		q->page = malloc(q->cap * sizeof(*q->page));
+	if (o && (o->pool_pages || o->pool_path)) {
+		q->owner = o->pool_owner;
+		q->shared = pager_pool_open(o->pool_path, o->pool_pages);
 		q->slot_of = malloc(p->npages * sizeof(*q->slot_of));
-		if (!q->data || !q->page || !q->slot_of)
+		if (!q->shared || !q->slot_of)
 			return -1;
-		memset(q->page, 0xff, q->cap * sizeof(*q->page));
 		memset(q->slot_of, 0xff, p->npages * sizeof(*q->slot_of));
 	}
 	for (int s = 0; s < PAGER_NSOURCES; s++) {
@@ -861,7 +847,12 @@ void pager_get_stats(struct pager *p, struct pager_stats *out)
 {
 	pthread_mutex_lock(&p->lock);
 	*out = p->st;
-	out->pool_pages = p->pool.used;
+	if (p->pool.shared) {
+		out->pool_pages = pager_pool_count(p->pool.shared,
+						   p->pool.owner);
+		out->pool_capacity = pager_pool_capacity(p->pool.shared);
+		out->pool_recovered = pager_pool_recovered(p->pool.shared);
+	}
 	pthread_mutex_unlock(&p->lock);
 }
 

@@ -69,6 +69,8 @@ struct pager_stats {
 	uint64_t lost;              /* no store had a good copy */
 	uint64_t swapped_in;        /* brought back by pager_swap_in */
 	uint64_t pool_pages;        /* OUT pages whose data the pool holds */
+	uint64_t pool_capacity;     /* slots, shared by the pool's pagers */
+	uint64_t pool_recovered;    /* see pager_pool_recovered */
 	uint64_t source_faults[PAGER_NSOURCES];
 	uint64_t adopted;           /* 1: took over a registration */
 	uint64_t reconciled;        /* pages set back IN when adopting */
@@ -80,18 +82,47 @@ struct pager_stats {
 };
 
 /*
+ * TMemCanal's shared cache pool: a ring of page slots, the oldest
+ * overwritten, in a shared mapping of the file path (or an anonymous
+ * one, path NULL: one pager's own).  Every pager mapping the same file
+ * shares its capacity; pages are keyed by (owner, page), owner naming
+ * the guest.  The first to open the file sizes it for `pages` slots;
+ * later ones check it and keep its size.  A process killed while using
+ * the pool does not wedge the others (a robust mutex).
+ */
+struct pager_pool;
+
+struct pager_pool *pager_pool_open(const char *path, size_t pages);
+size_t pager_pool_capacity(const struct pager_pool *q);
+/* Copy a page in over the oldest slot; returns the slot. */
+uint32_t pager_pool_put(struct pager_pool *q, uint64_t owner, uint64_t page,
+			const void *data);
+/* Move (owner, page) out of slot into buf: 0 if the slot holds another
+ * page now (reused by a later put, any pager's). */
+int pager_pool_take(struct pager_pool *q, uint32_t slot, uint64_t owner,
+		    uint64_t page, void *buf);
+/* Slots holding a page of owner. */
+uint64_t pager_pool_count(struct pager_pool *q, uint64_t owner);
+/* Times a process died holding the pool's mutex and another went on. */
+uint64_t pager_pool_recovered(struct pager_pool *q);
+void pager_pool_close(struct pager_pool *q);
+
+/*
  * Optional parts.  state_path: a file mapping each page's state and
  * copies' checksums, updated before the step each change describes, so
  * that a pager started after a crash can take over (see pager_init).
  * registration names the registration (QEMU's pid, the memfd's inode)
- * so that a state file of another one is never adopted.  pool_pages:
- * TMemCanal's shared cache pool, swapped-out pages kept in memory
- * (oldest dropped first) and served before any store.
+ * so that a state file of another one is never adopted.  pool_pages,
+ * pool_path: the shared cache pool (above) that swapped-out pages go
+ * to, served before any store; pool_owner keys this pager's pages in
+ * it, and must differ between pagers sharing pool_path.
  */
 struct pager_opts {
 	const char *state_path;
 	uint64_t registration[2];
 	size_t pool_pages;
+	const char *pool_path;
+	uint64_t pool_owner;
 };
 
 struct pager;

@@ -3,6 +3,7 @@
  *
  *   memcanal-pager --socket PATH --store tcp:HOST:PORT --store file:PATH
  *                  [--copies N] [--owner N] [--state PATH] [--pool-mb N]
+ *                  [--pool PATH]
  *
  * It waits on the Unix socket PATH for libmemcanal-uffd.so (preloaded
  * into QEMU) to hand over [uffd, memfd] of guest RAM, takes charge of it
@@ -25,7 +26,11 @@
  * handoff: PATH names QEMU's pid and memfd, and the uffd and memfd are
  * duplicated out of QEMU with pidfd_getfd (root), the registration
  * adopted and reconciled (pager_init).  --pool-mb N keeps up to N MiB of
- * swapped-out pages in memory, served before any store.
+ * swapped-out pages in memory, served before any store.  With --pool PATH
+ * that memory is the file PATH (/dev/shm/...), shared by every pager
+ * given the same PATH: the host-wide pool, created N MiB by the first,
+ * pages keyed by --owner, which must then differ per guest (as it must
+ * for a shared memory server).
  *
  * Every answer is one JSON line on stdout.  At end of input the pager
  * keeps serving faults until QEMU exits: it must outlive the guest.
@@ -258,7 +263,8 @@ static void print_stats(struct pager *p, const struct guest *g, int nstores)
 	pager_get_stats(p, &st);
 	samples = pager_fault_latency(p, -1, &p50, &p99);
 	printf(", \"pages_out\": %" PRIu64 ", \"out_pages\": %" PRIu64
-	       ", \"pool_pages\": %" PRIu64 ", \"memfd_kib\": %" PRIu64
+	       ", \"pool_pages\": %" PRIu64 ", \"pool_capacity\": %" PRIu64
+	       ", \"pool_recovered\": %" PRIu64 ", \"memfd_kib\": %" PRIu64
 	       ", \"swapped_out\": %" PRIu64 ", \"swapped_in\": %" PRIu64
 	       ", \"cancelled\": %" PRIu64
 	       ", \"faults_missing\": %" PRIu64 ", \"faults_wp\": %" PRIu64
@@ -267,7 +273,8 @@ static void print_stats(struct pager *p, const struct guest *g, int nstores)
 	       ", \"adopted\": %s, \"reconciled\": %" PRIu64
 	       ", \"fault_samples\": %zu, \"fault_p50_us\": %.1f"
 	       ", \"fault_p99_us\": %.1f",
-	       out, out, st.pool_pages, memfd_kib(g->memfd), st.swapped_out,
+	       out, out, st.pool_pages, st.pool_capacity, st.pool_recovered,
+	       memfd_kib(g->memfd), st.swapped_out,
 	       st.swapped_in, st.cancelled, st.faults_missing, st.faults_wp,
 	       st.zero_fills, st.wp_on_out, st.put_failed_batches, st.lost,
 	       st.adopted ? "true" : "false", st.reconciled, samples, p50,
@@ -387,6 +394,8 @@ int main(int argc, char **argv)
 			opts.state_path = val;
 		else if (!strcmp(arg, "--pool-mb"))
 			pool_mb = strtoull(val, NULL, 0);
+		else if (!strcmp(arg, "--pool"))
+			opts.pool_path = val;
 		else
 			goto usage;
 		i++;
@@ -409,6 +418,7 @@ int main(int argc, char **argv)
 	opts.registration[0] = g.h.pid;
 	opts.registration[1] = st.st_ino;
 	opts.pool_pages = (pool_mb << 20) / PAGER_PAGE;
+	opts.pool_owner = owner;
 	p = pager_init(g.uffd, g.h.base, g.h.len, g.memfd, g.h.offset, stores,
 		       nstores, copies, &opts);
 	if (!p)
@@ -421,9 +431,8 @@ int main(int argc, char **argv)
 		close(conn);
 	printf(", \"pid\": %" PRIu64 ", \"base\": %"
 	       PRIu64 ", \"len\": %" PRIu64 ", \"offset\": %" PRIu64
-	       ", \"copies\": %d, \"pool_capacity\": %zu, \"stores\": [",
-	       g.h.pid, g.h.base, g.h.len, g.h.offset, copies,
-	       opts.pool_pages);
+	       ", \"copies\": %d, \"stores\": [",
+	       g.h.pid, g.h.base, g.h.len, g.h.offset, copies);
 	for (int i = 0; i < nstores; i++)
 		printf("%s\"%s\"", i ? ", " : "", stores[i]->name);
 	printf("]");
@@ -461,6 +470,6 @@ int main(int argc, char **argv)
 usage:
 	fprintf(stderr, "usage: memcanal-pager --socket PATH --store "
 		"file:PATH|tcp:HOST:PORT [--store ...] [--copies N] "
-		"[--owner N] [--state PATH] [--pool-mb N]\n");
+		"[--owner N] [--state PATH] [--pool-mb N] [--pool PATH]\n");
 	return 2;
 }

@@ -13,13 +13,15 @@
  * memcanal-memserver instead, emptied halfway by RECLAIM.  At the end every page is read back and
  * checked, the cold three quarters go out, the memfd's blocks are
  * counted, and every page is checked once more.  -p MiB gives the pager
- * a shared cache pool of that size.  -r 1 restarts the pager at a
+ * a shared cache pool of that size; -P path puts that pool in the file
+ * path, shared with other selftests given the same path (this one's
+ * pages keyed by its pid), created by the first.  -r 1 restarts the pager at a
  * quarter of the run, as after a crash: the first one stops (its uffd
  * stays set up, with pages out and writers faulting), the second adopts
  * the registration from the state file and must serve every page.
  *
  *   uffd_selftest [-m MiB] [-s seconds] [-w writers] [-d dir] [-k 0|1]
- *                 [-n 1|2] [-t host:port] [-p MiB] [-r 0|1]
+ *                 [-n 1|2] [-t host:port] [-p MiB] [-P path] [-r 0|1]
  *
  * Exit status 1 on any wrong word, lost page or swap-out error.  -n 1 (one store, no
  * redundancy) with -k 1 must lose pages: the check of the checker.
@@ -138,10 +140,10 @@ int main(int argc, char **argv)
 {
 	long mib = 64, secs = 4, kill_store = 1, pool_mib = 0, restart = 0;
 	int nstores = 2;
-	const char *dir = "/tmp", *server = NULL;
+	const char *dir = "/tmp", *server = NULL, *pool_path = NULL;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "m:s:w:d:k:n:t:p:r:")) != -1) {
+	while ((opt = getopt(argc, argv, "m:s:w:d:k:n:t:p:P:r:")) != -1) {
 		switch (opt) {
 		case 'm': mib = atol(optarg); break;
 		case 's': secs = atol(optarg); break;
@@ -151,6 +153,7 @@ int main(int argc, char **argv)
 		case 'n': nstores = atoi(optarg); break;
 		case 't': server = optarg; break;
 		case 'p': pool_mib = atol(optarg); break;
+		case 'P': pool_path = optarg; break;
 		case 'r': restart = atol(optarg); break;
 		default:
 			fprintf(stderr, "usage: %s [-m MiB] [-s seconds] "
@@ -227,6 +230,8 @@ int main(int argc, char **argv)
 		.state_path = state_path,
 		.registration = { getpid(), memfd },
 		.pool_pages = (pool_mib << 20) / PAGER_PAGE,
+		.pool_path = pool_path,
+		.pool_owner = getpid(),
 	};
 
 	snprintf(state_path, sizeof(state_path), "%s/uffd_selftest.%d.state",
@@ -364,7 +369,9 @@ int main(int argc, char **argv)
 		printf("faults from %s: %zu, p50 %.1f us, p99 %.1f us\n",
 		       pager_source_names[s], nlat, p50, p99);
 	}
-	printf("pool: %llu pages held\n", (unsigned long long)st.pool_pages);
+	printf("pool: %llu pages held of %llu\n",
+	       (unsigned long long)st.pool_pages,
+	       (unsigned long long)st.pool_capacity);
 	printf("batches kept in for want of copies: %llu\n",
 	       (unsigned long long)st.put_failed_batches);
 	printf("lost pages: %llu\n", (unsigned long long)st.lost);

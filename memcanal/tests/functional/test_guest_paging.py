@@ -226,11 +226,14 @@ POOL_MB = 16
 
 @pytest.fixture
 def stateful_guest(build, initrd, short_tmp_path):
-    """The guest paged by a pager with a state file and a pool."""
+    """The guest paged by a pager with a state file and a pool in a
+    file, as the host-wide pool would be (a restarted pager maps it
+    again)."""
     guest, path = initrd
     paged = PagedGuest(build, guest, path, short_tmp_path, options=[
         '--state', os.path.join(short_tmp_path, 'pager.state'),
-        '--pool-mb', str(POOL_MB)])
+        '--pool-mb', str(POOL_MB),
+        '--pool', os.path.join(short_tmp_path, 'pager.pool')])
     yield paged
     paged.stop()
 

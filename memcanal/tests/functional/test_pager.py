@@ -140,3 +140,43 @@ def test_a_restarted_pager_adopts_and_the_pool_serves_first(
     assert number(r'faults from pool: (\d+)', out) > 0, out
     assert number(r'faults from file: (\d+)', out) > 0, out
     assert not list(tmp_path.iterdir()), 'files left behind'
+
+
+def test_two_pagers_share_one_pool_file(selftest, tmp_path):
+    """Two selftests, each with its own pager, memfd and stores, map one
+    8 MiB pool file (-P): both lose nothing and both are served from
+    it; their pages are keyed by pid, so the same page numbers of the
+    two never mix (a mixed page would fail its checksum and come from a
+    store: the pool-level test below checks the keys themselves)."""
+    pool = tmp_path / 'pool'
+    dirs = [tmp_path / name for name in ('a', 'b')]
+    processes = []
+    for directory in dirs:
+        directory.mkdir()
+        processes.append(subprocess.Popen(
+            [str(selftest), '-m', '64', '-s', '3', '-d', str(directory),
+             '-k', '1', '-n', '2', '-p', '8', '-P', str(pool)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for process in processes:
+        out, err = process.communicate(timeout=120)
+        check_store_0_lost_midway(
+            subprocess.CompletedProcess(process.args, process.returncode,
+                                        out, err))
+        assert number(r'faults from pool: (\d+)', out) > 0, out
+        assert number(r'pages held of (\d+)', out) == 2048, out
+    assert pool.stat().st_size > 8 << 20
+
+
+def test_the_pool_file_is_shared_by_owner_and_survives_a_killed_holder(
+        selftest, tmp_path):
+    """pool_selftest: a second process's puts evict the first's oldest
+    pages (one capacity), the same page number of two owners is never
+    served across, and processes SIGKILLed while holding the pool's
+    mutex do not wedge it (EOWNERDEAD is recovered)."""
+    result = subprocess.run(
+        [str(selftest.parent / 'pool_selftest'), str(tmp_path / 'pool')],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert 'FAILED' not in result.stdout
+    assert result.stdout.count('ok: ') == 10, result.stdout
+    assert number(r'died holding the mutex: (\d+)', result.stdout) > 0
