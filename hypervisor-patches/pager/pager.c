@@ -694,6 +694,9 @@ static int alloc_pager(struct pager *p, const struct pager_opts *o,
 		if (!q->shared || !q->slot_of)
 			return -1;
 		memset(q->slot_of, 0xff, p->npages * sizeof(*q->slot_of));
+		if (!fresh)   /* the dead pager's pages, checksummed on take */
+			pager_pool_find(q->shared, q->owner, q->slot_of,
+					p->npages);
 	}
 	for (int s = 0; s < PAGER_NSOURCES; s++) {
 		p->samples[s] = calloc(MAX_SAMPLES, sizeof(*p->samples[s]));

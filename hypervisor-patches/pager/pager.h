@@ -101,6 +101,10 @@ uint32_t pager_pool_put(struct pager_pool *q, uint64_t owner, uint64_t page,
  * page now (reused by a later put, any pager's). */
 int pager_pool_take(struct pager_pool *q, uint32_t slot, uint64_t owner,
 		    uint64_t page, void *buf);
+/* slot_of[page] = the slot holding owner's page, for pages < npages
+ * (a pager taking over from one that died). */
+void pager_pool_find(struct pager_pool *q, uint64_t owner,
+		     uint32_t *slot_of, uint64_t npages);
 /* Slots holding a page of owner. */
 uint64_t pager_pool_count(struct pager_pool *q, uint64_t owner);
 /* Times a process died holding the pool's mutex and another went on. */

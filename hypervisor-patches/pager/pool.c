@@ -97,7 +97,7 @@ static struct pool_header *map_file(const char *path, size_t pages,
 	if (fd < 0 || flock(fd, LOCK_EX) || fstat(fd, &st))
 		goto out;
 	if (!st.st_size && !pages)
-		errno = EINVAL;   /* a new pool needs a size */
+		errno = ENOENT;   /* a new pool needs a size */
 	if (!st.st_size && (!pages || ftruncate(fd, pool_len(pages))))
 		goto out;
 	*len = st.st_size ? (size_t)st.st_size : pool_len(pages);
@@ -203,6 +203,16 @@ int pager_pool_take(struct pager_pool *q, uint32_t slot, uint64_t owner,
 	}
 	unlock(q);
 	return found;
+}
+
+void pager_pool_find(struct pager_pool *q, uint64_t owner,
+		     uint32_t *slot_of, uint64_t npages)
+{
+	lock(q);
+	for (uint64_t s = 0; s < q->h->capacity; s++)
+		if (q->key[s].owner == owner && q->key[s].page < npages)
+			slot_of[q->key[s].page] = s;
+	unlock(q);
 }
 
 uint64_t pager_pool_count(struct pager_pool *q, uint64_t owner)

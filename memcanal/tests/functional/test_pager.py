@@ -128,13 +128,17 @@ def test_one_store_lost_is_caught(selftest, tmp_path):
     assert number(r'wrong words: (\d+)', result.stdout) > 0
 
 
+@pytest.mark.parametrize('pool_file', [False, True])
 def test_a_restarted_pager_adopts_and_the_pool_serves_first(
-        selftest, tmp_path):
+        selftest, tmp_path, tmp_path_factory, pool_file):
     """The pager stops at a quarter of the run, writers faulting on its
     pages meanwhile; the next one adopts the uffd from the state file
-    and serves every page, the pool first."""
+    and serves every page, the pool first. With the pool in a file the
+    new pager also takes up the old one's pool pages (checksummed)."""
+    pool = ['-P', str(tmp_path_factory.mktemp('pool') / 'pool')]
     out = check_store_0_lost_midway(
-        run(selftest, tmp_path, '-k', '1', '-n', '2', '-p', '8', '-r', '1'))
+        run(selftest, tmp_path, '-k', '1', '-n', '2', '-p', '8', '-r', '1',
+            *(pool if pool_file else [])))
     assert number(r'pager restarted at [\d.]+ s: adopted (\d+)', out) == 1
     assert number(r', (\d+) pages out before', out) > 0, out
     assert number(r'faults from pool: (\d+)', out) > 0, out
