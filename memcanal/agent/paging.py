@@ -23,6 +23,7 @@ import queue
 import subprocess
 import threading
 import time
+import uuid
 
 import numpy as np
 from oslo_log import log as logging
@@ -46,21 +47,30 @@ class UnsupportedCommand(PagerError):
     """The pager answered a command with an error: this build lacks it."""
 
 
+def owner_of(instance_uuid):
+    """The VM's key in memory servers and the host's pool: pagers of
+    every VM of the cloud may share one server, so it comes from the
+    VM's uuid (its first 63 bits), not from the host."""
+    return int(uuid.UUID(instance_uuid).hex[:16], 16) >> 1
+
+
 class PagerClient:
     """One memcanal-pager daemon: started with its stores, driven by its
     line protocol, its death turned into PagerError with its stderr."""
 
     def __init__(self, binary, socket, stores, pool_mb=0, log_path=None,
-                 timeout=120.0):
+                 timeout=120.0, owner=1, pool_path=None):
         self.name = os.path.basename(socket)
         self.stores = list(stores)
         self.timeout = timeout
         self.log_path = log_path or socket + '.log'
-        command = [binary, '--socket', socket]
+        command = [binary, '--socket', socket, '--owner', str(owner)]
         for store in self.stores:
             command += ['--store', store]
         if pool_mb:
             command += ['--pool-mb', str(pool_mb)]
+            if pool_path:
+                command += ['--pool', pool_path]
         with open(self.log_path, 'ab') as log:
             self.process = subprocess.Popen(
                 command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -23,9 +23,14 @@ pager_opts = [
                     'out has a copy in <instance uuid>.pages here besides '
                     'the memory servers\'.'),
     cfg.IntOpt('pool_mb', default=0, min=0,
-               help='MiB of TMemCanal\'s shared cache pool in each pager: '
-                    'pages recently paged out stay in memory and a fault '
-                    'takes them from it first. 0: no pool.'),
+               help='MiB of TMemCanal\'s shared cache pool: pages recently '
+                    'paged out stay in memory and a fault takes them from '
+                    'it first. 0: no pool.'),
+    cfg.StrOpt('pool_path', default='/dev/shm/memcanal-pool',
+               help='The file the pool lives in, shared by every pager of '
+                    'this host (the first creates it with pool_mb), so '
+                    'the pool is the host\'s, not one per VM. Empty: each '
+                    'pager has a pool of its own.'),
     cfg.FloatOpt('cold_after', min=0.1,
                  help='Seconds a page must go unaccessed, once in the '
                       'lowest queue, before it is cold (the detector\'s '

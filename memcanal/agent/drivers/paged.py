@@ -30,12 +30,15 @@ def local_store(conf, instance_uuid):
 def start_pager(conf, socket, instance_uuid, stores, log_path):
     """A memcanal-pager listening on ``socket`` for the VM's handoff,
     keeping each page in ``stores`` (memory servers lent to this host)
-    and in the local file store."""
+    and in the local file store, keyed by the VM (paging.owner_of) there
+    and in the host's pool."""
     options = conf.pager
     return paging.PagerClient(
         options.binary, socket,
         list(stores) + [local_store(conf, instance_uuid)],
-        pool_mb=options.pool_mb, log_path=log_path, timeout=options.timeout)
+        pool_mb=options.pool_mb, log_path=log_path, timeout=options.timeout,
+        owner=paging.owner_of(instance_uuid),
+        pool_path=options.pool_path or None)
 
 
 def instance_info(info, pager):

@@ -29,6 +29,7 @@ from oslo_log import log as logging
 
 from memcanal.agent import driver
 from memcanal.agent.drivers import memtrace
+from memcanal.agent.drivers import paged
 from memcanal.agent import paging
 from memcanal.estimation import logsim
 from memcanal import exception
@@ -210,15 +211,10 @@ class QemuDriver(driver.HypervisorDriver):
         if not options.shim:
             raise exception.MemcanalException(
                 '[pager] shim is needed to start pageable guests')
-        os.makedirs(options.local_store_dir, exist_ok=True)
-        local = 'file:%s' % os.path.join(options.local_store_dir,
-                                         instance_uuid + '.pages')
-        return paging.PagerClient(
-            options.binary, self.pager_socket_path(instance_uuid),
-            list(stores) + [local], pool_mb=options.pool_mb,
-            log_path=os.path.join(self.socket_dir,
-                                  instance_uuid + '.pager.log'),
-            timeout=options.timeout)
+        return paged.start_pager(
+            self.conf, self.pager_socket_path(instance_uuid), instance_uuid,
+            stores, os.path.join(self.socket_dir,
+                                 instance_uuid + '.pager.log'))
 
     def _guest_pager(self, client, process):
         """The GuestPager of a guest once QEMU's shim handed its RAM to

@@ -422,6 +422,7 @@ def test_the_driver_holds_the_handoff_and_pages_through_its_pager(
                                          32 * PAGE, resize.seconds)
     pager = hypervisor._domains[domain.uuid].pager
     assert pager.client.command('stats')['args'][2:] == [
+        '--owner', str(paging.owner_of(domain.uuid)),
         '--store', 'tcp:10.0.0.5:7070', '--store', 'file:%s' % os.path.join(
             hypervisor.conf.pager.local_store_dir, domain.uuid + '.pages')]
 

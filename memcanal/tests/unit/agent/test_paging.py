@@ -42,7 +42,8 @@ def client(tmp_path):
     binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
     client = paging.PagerClient(str(binary), str(tmp_path / 'p.sock'),
                                 ['tcp:10.0.0.2:7000', 'file:/x'],
-                                pool_mb=8, timeout=10)
+                                pool_mb=8, timeout=10, owner=42,
+                                pool_path='/dev/shm/pool')
     yield client
     client.stop()
 
@@ -50,8 +51,8 @@ def client(tmp_path):
 def test_client_starts_the_pager_with_its_stores_and_pipelines(client):
     assert client.wait_event('attached')['len'] == PAGES * PAGE
     assert client.command('stats')['args'][2:] == [
-        '--store', 'tcp:10.0.0.2:7000', '--store', 'file:/x',
-        '--pool-mb', '8']
+        '--owner', '42', '--store', 'tcp:10.0.0.2:7000', '--store',
+        'file:/x', '--pool-mb', '8', '--pool', '/dev/shm/pool']
     answers = client.commands(['swapout 0 3', 'swapout 9 1'])
     assert [a['dropped'] for a in answers] == [3, 1]
 
@@ -66,6 +67,13 @@ def test_client_tells_a_missing_command_from_a_dead_pager(client):
     # Dead for good: later commands fail at once, not after a timeout.
     with pytest.raises(paging.PagerError, match='died'):
         client.command('stats')
+
+
+def test_each_vm_has_its_own_owner_in_shared_servers_and_pools():
+    first = paging.owner_of('10000000-0000-4000-8000-000000000001')
+    assert first == paging.owner_of('10000000000040008000000000000001')
+    assert first != paging.owner_of('20000000-0000-4000-8000-000000000001')
+    assert 0 < first < 2 ** 63
 
 
 def test_runs():
