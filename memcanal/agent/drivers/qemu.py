@@ -17,11 +17,9 @@ a memcanal-pager of its own (memcanal.agent.paging), and
 stays resident on the host.
 """
 
-import dataclasses
 import glob
 import os
 import subprocess
-import time
 import uuid
 
 import numpy as np
@@ -261,19 +259,10 @@ class QemuDriver(driver.HypervisorDriver):
         return [self._instance_info(guest) for guest in self.guests.values()]
 
     def _instance_info(self, guest):
-        info = driver.InstanceInfo(
+        return paged.instance_info(driver.InstanceInfo(
             uuid=guest.uuid, project_id=self.options.project_id,
             allocated_bytes=guest.connection.hello.memory_mb * MiB,
-            target_bytes=None)
-        if guest.pager is None or not guest.pager.paging:
-            return info
-        try:
-            return dataclasses.replace(
-                info, resident_bytes=guest.pager.resident_bytes(),
-                paged_bytes=guest.pager.paged_bytes())
-        except paging.PagerError as error:
-            LOG.error('Paging of %s: %s', guest.uuid, error)
-            return info
+            target_bytes=None), guest.pager)
 
     def _guest(self, instance_uuid):
         try:
@@ -294,20 +283,10 @@ class QemuDriver(driver.HypervisorDriver):
                                  trace=None, guest_stats={})
         if guest.pager is None or guest.finished:
             return sample
-        return self._paging_sample(guest, sample)
-
-    def _paging_sample(self, guest, sample):
-        """The sample with the interval's paging trace, after feeding the
-        interval's PRL pages (guest frames, the memfd's pages) to the
-        guest's cold-page detector."""
-        try:
-            trace = guest.pager.interval(
-                np.unique(sample.logs.prl_gpas),
-                sample.guest_stats.get('references', 0))
-        except paging.PagerError as error:
-            LOG.error('Paging of %s: %s', guest.uuid, error)
-            return sample
-        return dataclasses.replace(sample, paging_trace=trace)
+        # PRL pages are guest frames, the memfd's pages.
+        return paged.paging_sample(
+            guest.uuid, guest.pager, sample, np.unique(sample.logs.prl_gpas),
+            sample.guest_stats.get('references', 0))
 
     def apply_memory_target(self, instance_uuid, target_bytes,
                             mechanism='balloon', stores=()):
@@ -320,20 +299,8 @@ class QemuDriver(driver.HypervisorDriver):
         if guest.pager is None:
             raise exception.ResizeFailed(
                 uuid=instance_uuid, reason='not started with [qemu] paging')
-        missing = set(stores) - set(guest.pager.client.stores)
-        if missing:
-            # The pager takes its stores when the guest starts.
-            LOG.warning('Paging %s without %s: its pager started with %s',
-                        instance_uuid, ', '.join(sorted(missing)),
-                        ', '.join(guest.pager.client.stores))
-        started = time.monotonic()
-        try:
-            previous = guest.pager.set_resident(target_bytes)
-        except paging.PagerError as error:
-            raise exception.ResizeFailed(uuid=instance_uuid,
-                                         reason=str(error))
-        return driver.Resize('paging', previous, int(target_bytes),
-                             time.monotonic() - started)
+        return paged.set_resident(instance_uuid, guest.pager, target_bytes,
+                                  stores)
 
     def stop(self):
         """Detach from every guest and stop those the driver started."""
