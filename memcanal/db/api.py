@@ -96,14 +96,15 @@ def host_state(last_heartbeat_at, report_interval, now=None):
     return 'up' if silence <= allowed else 'down'
 
 
-class HostLoad(collections.namedtuple(
-        'HostLoad', 'count demand allocated resident', defaults=(0,) * 4)):
+class InstanceTotals(collections.namedtuple(
+        'InstanceTotals', 'count demand allocated resident',
+        defaults=(0,) * 4)):
     """What a host's live instances add up to: how many, their measured
     demand, their memory, and what of it they hold resident."""
 
 
 def _host_dict(host, load, rejected_count, lending=(0, 0)):
-    """The host, with ``load`` (a HostLoad) of its live instances and
+    """The host, with ``load`` (an InstanceTotals) of its live instances and
     ``lending`` (bytes its memory server lends, bytes its VMs
     borrow)."""
     capacity = host.memory_total_bytes - host.memory_reserved_bytes
@@ -627,13 +628,13 @@ def resident_of(memory_bytes, resident_target_bytes):
 
 
 def _host_counts(session, host=None):
-    """Per host id: HostLoad of its live instances; per host uuid:
+    """Per host id: InstanceTotals of its live instances; per host uuid:
     rejections; of every host, or of ``host`` (a Host) alone."""
     instances = {}
     for row, need in _live_instances(session, *(
             [models.Instance.host_id == host.id] if host else [])):
-        load = instances.get(row.host_id, HostLoad())
-        instances[row.host_id] = HostLoad(
+        load = instances.get(row.host_id, InstanceTotals())
+        instances[row.host_id] = InstanceTotals(
             load.count + 1, load.demand + need,
             load.allocated + row.allocated_bytes,
             load.resident + resident_of(
@@ -670,7 +671,7 @@ def list_hosts(context):
         sa.select(models.Host).order_by(models.Host.name)).scalars().all()
     instances, rejected = _host_counts(context.session)
     lending = _lending(context.session)
-    return [_host_dict(h, instances.get(h.id, HostLoad()),
+    return [_host_dict(h, instances.get(h.id, InstanceTotals()),
                        rejected.get(h.uuid, 0), lending.get(h.id, (0, 0)))
             for h in hosts]
 
@@ -683,7 +684,7 @@ def get_host(context, host_uuid):
     if host is None:
         raise exception.HostNotFound(host=host_uuid)
     instances, rejected = _host_counts(context.session, host)
-    return _host_dict(host, instances.get(host.id, HostLoad()),
+    return _host_dict(host, instances.get(host.id, InstanceTotals()),
                       rejected.get(host.uuid, 0),
                       _lending(context.session).get(host.id, (0, 0)))
 
