@@ -1,0 +1,198 @@
+#!/bin/bash
+# memcanal's devstack plugin: stack.sh, unstack.sh and clean.sh source it
+# as "plugin.sh MODE [PHASE]" after devstack/settings.
+#
+# memcanal-api and memcanal-service run on the controller, memcanal-agent
+# on every compute node; nova-scheduler gets MemCanalFilter and
+# MemCanalWeigher (doc/devstack.md).
+
+MEMCANAL_FILTER=memcanal.nova.filters.MemCanalFilter
+MEMCANAL_WEIGHER=memcanal.nova.weighers.MemCanalWeigher
+
+function memcanal_api_url {
+    echo "$MEMCANAL_SERVICE_PROTOCOL://$MEMCANAL_SERVICE_HOST:$MEMCANAL_SERVICE_PORT"
+}
+
+# check_memcanal_agent_driver - fail before anything is installed when
+# MEMCANAL_AGENT_DRIVER names none of the agent's driver entry points.
+function check_memcanal_agent_driver {
+    if ! grep -q "^$MEMCANAL_AGENT_DRIVER = \"memcanal\.agent\.drivers\." $MEMCANAL_DIR/pyproject.toml; then
+        die $LINENO "MEMCANAL_AGENT_DRIVER=$MEMCANAL_AGENT_DRIVER is not a memcanal.agent.drivers entry point"
+    fi
+}
+
+# install_memcanal - memcanal, with libvirt's bindings where the agent
+# drives libvirt, and also into nova's own venv when nova has one.
+function install_memcanal {
+    local extras=""
+    if is_service_enabled memcanal-agent && [[ $MEMCANAL_AGENT_DRIVER == libvirt ]]; then
+        extras=libvirt
+    fi
+    setup_develop $MEMCANAL_DIR $extras
+    # The global venv (devstack's default) is nova's environment too;
+    # a per-project nova venv needs memcanal for its scheduler to load
+    # the filter and weigher.
+    local nova_venv=${PROJECT_VENV[nova]:-}
+    if is_service_enabled n-sch && [[ -n $nova_venv ]]; then
+        PIP_VIRTUAL_ENV=$nova_venv pip_install -e $MEMCANAL_DIR
+    fi
+}
+
+# memcanal_set_auth FILE SECTION USERNAME - keystoneauth's password
+# options, for one service reaching another as USERNAME.
+function memcanal_set_auth {
+    local file=$1 section=$2 username=$3
+    iniset $file $section auth_type password
+    iniset $file $section auth_url $KEYSTONE_SERVICE_URI
+    iniset $file $section username $username
+    iniset $file $section password $SERVICE_PASSWORD
+    iniset $file $section user_domain_name $SERVICE_DOMAIN_NAME
+    iniset $file $section project_name $SERVICE_PROJECT_NAME
+    iniset $file $section project_domain_name $SERVICE_DOMAIN_NAME
+    iniset $file $section region_name $REGION_NAME
+}
+
+# write_memcanal_conf - memcanal.conf, read by every memcanal process.
+function write_memcanal_conf {
+    sudo install -d -o $STACK_USER $MEMCANAL_CONF_DIR
+    install -d $MEMCANAL_STATE_PATH
+    rm -f $MEMCANAL_CONF
+    iniset $MEMCANAL_CONF DEFAULT debug $ENABLE_DEBUG_LOG_LEVEL
+    iniset $MEMCANAL_CONF DEFAULT state_path $MEMCANAL_STATE_PATH
+    iniset_rpc_backend memcanal $MEMCANAL_CONF
+    iniset $MEMCANAL_CONF database connection "$(database_connection_url memcanal)"
+    iniset $MEMCANAL_CONF api auth_strategy $MEMCANAL_AUTH_STRATEGY
+    configure_keystone_authtoken_middleware $MEMCANAL_CONF memcanal
+    iniset $MEMCANAL_CONF agent driver $MEMCANAL_AGENT_DRIVER
+    # The service live-migrates through nova and sets allocation ratios
+    # in placement when those features are enabled.
+    memcanal_set_auth $MEMCANAL_CONF nova memcanal
+    memcanal_set_auth $MEMCANAL_CONF placement memcanal
+    setup_logging $MEMCANAL_CONF
+}
+
+# write_memcanal_uwsgi_conf - uwsgi serving the API on its own port.
+function write_memcanal_uwsgi_conf {
+    local address=$MEMCANAL_SERVICE_LISTEN_ADDRESS
+    if [[ $address == *:* ]]; then
+        address="[$address]"
+    fi
+    rm -f $MEMCANAL_UWSGI_CONF
+    iniset $MEMCANAL_UWSGI_CONF uwsgi http-socket $address:$MEMCANAL_SERVICE_PORT
+    iniset $MEMCANAL_UWSGI_CONF uwsgi module memcanal.wsgi.api:application
+    iniset $MEMCANAL_UWSGI_CONF uwsgi env OS_MEMCANAL_CONFIG_FILES=$MEMCANAL_CONF
+    iniset $MEMCANAL_UWSGI_CONF uwsgi master true
+    iniset $MEMCANAL_UWSGI_CONF uwsgi processes $MEMCANAL_API_WORKERS
+    iniset $MEMCANAL_UWSGI_CONF uwsgi enable-threads true
+    # Each worker builds the app (and its connections) after the fork.
+    iniset $MEMCANAL_UWSGI_CONF uwsgi lazy-apps true
+    iniset $MEMCANAL_UWSGI_CONF uwsgi die-on-term true
+    iniset $MEMCANAL_UWSGI_CONF uwsgi exit-on-reload false
+    # keystone tokens and service catalogs make large headers.
+    iniset $MEMCANAL_UWSGI_CONF uwsgi buffer-size 65535
+}
+
+# create_memcanal_accounts - the service user and the catalog entry
+# nova's scheduler finds memcanal by (service type memcanal).
+function create_memcanal_accounts {
+    # admin: the service live-migrates to named hosts through nova.
+    create_service_user memcanal admin
+    get_or_create_service memcanal memcanal "Measured VM memory demand"
+    get_or_create_endpoint memcanal "$REGION_NAME" "$(memcanal_api_url)"
+}
+
+function init_memcanal_db {
+    recreate_database memcanal
+    $MEMCANAL_BIN_DIR/memcanal-manage --config-file $MEMCANAL_CONF db sync
+}
+
+# memcanal_nova_list_add OPTION DEFAULT VALUE - add VALUE to the
+# multi-valued [filter_scheduler] OPTION of nova.conf once, keeping what
+# is there (nova's DEFAULT when nothing is).
+function memcanal_nova_list_add {
+    local option=$1 default=$2 value=$3
+    local values
+    values=$(iniget_multiline $NOVA_CONF filter_scheduler $option)
+    values=${values:-$default}
+    if ! grep -qxF "$value" <<< "$values"; then
+        iniset_multiline $NOVA_CONF filter_scheduler $option $values $value
+    fi
+}
+
+# configure_nova_for_memcanal - the scheduler filter and weigher, and how
+# the scheduler reaches memcanal's API; safe to run again.
+function configure_nova_for_memcanal {
+    local filters
+    filters=$(iniget $NOVA_CONF filter_scheduler enabled_filters)
+    filters=${filters:-$NOVA_FILTERS}
+    if [[ ,$filters, != *,MemCanalFilter,* ]]; then
+        iniset $NOVA_CONF filter_scheduler enabled_filters "$filters,MemCanalFilter"
+    fi
+    memcanal_nova_list_add available_filters nova.scheduler.filters.all_filters $MEMCANAL_FILTER
+    memcanal_nova_list_add weight_classes nova.scheduler.weights.all_weighers $MEMCANAL_WEIGHER
+    # GET /hosts is admin-only: nova's service user has the admin role.
+    memcanal_set_auth $NOVA_CONF memcanal nova
+    iniset $NOVA_CONF memcanal service_type memcanal
+}
+
+function start_memcanal {
+    run_process memcanal-api "$MEMCANAL_BIN_DIR/uwsgi --procname-prefix memcanal --ini $MEMCANAL_UWSGI_CONF"
+    if is_service_enabled memcanal-api; then
+        echo "Waiting for memcanal-api to start..."
+        if ! wait_for_service $SERVICE_TIMEOUT $(memcanal_api_url); then
+            die $LINENO "memcanal-api did not start"
+        fi
+    fi
+    run_process memcanal-service "$MEMCANAL_BIN_DIR/memcanal-service --config-file $MEMCANAL_CONF"
+    run_process memcanal-agent "$MEMCANAL_BIN_DIR/memcanal-agent --config-file $MEMCANAL_CONF"
+}
+
+function stop_memcanal {
+    local service
+    for service in memcanal-api memcanal-service memcanal-agent; do
+        stop_process $service
+    done
+}
+
+function cleanup_memcanal {
+    sudo rm -rf $MEMCANAL_CONF_DIR $MEMCANAL_STATE_PATH
+}
+
+if is_service_enabled memcanal-api memcanal-service memcanal-agent; then
+    if [[ $1 == stack && $2 == pre-install ]]; then
+        if is_service_enabled memcanal-agent; then
+            check_memcanal_agent_driver
+        fi
+    elif [[ $1 == stack && $2 == install ]]; then
+        echo_summary "Installing memcanal"
+        install_memcanal
+    elif [[ $1 == stack && $2 == post-config ]]; then
+        echo_summary "Configuring memcanal"
+        write_memcanal_conf
+        if is_service_enabled memcanal-api; then
+            write_memcanal_uwsgi_conf
+            create_memcanal_accounts
+        fi
+        if is_service_enabled memcanal-service; then
+            init_memcanal_db
+        fi
+        if is_service_enabled n-sch && [[ $MEMCANAL_NOVA_SCHEDULER == True ]]; then
+            configure_nova_for_memcanal
+        fi
+    elif [[ $1 == stack && $2 == extra ]]; then
+        echo_summary "Starting memcanal"
+        start_memcanal
+    elif [[ $1 == stack && $2 == test-config ]]; then
+        if is_service_enabled tempest; then
+            iniset $TEMPEST_CONFIG service_available memcanal True
+        fi
+    fi
+
+    if [[ $1 == unstack ]]; then
+        stop_memcanal
+    fi
+
+    if [[ $1 == clean ]]; then
+        cleanup_memcanal
+    fi
+fi

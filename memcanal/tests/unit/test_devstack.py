@@ -1,0 +1,326 @@
+"""The devstack plugin (devstack/plugin.sh), run phase by phase in bash
+on devstack_stubs.sh: the stubs record the devstack calls the plugin
+makes and really edit the INI files, so these tests read back
+memcanal.conf and nova.conf as memcanal and nova would."""
+
+import ast
+import configparser
+import os
+import pathlib
+import subprocess
+import sys
+
+from keystoneauth1 import loading as ks_loading
+from oslo_config import cfg
+import pytest
+
+from memcanal.conf import opts as memcanal_opts
+from memcanal.nova import conf as nova_memcanal_conf
+from memcanal import wsgi
+
+HERE = pathlib.Path(__file__).parent
+REPO = HERE.parents[2]
+PLUGIN_DIR = REPO / 'devstack'
+STUBS = HERE / 'devstack_stubs.sh'
+
+STACK = ('stack:pre-install', 'stack:install', 'stack:post-config',
+         'stack:extra', 'stack:test-config')
+NOVA_FILTERS = ('ComputeFilter,ComputeCapabilitiesFilter,'
+                'ImagePropertiesFilter,ServerGroupAntiAffinityFilter,'
+                'ServerGroupAffinityFilter,SameHostFilter,'
+                'DifferentHostFilter')
+# What devstack's lib/nova writes before the plugin's post-config.
+NOVA_CONF = """[DEFAULT]
+transport_url = rabbit://stackrabbit:secret@127.0.0.1:5672/
+
+[filter_scheduler]
+enabled_filters = %s
+track_instance_changes = False
+
+[placement]
+username = placement
+""" % NOVA_FILTERS
+KEYSTONE = 'http://192.0.2.10/identity'
+API_URL = 'http://192.0.2.10:8793'
+NOVA_FILTER = 'memcanal.nova.filters.MemCanalFilter'
+NOVA_WEIGHER = 'memcanal.nova.weighers.MemCanalWeigher'
+
+# Each phase's driver: devstack sources settings once, then plugin.sh
+# with MODE and PHASE, all in one errexit shell.
+DRIVER = """set -o errexit -o pipefail
+source "$1"; shift
+eval "$STUB_PRELUDE"
+source "$PLUGIN_DIR/settings"
+for phase in "$@"; do
+    stub_record phase "$phase"
+    source "$PLUGIN_DIR/plugin.sh" ${phase/:/ }
+done
+"""
+
+
+class Stack:
+    """One run of the plugin's phases in ``root``: its exit status, its
+    recorded calls by phase and the paths of the files it wrote."""
+
+    def __init__(self, root, phases, services='key,mysql,rabbit,n-api,'
+                 'n-sch,n-cond,n-cpu,placement-api,tempest',
+                 prelude='', nova_conf=NOVA_CONF, **variables):
+        self.conf_dir = root / 'etc' / 'memcanal'
+        self.conf = self.conf_dir / 'memcanal.conf'
+        self.uwsgi_conf = self.conf_dir / 'memcanal-uwsgi.ini'
+        self.nova_conf = root / 'nova.conf'
+        self.nova_conf.write_text(nova_conf)
+        self.tempest_conf = root / 'tempest.conf'
+        self.bin_dir = root / 'bin'
+        self.state_path = root / 'data' / 'memcanal'
+        self.log = root / 'calls.log'
+        self._fake_manage()
+        env = dict(
+            PATH=os.environ['PATH'], STUB_LOG=str(self.log),
+            STUB_BIN_DIR=str(self.bin_dir), STUB_PYTHON=sys.executable,
+            STUB_INI=str(HERE / 'devstack_ini.py'), STUB_PRELUDE=prelude,
+            PLUGIN_DIR=str(PLUGIN_DIR), ENABLED_SERVICES=services,
+            DEST=str(root / 'opt'), DATA_DIR=str(root / 'data'),
+            MEMCANAL_DIR=str(REPO), MEMCANAL_CONF_DIR=str(self.conf_dir),
+            STACK_USER=os.environ.get('USER') or 'root',
+            SERVICE_HOST='192.0.2.10', SERVICE_PROTOCOL='http',
+            SERVICE_LISTEN_ADDRESS='0.0.0.0', API_WORKERS='2',
+            SERVICE_TIMEOUT='60', REGION_NAME='RegionOne',
+            KEYSTONE_SERVICE_URI=KEYSTONE, SERVICE_PASSWORD='secret',
+            SERVICE_PROJECT_NAME='service', SERVICE_DOMAIN_NAME='Default',
+            DATABASE_PASSWORD='dbsecret', RABBIT_PASSWORD='secret',
+            ENABLE_DEBUG_LOG_LEVEL='True', NOVA_CONF=str(self.nova_conf),
+            NOVA_FILTERS=NOVA_FILTERS, TEMPEST_CONFIG=str(self.tempest_conf))
+        env.update(variables)
+        self.result = subprocess.run(
+            ['bash', '-c', DRIVER, 'driver', str(STUBS), *phases],
+            env=env, capture_output=True, text=True)
+        self.calls = self._calls_by_phase()
+
+    def _fake_manage(self):
+        """memcanal-manage, the one command the plugin runs itself."""
+        self.bin_dir.mkdir(parents=True)
+        manage = self.bin_dir / 'memcanal-manage'
+        manage.write_text('#!/bin/bash\nIFS=$\'\\t\'\n'
+                          'echo "${0##*/}"$\'\\t\'"$*" >> "$STUB_LOG"\n')
+        manage.chmod(0o755)
+
+    def _calls_by_phase(self):
+        calls = {}
+        phase = None
+        text = self.log.read_text() if self.log.exists() else ''
+        for line in text.splitlines():
+            name, *args = line.split('\t')
+            if name == 'phase':
+                phase = args[0]
+                continue
+            calls.setdefault(phase, []).append((name, *args))
+        return calls
+
+    def named(self, name, phase=None):
+        """The argument tuples of the calls of ``name``."""
+        phases = [phase] if phase else list(self.calls)
+        return [call[1:] for p in phases for call in self.calls.get(p, [])
+                if call[0] == name]
+
+
+def nova_conf_values(path):
+    """nova.conf's sections as oslo.config reads them: repeated options
+    keep all their values."""
+    sections = {}
+    cfg.ConfigParser(str(path), sections).parse()
+    return sections
+
+
+def defines_class(dotted):
+    """Whether memcanal's module file defines the class ``dotted`` names,
+    read without importing nova."""
+    module, _, name = dotted.rpartition('.')
+    source = REPO.joinpath(*module.split('.')).with_suffix('.py')
+    tree = ast.parse(source.read_text())
+    return any(isinstance(node, ast.ClassDef) and node.name == name
+               for node in tree.body)
+
+
+@pytest.fixture(scope='module')
+def stack(tmp_path_factory):
+    """A one-node cloud's stack.sh: nova, keystone and tempest enabled,
+    memcanal's services left to the plugin's settings."""
+    stacked = Stack(tmp_path_factory.mktemp('devstack'), STACK)
+    assert stacked.result.returncode == 0, stacked.result.stderr
+    return stacked
+
+
+@pytest.mark.parametrize('script', [PLUGIN_DIR / 'plugin.sh',
+                                    PLUGIN_DIR / 'settings', STUBS])
+def test_scripts_parse(script):
+    subprocess.run(['bash', '-n', str(script)], check=True)
+
+
+def test_settings_enable_every_service_when_none_is_named(stack):
+    assert stack.named('run_process') == [
+        ('memcanal-api', '%s/uwsgi --procname-prefix memcanal --ini %s' % (
+            stack.bin_dir, stack.uwsgi_conf)),
+        ('memcanal-service', '%s/memcanal-service --config-file %s' % (
+            stack.bin_dir, stack.conf)),
+        ('memcanal-agent', '%s/memcanal-agent --config-file %s' % (
+            stack.bin_dir, stack.conf))]
+
+
+def test_processes_start_in_extra_after_the_api_answers(stack):
+    assert [call[:2] for call in stack.calls['stack:extra']
+            if call[0] != 'echo_summary'] == [
+        ('run_process', 'memcanal-api'), ('wait_for_service', '60'),
+        ('run_process', 'memcanal-service'),
+        ('run_process', 'memcanal-agent')]
+    assert stack.named('wait_for_service') == [('60', API_URL)]
+
+
+def test_install_develops_memcanal_with_libvirt_bindings(stack):
+    assert stack.named('setup_develop') == [(str(REPO), 'libvirt')]
+    assert stack.named('setup_develop', 'stack:install')
+    # devstack's global venv is nova's too: nothing more to install.
+    assert stack.named('pip_install') == []
+
+
+def test_post_config_creates_and_syncs_the_database(stack):
+    post_config = stack.calls['stack:post-config']
+    assert ('recreate_database', 'memcanal') in post_config
+    sync = ('memcanal-manage', '--config-file', str(stack.conf), 'db',
+            'sync')
+    assert sync in post_config
+    assert (post_config.index(('recreate_database', 'memcanal'))
+            < post_config.index(sync))
+
+
+def test_post_config_registers_the_service_and_its_endpoint(stack):
+    assert stack.named('create_service_user', 'stack:post-config') == [
+        ('memcanal', 'admin')]
+    [(name, service_type, _)] = stack.named('get_or_create_service')
+    assert (name, service_type) == ('memcanal',
+                                    nova_memcanal_conf.SERVICE_TYPE)
+    assert stack.named('get_or_create_endpoint') == [
+        ('memcanal', 'RegionOne', API_URL)]
+
+
+def test_uwsgi_serves_the_wsgi_module_with_memcanal_conf(stack):
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(stack.uwsgi_conf)
+    uwsgi = parser['uwsgi']
+    assert uwsgi['http-socket'] == '0.0.0.0:8793'
+    assert uwsgi['processes'] == '2'
+    assert uwsgi['env'] == '%s=%s' % (wsgi.CONFIG_FILES_ENV, stack.conf)
+    module, _, attribute = uwsgi['module'].partition(':')
+    assert module == 'memcanal.wsgi.api'
+    tree = ast.parse(REPO.joinpath('memcanal', 'wsgi', 'api.py').read_text())
+    assert attribute in {target.id for node in tree.body
+                         if isinstance(node, ast.Assign)
+                         for target in node.targets}
+
+
+def test_memcanal_conf_reads_as_memcanal_options(stack):
+    conf = cfg.ConfigOpts()
+    for group, group_opts in memcanal_opts.list_opts():
+        conf.register_opts(group_opts,
+                           group=None if group == 'DEFAULT' else group)
+    conf(['--config-file', str(stack.conf)])
+    assert conf.agent.driver == 'libvirt'
+    assert conf.api.auth_strategy == 'keystone'
+    assert conf.database.connection == (
+        'mysql+pymysql://root:dbsecret@127.0.0.1/memcanal?charset=utf8')
+    assert conf.state_path == str(stack.state_path)
+    assert stack.state_path.is_dir()
+    for group in (conf.nova, conf.placement):
+        assert (group.auth_type, group.username, group.auth_url) == (
+            'password', 'memcanal', KEYSTONE)
+    raw = configparser.ConfigParser(interpolation=None)
+    raw.read(stack.conf)
+    assert raw['DEFAULT']['transport_url'].startswith('rabbit://')
+    assert raw['keystone_authtoken']['username'] == 'memcanal'
+    assert stack.named('iniset_rpc_backend') == [
+        ('memcanal', str(stack.conf))]
+
+
+def test_nova_scheduler_gets_the_filter_and_weigher(stack):
+    scheduler = nova_conf_values(stack.nova_conf)['filter_scheduler']
+    assert scheduler['enabled_filters'] == [NOVA_FILTERS + ',MemCanalFilter']
+    assert scheduler['available_filters'] == [
+        'nova.scheduler.filters.all_filters', NOVA_FILTER]
+    assert scheduler['weight_classes'] == [
+        'nova.scheduler.weights.all_weighers', NOVA_WEIGHER]
+    # What devstack wrote stays.
+    assert scheduler['track_instance_changes'] == ['False']
+    assert defines_class(NOVA_FILTER) and defines_class(NOVA_WEIGHER)
+
+
+def test_nova_reaches_memcanal_as_its_service_user(stack):
+    conf = cfg.ConfigOpts()
+    nova_memcanal_conf.register_opts(conf)
+    conf(['--config-file', str(stack.nova_conf)])
+    assert conf.memcanal.service_type == 'memcanal'
+    ks_loading.load_auth_from_conf_options(conf, 'memcanal')
+    assert (conf.memcanal.auth_url, conf.memcanal.username,
+            conf.memcanal.project_name) == (KEYSTONE, 'nova', 'service')
+
+
+def test_test_config_marks_memcanal_available_to_tempest(stack):
+    tempest = configparser.ConfigParser()
+    tempest.read(stack.tempest_conf)
+    assert tempest.getboolean('service_available', 'memcanal')
+
+
+def test_post_config_again_adds_to_nova_once(tmp_path):
+    """A re-run keeps another plugin's filter and adds memcanal's once."""
+    nova_conf = NOVA_CONF.replace(
+        'track_instance_changes', 'available_filters = '
+        'nova.scheduler.filters.all_filters\navailable_filters = '
+        'other.Filter\ntrack_instance_changes')
+    again = Stack(tmp_path, ['stack:post-config'] * 2, nova_conf=nova_conf)
+    assert again.result.returncode == 0, again.result.stderr
+    scheduler = nova_conf_values(again.nova_conf)['filter_scheduler']
+    assert scheduler['enabled_filters'] == [NOVA_FILTERS + ',MemCanalFilter']
+    assert scheduler['available_filters'] == [
+        'nova.scheduler.filters.all_filters', 'other.Filter', NOVA_FILTER]
+    assert scheduler['weight_classes'] == [
+        'nova.scheduler.weights.all_weighers', NOVA_WEIGHER]
+
+
+def test_compute_node_runs_only_the_agent(tmp_path):
+    compute = Stack(tmp_path, STACK, services='n-cpu,memcanal-agent')
+    assert compute.result.returncode == 0, compute.result.stderr
+    assert compute.named('run_process') == [
+        ('memcanal-agent', '%s/memcanal-agent --config-file %s' % (
+            compute.bin_dir, compute.conf))]
+    for controller_only in ('recreate_database', 'memcanal-manage',
+                            'create_service_user', 'get_or_create_endpoint',
+                            'wait_for_service'):
+        assert compute.named(controller_only) == []
+    assert compute.nova_conf.read_text() == NOVA_CONF
+    assert compute.conf.exists() and not compute.uwsgi_conf.exists()
+    assert not compute.tempest_conf.exists()
+
+
+def test_nova_venv_of_its_own_gets_memcanal_too(tmp_path):
+    venv = Stack(tmp_path, ['stack:install'],
+                 prelude='declare -A PROJECT_VENV=([nova]=/opt/nova.venv)')
+    assert venv.result.returncode == 0, venv.result.stderr
+    assert venv.named('pip_install') == [
+        ('PIP_VIRTUAL_ENV=/opt/nova.venv', '-e', str(REPO))]
+
+
+def test_unknown_agent_driver_stops_stack_before_install(tmp_path):
+    bad = Stack(tmp_path, ['stack:pre-install', 'stack:install'],
+                MEMCANAL_AGENT_DRIVER='kvm')
+    assert bad.result.returncode != 0
+    [(_, message)] = bad.named('die')
+    assert 'MEMCANAL_AGENT_DRIVER=kvm' in message
+    assert 'stack:install' not in bad.calls
+
+
+def test_unstack_stops_and_clean_removes(tmp_path):
+    cleaned = Stack(tmp_path, ['stack:post-config', 'unstack', 'clean'])
+    assert cleaned.result.returncode == 0, cleaned.result.stderr
+    assert cleaned.named('stop_process', 'unstack') == [
+        ('memcanal-api',), ('memcanal-service',), ('memcanal-agent',)]
+    assert not cleaned.conf_dir.exists()
+    assert not cleaned.state_path.exists()
