@@ -17,6 +17,7 @@ import pytest
 from memcanal.conf import opts as memcanal_opts
 from memcanal.nova import conf as nova_memcanal_conf
 from memcanal import wsgi
+from memcanal_tempest_plugin import config as tempest_config
 
 HERE = pathlib.Path(__file__).parent
 REPO = HERE.parents[2]
@@ -266,7 +267,8 @@ def test_nova_reaches_memcanal_as_its_service_user(stack):
 def test_test_config_marks_memcanal_available_to_tempest(stack):
     tempest = configparser.ConfigParser()
     tempest.read(stack.tempest_conf)
-    assert tempest.getboolean('service_available', 'memcanal')
+    option = tempest_config.service_available.name
+    assert tempest.getboolean('service_available', option)
 
 
 def test_post_config_again_adds_to_nova_once(tmp_path):
@@ -283,6 +285,14 @@ def test_post_config_again_adds_to_nova_once(tmp_path):
         'nova.scheduler.filters.all_filters', 'other.Filter', NOVA_FILTER]
     assert scheduler['weight_classes'] == [
         'nova.scheduler.weights.all_weighers', NOVA_WEIGHER]
+
+
+def test_nova_scheduler_left_alone_when_told(tmp_path):
+    untouched = Stack(tmp_path, ['stack:post-config'],
+                      MEMCANAL_NOVA_SCHEDULER='False')
+    assert untouched.result.returncode == 0, untouched.result.stderr
+    assert untouched.nova_conf.read_text() == NOVA_CONF
+    assert untouched.conf.exists()
 
 
 def test_compute_node_runs_only_the_agent(tmp_path):
