@@ -13,6 +13,8 @@ bash tools/start-services.sh
 # QEMU, the test guest and the memtrace plugin; libvirtd and libvirt-python.
 bash tools/build-test-guest.sh
 bash tools/install-libvirt.sh "$venv"
+# Headless Chromium and chromedriver for the dashboard's browser test.
+bash tools/install-chromium.sh
 # A real keystone for the API's authentication tests, in its own venv.
 bash tools/keystone.sh install
 # A real nova and placement, with memcanal, in their own venv.

@@ -2,8 +2,12 @@
 
 The root document (``GET /``) answers without authentication, as
 placement's does, so clients can discover versions before they have a
-token.
+token; so do the dashboard's page and files (``/dashboard``,
+``/dashboard/<file>``), which hold no data: its script asks for the data
+with the operator's token.
 """
+
+import re
 
 from keystonemiddleware import auth_token
 import webob.exc
@@ -16,8 +20,13 @@ NOAUTH_ADMIN_ROLES = 'admin,member,reader'
 _UNAUTHORIZED = 'The request you have made requires authentication.'
 
 
-def _is_root(environ):
-    return environ.get('PATH_INFO', '') in ('', '/')
+# The paths answered without authentication: the root document, the
+# dashboard's page and its files (one level down, no deeper).
+_PUBLIC = re.compile(r'^/?$|^/dashboard(/[^/]+)?$')
+
+
+def _is_public(environ):
+    return _PUBLIC.match(environ.get('PATH_INFO', '')) is not None
 
 
 def _unauthorized(headers=None):
@@ -39,7 +48,7 @@ class NoAuthMiddleware:
 
     @util.wsgify
     def __call__(self, req):
-        if _is_root(req.environ):
+        if _is_public(req.environ):
             return self.application
         token = req.headers.get('X-Auth-Token')
         if not token:
@@ -54,7 +63,7 @@ class NoAuthMiddleware:
 
 
 class KeystoneAuthProtocol(auth_token.AuthProtocol):
-    """keystonemiddleware's auth_token, leaving ``/`` open.
+    """keystonemiddleware's auth_token, leaving the public paths open.
 
     Its own rejections (401 without a valid token, 503 when keystone is
     unreachable) are rendered in the API's error format, keeping the
@@ -68,7 +77,7 @@ class KeystoneAuthProtocol(auth_token.AuthProtocol):
         super().__init__(application, {'oslo_config_config': conf})
 
     def __call__(self, environ, start_response):
-        if _is_root(environ):
+        if _is_public(environ):
             return self._memcanal_app(environ, start_response)
         return super().__call__(environ, start_response)
 
@@ -90,8 +99,8 @@ class ContextMiddleware:
 
     keystonemiddleware (or NoAuthMiddleware) has set X-User-Id,
     X-Project-Id and X-Roles by now; oslo.context reads them, with the
-    request id. A request without a user, other than to ``/``, is refused
-    rather than handled anonymously.
+    request id. A request without a user, other than to a public path, is
+    refused rather than handled anonymously.
     """
 
     def __init__(self, application):
@@ -100,7 +109,7 @@ class ContextMiddleware:
     @util.wsgify
     def __call__(self, req):
         ctx = context.RequestContext.from_environ(req.environ)
-        if ctx.user_id is None and not _is_root(req.environ):
+        if ctx.user_id is None and not _is_public(req.environ):
             raise _unauthorized()
         req.environ[util.ENV_CONTEXT] = ctx
         return self.application

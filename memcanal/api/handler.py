@@ -9,6 +9,7 @@ import routes
 import webob.exc
 
 from memcanal.api import errors
+from memcanal.api.handlers import dashboard
 from memcanal.api.handlers import decisions
 from memcanal.api.handlers import demand
 from memcanal.api.handlers import hosts
@@ -61,6 +62,12 @@ ROUTE_DECLARATIONS = {
     '/decisions/{uuid}/rollback': {
         'POST': decisions.rollback,
     },
+    '/dashboard': {
+        'GET': dashboard.page,
+    },
+    '/dashboard/{asset}': {
+        'GET': dashboard.asset,
+    },
 }
 
 
@@ -86,7 +93,8 @@ def make_map(declarations):
 
 
 class Router:
-    """Dispatch a request to its handler, after checking it accepts JSON."""
+    """Dispatch a request to its handler, after checking it accepts JSON
+    (unless it asks for the dashboard)."""
 
     def __init__(self, conf):
         self.conf = conf
@@ -102,6 +110,7 @@ class Router:
         handler = match.pop('action')
         req.environ['wsgiorg.routing_args'] = ((), match)
         req.environ[util.ENV_CONF] = self.conf
-        if handler is not handle_405:
+        # The dashboard's files are HTML, script and style, not JSON.
+        if handler is not handle_405 and handler not in dashboard.HANDLERS:
             util.check_accept(req)
         return handler

@@ -1,0 +1,654 @@
+/* memcanal dashboard: the API's hosts, VMs and decisions, drawn as SVG.
+ *
+ * Plain script with no library and no network beyond the API it is
+ * served by. Every few seconds it reads GET /hosts, /instances,
+ * /decisions and the selected VM's reports, and redraws. The token is
+ * the operator's (noauth2 takes "admin"); it stays in sessionStorage,
+ * so it is gone with the tab.
+ */
+'use strict';
+
+(function () {
+  const VERSION = 'memcanal 1.5';
+  const REFRESH_MS = 5000;
+  const REPORTS = 60;
+  const RECENT = 8;
+  const GIB = 2 ** 30;
+  const MIB = 2 ** 20;
+  const SVG_NS = 'http://www.w3.org/2000/svg';
+  // The API's root: this page is <root>/dashboard, wherever it is mounted.
+  const API = location.pathname.replace(/\/dashboard\/?$/, '');
+  const COLORS = ['#2b6cb0', '#dd6b20', '#38a169', '#805ad5', '#d53f8c',
+                  '#319795', '#b7791f'];
+  // A host's memory map, in the order drawn: its VMs' memory it holds
+  // (measured demand, then the rest), what it lends, what is free, then,
+  // past its capacity, what its VMs keep on other hosts.
+  const SEGMENTS = [
+    {key: 'demand', label: 'VMs: measured demand', color: '#2b6cb0'},
+    {key: 'idle', label: 'VMs: allocated, not in demand', color: '#90cdf4'},
+    {key: 'lent', label: 'lent to other hosts', color: '#dd6b20'},
+    {key: 'free', label: 'free', color: '#e2e8f0'},
+    {key: 'borrowed', label: 'borrowed from other hosts',
+     color: 'url(#hatch)'},
+  ];
+
+  const state = {
+    hosts: [], instances: [], pending: [], recent: [], reports: [],
+    selected: sessionStorage.getItem('memcanal.vm'),
+  };
+  const tokenInput = document.getElementById('token');
+  const vmSelect = document.getElementById('vm-select');
+  tokenInput.value = sessionStorage.getItem('memcanal.token') || 'admin';
+
+  function byId(id) { return document.getElementById(id); }
+
+  // -- Talking to the API ------------------------------------------------
+
+  async function api(path, method) {
+    const response = await fetch(API + path, {
+      method: method || 'GET',
+      headers: {'X-Auth-Token': tokenInput.value,
+                'OpenStack-API-Version': VERSION,
+                'Accept': 'application/json'},
+    });
+    const body = await response.json().catch(() => null);
+    if (!response.ok) {
+      const error = body && body.errors && body.errors[0];
+      throw new Error(error ? error.code + ': ' + error.detail
+                            : response.status + ' ' + response.statusText);
+    }
+    return body;
+  }
+
+  // -- Building elements -------------------------------------------------
+
+  function fill(node, attrs, children) {
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value !== undefined && value !== null) {
+        node.setAttribute(name, value);
+      }
+    }
+    for (const child of children.flat()) {
+      if (child !== undefined && child !== null && child !== false) {
+        node.append(child instanceof Node ? child : String(child));
+      }
+    }
+    return node;
+  }
+
+  function svg(tag, attrs, ...children) {
+    return fill(document.createElementNS(SVG_NS, tag), attrs, children);
+  }
+
+  function html(tag, attrs, ...children) {
+    return fill(document.createElement(tag), attrs, children);
+  }
+
+  // -- Words and numbers -------------------------------------------------
+
+  function bytes(value) {
+    if (value === null || value === undefined) return '–';
+    if (value === 0) return '0';
+    if (Math.abs(value) >= GIB) return (value / GIB).toFixed(1) + ' GiB';
+    return Math.round(value / MIB) + ' MiB';
+  }
+
+  function percent(value) {
+    return value === null || value === undefined ? '–'
+      : Math.round(100 * value) + '%';
+  }
+
+  function ratio(value) {
+    return value === null || value === undefined ? '–' : value.toFixed(3);
+  }
+
+  function shortId(uuid) { return uuid ? uuid.slice(0, 8) : '–'; }
+
+  function utcTime(iso) {
+    return new Date(iso).toISOString().slice(11, 19);
+  }
+
+  // Hosts appear by uuid in the API, by name in a policy's outputs.
+  function hostName(ref) {
+    const host = state.hosts.find(h => h.uuid === ref || h.name === ref);
+    return host ? host.name : shortId(ref);
+  }
+
+  function instance(uuid) {
+    return state.instances.find(i => i.uuid === uuid);
+  }
+
+  // What the VM has now: the target decisions set, else its memory.
+  function memoryOf(vm) {
+    return vm.target_bytes !== null ? vm.target_bytes : vm.allocated_bytes;
+  }
+
+  function vmLabel(uuid) {
+    const vm = instance(uuid);
+    if (!vm) return 'VM ' + shortId(uuid);
+    return 'VM ' + shortId(uuid) + (vm.flavor ? ' (' + vm.flavor + ')' : '');
+  }
+
+  // -- Axes --------------------------------------------------------------
+
+  // Round steps covering lo..hi in about ``count`` intervals.
+  function ticks(lo, hi, count, steps) {
+    const raw = (hi - lo) / count;
+    let step;
+    if (steps) {
+      step = steps.find(s => s >= raw) || steps[steps.length - 1];
+    } else {
+      const magnitude = 10 ** Math.floor(Math.log10(raw));
+      step = [1, 2, 5, 10].map(m => m * magnitude).find(s => s >= raw);
+    }
+    const out = [];
+    for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9;
+         v += step) {
+      out.push(v);
+    }
+    return out;
+  }
+
+  function bytesAxis(hi) {
+    const unit = hi >= 2 * GIB ? GIB : MIB;
+    const name = unit === GIB ? ' GiB' : ' MiB';
+    return {
+      lo: 0, hi: hi,
+      ticks: ticks(0, hi / unit, 5).map(v => v * unit),
+      format: v => +(v / unit).toFixed(2) + name,
+    };
+  }
+
+  const TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800,
+                      3600, 7200, 21600, 43200, 86400].map(s => s * 1000);
+
+  function timeAxis(lo, hi) {
+    if (hi - lo < 60000) {
+      lo -= 30000;
+      hi += 30000;
+    }
+    return {lo: lo, hi: hi, ticks: ticks(lo, hi, 5, TIME_STEPS),
+            format: v => new Date(v).toISOString().slice(11, 16)};
+  }
+
+  // -- Charts ------------------------------------------------------------
+
+  function legend(items, x, y, width) {
+    const group = svg('g', {class: 'legend'});
+    let dx = 0;
+    let dy = 0;
+    for (const item of items) {
+      const size = 22 + 6.2 * item.label.length;
+      if (dx > 0 && dx + size > width) {
+        dx = 0;
+        dy += 16;
+      }
+      group.append(
+        item.line
+          ? svg('line', {class: item.line, x1: x + dx + 6, x2: x + dx + 6,
+                         y1: y + dy - 11, y2: y + dy + 2})
+          : svg('rect', {x: x + dx, y: y + dy - 9, width: 12, height: 10,
+                         fill: item.color, stroke: '#a0aec0',
+                         'stroke-width': 0.5}),
+        svg('text', {x: x + dx + 16, y: y + dy}, item.label));
+      dx += size + 12;
+    }
+    return group;
+  }
+
+  /* A line chart: ``series`` [{name, points: [[x, y]...]}], ``x`` and
+   * ``y`` axes {lo, hi, ticks, format}, ``verticals`` and
+   * ``horizontals`` [{at, label, kind}] drawn as marked lines. */
+  function lineChart(spec) {
+    const width = 560;
+    const height = 300;
+    const margin = {left: 62, right: 18, top: 34, bottom: 30};
+    const {x, y} = spec;
+    const px = v => margin.left + (v - x.lo) / ((x.hi - x.lo) || 1)
+      * (width - margin.left - margin.right);
+    const py = v => height - margin.bottom - (v - y.lo) / ((y.hi - y.lo) || 1)
+      * (height - margin.top - margin.bottom);
+    const root = svg('svg', {viewBox: '0 0 ' + width + ' ' + height,
+                             role: 'img', 'aria-label': spec.title,
+                             'data-vm': spec.vm});
+    const grid = svg('g', {class: 'grid'});
+    const axis = svg('g', {class: 'axis'});
+    for (const v of y.ticks) {
+      grid.append(svg('line', {x1: margin.left, x2: width - margin.right,
+                               y1: py(v), y2: py(v)}));
+      axis.append(svg('text', {class: 'tick', x: margin.left - 6,
+                               y: py(v) + 4, 'text-anchor': 'end'},
+                      y.format(v)));
+    }
+    for (const v of x.ticks) {
+      axis.append(svg('text', {class: 'tick', x: px(v),
+                               y: height - margin.bottom + 16,
+                               'text-anchor': 'middle'}, x.format(v)));
+    }
+    axis.append(svg('path', {
+      fill: 'none',
+      d: 'M' + margin.left + ',' + margin.top + 'V'
+        + (height - margin.bottom) + 'H' + (width - margin.right)}));
+    root.append(grid, axis);
+    spec.series.forEach((series, index) => {
+      const color = COLORS[index % COLORS.length];
+      const points = series.points.map(p => px(p[0]) + ',' + py(p[1]));
+      root.append(svg('path', {class: 'series', stroke: color,
+                               'data-series': series.name,
+                               d: 'M' + points.join('L')}));
+      if (series.points.length < 12) {
+        for (const p of series.points) {
+          root.append(svg('circle', {cx: px(p[0]), cy: py(p[1]), r: 2.5,
+                                     fill: color}));
+        }
+      }
+    });
+    for (const line of spec.horizontals || []) {
+      root.append(
+        svg('line', {class: 'marker ' + line.kind, x1: margin.left,
+                     x2: width - margin.right, y1: py(line.at),
+                     y2: py(line.at)}),
+        svg('text', {class: 'note', x: width - margin.right - 4,
+                     y: py(line.at) - 4, 'text-anchor': 'end'}, line.label));
+    }
+    (spec.verticals || []).forEach((line, index) => {
+      const at = px(line.at);
+      const right = at > width * 0.7;
+      root.append(
+        svg('line', {class: 'marker ' + line.kind,
+                     'data-bytes': line.at, x1: at, x2: at,
+                     y1: margin.top, y2: height - margin.bottom}),
+        svg('text', {class: 'note', x: at + (right ? -4 : 4),
+                     y: margin.top + 12 + 13 * index,
+                     'text-anchor': right ? 'end' : 'start'}, line.label));
+    });
+    root.append(legend(
+      spec.series.map((s, index) => ({
+        label: s.name, color: COLORS[index % COLORS.length]})),
+      margin.left, 14, width - margin.left - margin.right));
+    return root;
+  }
+
+  function empty(text) { return html('p', {class: 'empty'}, text); }
+
+  // -- Hosts -------------------------------------------------------------
+
+  function segments(host) {
+    const resident = host.resident_bytes !== null ? host.resident_bytes
+      : host.allocated_bytes;
+    const demand = Math.min(host.demand_bytes, resident);
+    const sizes = {
+      demand: demand,
+      idle: resident - demand,
+      lent: host.lent_bytes,
+      free: Math.max(0, host.capacity_bytes - resident - host.lent_bytes),
+      borrowed: host.borrowed_bytes,
+    };
+    return SEGMENTS.map(s => Object.assign({bytes: sizes[s.key] || 0}, s));
+  }
+
+  function drawHosts() {
+    const target = byId('host-map');
+    if (!state.hosts.length) {
+      target.replaceChildren(empty('No host has registered yet.'));
+      return;
+    }
+    const width = 640;
+    const labelWidth = 120;
+    const barWidth = width - labelWidth - 12;
+    const rowHeight = 58;
+    const rows = state.hosts.map(host => ({host: host,
+                                           parts: segments(host)}));
+    const widest = Math.max(...rows.map(row => Math.max(
+      row.host.capacity_bytes,
+      row.parts.reduce((sum, part) => sum + part.bytes, 0))));
+    const scale = barWidth / (widest || 1);
+    const height = rows.length * rowHeight + 44;
+    const root = svg('svg', {viewBox: '0 0 ' + width + ' ' + height,
+                             role: 'img', 'aria-label': 'hosts memory map'});
+    root.append(svg('defs', {}, svg(
+      'pattern', {id: 'hatch', width: 6, height: 6,
+                  patternUnits: 'userSpaceOnUse',
+                  patternTransform: 'rotate(45)'},
+      svg('rect', {width: 6, height: 6, fill: '#e9d8fd'}),
+      svg('line', {x1: 0, y1: 0, x2: 0, y2: 6, stroke: '#805ad5',
+                   'stroke-width': 2.5}))));
+    rows.forEach((row, index) => {
+      const host = row.host;
+      const top = 6 + index * rowHeight;
+      const group = svg('g', {class: 'host', 'data-host': host.name});
+      group.append(
+        svg('text', {x: 0, y: top + 15, 'font-weight': 600}, host.name),
+        svg('text', {x: 0, y: top + 30,
+                     class: 'note host-state-' + host.state},
+            host.state + ' · ' + host.instance_count + ' VMs'));
+      let x = labelWidth;
+      for (const part of row.parts) {
+        if (part.bytes <= 0) continue;
+        const w = part.bytes * scale;
+        group.append(svg('rect', {
+          class: 'seg seg-' + part.key, 'data-bytes': part.bytes,
+          x: x, y: top + 2, width: w, height: 24, fill: part.color},
+        svg('title', {}, part.label + ': ' + bytes(part.bytes))));
+        if (w > 46) {
+          group.append(svg('text', {
+            x: x + w / 2, y: top + 18, 'text-anchor': 'middle',
+            class: part.key === 'demand' || part.key === 'lent'
+              ? 'on-dark' : null}, bytes(part.bytes)));
+        }
+        x += w;
+      }
+      const capacity = labelWidth + host.capacity_bytes * scale;
+      group.append(
+        svg('line', {class: 'capacity', x1: capacity, x2: capacity,
+                     y1: top - 2, y2: top + 30}),
+        svg('text', {class: 'note', x: labelWidth, y: top + 44},
+            'VMs ' + bytes(host.allocated_bytes) + ' of '
+            + bytes(host.capacity_bytes) + ' capacity · demand '
+            + bytes(host.demand_bytes) + ' (' + percent(host.utilization)
+            + ') · lent ' + bytes(host.lent_bytes) + ' · borrowed '
+            + bytes(host.borrowed_bytes)));
+      root.append(group);
+    });
+    root.append(legend(
+      SEGMENTS.map(s => ({label: s.label, color: s.color})).concat(
+        [{label: 'capacity', line: 'capacity'}]),
+      labelWidth, height - 26, barWidth));
+    target.replaceChildren(root);
+  }
+
+  // -- Decisions ---------------------------------------------------------
+
+  // What a decision is predicted to do, one line per change.
+  function effect(decision) {
+    const out = decision.outputs || {};
+    if (decision.kind === 'memory_targets') {
+      const lines = [];
+      for (const [uuid, vm] of Object.entries(out.instances || {})) {
+        const now = instance(uuid) ? memoryOf(instance(uuid)) : null;
+        if (vm.target_bytes === now) continue;
+        lines.push(vmLabel(uuid) + ': ' + bytes(now) + ' → '
+                   + bytes(vm.target_bytes) + ', miss ratio '
+                   + ratio(vm.predicted_miss_ratio)
+                   + (vm.guardrails && vm.guardrails.length
+                     ? ' (held by ' + vm.guardrails.join(', ') + ')' : ''));
+      }
+      if (out.policy && out.policy.geometric_mean !== undefined) {
+        lines.push('relative miss ratios, geometric mean '
+                   + ratio(out.policy.geometric_mean));
+      }
+      return lines;
+    }
+    if (decision.kind === 'migration' && out.move) {
+      const move = out.move;
+      return [vmLabel(move.vm) + ': ' + hostName(move.source) + ' → '
+              + hostName(move.destination) + ', relieves '
+              + bytes(move.gain_bytes),
+              'utilization after: ' + percent(move.source_utilization)
+              + ' / ' + percent(move.destination_utilization)];
+    }
+    if (decision.kind === 'allocation_ratio') {
+      return ['MEMORY_MB allocation ratio → ' + out.allocation_ratio];
+    }
+    if (decision.kind === 'pooling' && out.paging) {
+      const paging = out.paging;
+      return [vmLabel(paging.vm) + ': resident '
+              + bytes(paging.previous_resident_bytes) + ' → '
+              + bytes(paging.resident_bytes)
+              + (paging.lender ? ', ' + bytes(paging.lent_bytes)
+                 + ' lent by ' + hostName(paging.lender) : ''),
+              'host utilization after ' + percent(
+                paging.host_utilization_after) + ', relative miss ratio '
+              + ratio(paging.relative_miss_ratio)];
+    }
+    return [JSON.stringify(out).slice(0, 200)];
+  }
+
+  function showResult(text, kind) {
+    const result = byId('decision-result');
+    result.textContent = text;
+    result.className = 'result ' + kind;
+    result.hidden = false;
+  }
+
+  async function transition(decision, request, buttons) {
+    buttons.forEach(button => { button.disabled = true; });
+    const what = decision.kind + ' decision ' + shortId(decision.uuid)
+      + ' of ' + hostName(decision.host_uuid);
+    try {
+      const done = await api('/decisions/' + decision.uuid + '/' + request,
+                             'POST');
+      showResult((request === 'approve' ? 'Approved ' : 'Rejected ')
+                 + what + ': it is now ' + done.state + '.', 'ok');
+    } catch (error) {
+      showResult('Could not ' + request + ' ' + what + ': '
+                 + error.message, 'error');
+    }
+    await refresh();
+  }
+
+  function stateBadge(value) {
+    return html('span', {class: 'state state-' + value}, value);
+  }
+
+  function drawDecisions() {
+    const list = byId('decision-list');
+    if (!state.pending.length) {
+      list.replaceChildren(empty('No decision waits for an operator.'));
+    } else {
+      const rows = state.pending.map(decision => {
+        const approve = html('button', {class: 'approve'}, 'Approve');
+        const reject = html('button', {class: 'reject'}, 'Reject');
+        approve.addEventListener('click', () => transition(
+          decision, 'approve', [approve, reject]));
+        reject.addEventListener('click', () => transition(
+          decision, 'reject', [approve, reject]));
+        return html('tr', {class: 'decision', 'data-uuid': decision.uuid},
+          html('td', {},
+               html('strong', {}, decision.kind), html('br'),
+               html('span', {class: 'mono'}, shortId(decision.uuid)),
+               ' · ' + decision.policy + ' · '
+               + utcTime(decision.created_at)),
+          html('td', {class: 'host'}, hostName(decision.host_uuid)
+               + (decision.peer_host_uuid
+                 ? ' → ' + hostName(decision.peer_host_uuid) : '')),
+          html('td', {}, html('ul', {class: 'effect'},
+                              effect(decision).map(l => html('li', {}, l)))),
+          html('td', {class: 'actions'}, approve, reject));
+      });
+      list.replaceChildren(html('table', {},
+        html('tr', {}, ['Decision', 'Host', 'Predicted effect', ''].map(
+          name => html('th', {}, name))),
+        rows));
+    }
+    const recent = byId('recent-list');
+    if (!state.recent.length) {
+      recent.replaceChildren(empty('No decision yet.'));
+      return;
+    }
+    recent.replaceChildren(html('table', {},
+      html('tr', {}, ['When (UTC)', 'Decision', 'Kind', 'Host', 'State'].map(
+        name => html('th', {}, name))),
+      state.recent.map(decision => html(
+        'tr', {class: 'recent', 'data-uuid': decision.uuid,
+               'data-state': decision.state},
+        html('td', {}, utcTime(decision.updated_at || decision.created_at)),
+        html('td', {class: 'mono'}, shortId(decision.uuid)),
+        html('td', {}, decision.kind),
+        html('td', {}, hostName(decision.host_uuid)),
+        html('td', {}, stateBadge(decision.state))))));
+  }
+
+  // -- The selected VM ---------------------------------------------------
+
+  function drawSelect() {
+    const vms = state.instances.slice().sort((a, b) =>
+      hostName(a.host_uuid).localeCompare(hostName(b.host_uuid))
+      || a.uuid.localeCompare(b.uuid));
+    if (!vms.some(vm => vm.uuid === state.selected)) {
+      state.selected = vms.length ? vms[0].uuid : null;
+    }
+    const options = vms.map(vm => [vm.uuid, vmLabel(vm.uuid) + ' on '
+      + hostName(vm.host_uuid) + ', ' + bytes(memoryOf(vm))]);
+    const key = JSON.stringify(options);
+    // Rebuilt only when it changed, so an open list is not snatched away.
+    if (vmSelect.dataset.key !== key) {
+      vmSelect.replaceChildren(...options.map(([value, label]) =>
+        html('option', {value: value}, label)));
+      vmSelect.dataset.key = key;
+    }
+    vmSelect.value = state.selected || '';
+  }
+
+  // The size a pending decision would give the VM, or null.
+  function pendingTarget(uuid) {
+    for (const decision of state.pending) {
+      const out = decision.outputs || {};
+      if (decision.kind === 'memory_targets' && out.instances
+          && out.instances[uuid]) {
+        const target = out.instances[uuid].target_bytes;
+        if (target !== memoryOf(instance(uuid))) return target;
+      } else if (decision.kind === 'pooling' && out.paging
+                 && out.paging.vm === uuid) {
+        return out.paging.resident_bytes;
+      } else if (decision.kind === 'migration' && out.move
+                 && out.move.vm === uuid) {
+        return out.move.destination_memory_bytes;
+      }
+    }
+    return null;
+  }
+
+  function drawWss(vm) {
+    const target = byId('wss-chart');
+    const reports = state.reports.slice().reverse();
+    if (!reports.length) {
+      target.replaceChildren(empty('No report of this VM yet.'));
+      return;
+    }
+    const estimators = [...new Set(reports.flatMap(
+      r => Object.keys(r.wss)))].sort();
+    const series = estimators.map(name => ({
+      name: name,
+      points: reports.filter(r => r.wss[name] !== undefined).map(
+        r => [Date.parse(r.collected_at), r.wss[name]]),
+    }));
+    const memory = memoryOf(vm);
+    const highest = Math.max(memory, ...series.flatMap(
+      s => s.points.map(p => p[1])));
+    const times = reports.map(r => Date.parse(r.collected_at));
+    target.replaceChildren(lineChart({
+      title: 'working-set size of ' + vm.uuid, vm: vm.uuid,
+      series: series,
+      x: timeAxis(Math.min(...times), Math.max(...times)),
+      y: bytesAxis(highest * 1.1),
+      horizontals: [{at: memory, kind: 'memory-line',
+                     label: 'memory ' + bytes(memory)}],
+    }));
+  }
+
+  function drawMrc(vm) {
+    const target = byId('mrc-chart');
+    const latest = state.reports[0];
+    const curves = latest ? Object.entries(latest.mrc).sort() : [];
+    if (!curves.length) {
+      target.replaceChildren(empty('No miss-ratio curve for this VM yet.'));
+      return;
+    }
+    const memory = memoryOf(vm);
+    const verticals = [{at: memory, kind: 'marker-current',
+                        label: 'memory ' + bytes(memory)}];
+    if (vm.resident_target_bytes !== null
+        && vm.resident_target_bytes !== undefined) {
+      verticals.push({at: vm.resident_target_bytes, kind: 'marker-resident',
+                      label: 'resident ' + bytes(vm.resident_target_bytes)});
+    }
+    const pending = pendingTarget(vm.uuid);
+    if (pending !== null) {
+      verticals.push({at: pending, kind: 'marker-pending',
+                      label: 'pending ' + bytes(pending)});
+    }
+    const points = curves.flatMap(([, curve]) => curve);
+    const widest = Math.max(...points.map(p => p[0]),
+                            ...verticals.map(v => v.at));
+    const highest = Math.min(1, Math.max(0.05, ...points.map(p => p[1]))
+                                * 1.1);
+    target.replaceChildren(lineChart({
+      title: 'miss-ratio curve of ' + vm.uuid, vm: vm.uuid,
+      series: curves.map(([method, curve]) => ({name: method,
+                                                points: curve})),
+      x: bytesAxis(widest * 1.05),
+      y: {lo: 0, hi: highest, ticks: ticks(0, highest, 5),
+          format: v => +v.toFixed(3) + ''},
+      verticals: verticals,
+    }));
+  }
+
+  async function loadVm() {
+    const vm = instance(state.selected);
+    if (!vm) {
+      state.reports = [];
+      byId('wss-chart').replaceChildren(empty('No VM to show.'));
+      byId('mrc-chart').replaceChildren();
+      return;
+    }
+    const page = await api('/instances/' + vm.uuid + '/reports?limit='
+                           + REPORTS);
+    state.reports = page.reports;
+    drawWss(vm);
+    drawMrc(vm);
+  }
+
+  // -- Refreshing --------------------------------------------------------
+
+  function setStatus(text, isError) {
+    const status = byId('status');
+    status.textContent = text;
+    status.className = 'status' + (isError ? ' error' : '');
+  }
+
+  let refreshing = null;
+
+  // One refresh at a time; a second call waits for the running one.
+  function refresh() {
+    if (!refreshing) {
+      refreshing = load().finally(() => { refreshing = null; });
+    }
+    return refreshing;
+  }
+
+  async function load() {
+    try {
+      const [hosts, instances, pending, recent] = await Promise.all([
+        api('/hosts'), api('/instances'),
+        api('/decisions?state=recommended'),
+        api('/decisions?limit=' + RECENT)]);
+      state.hosts = hosts.hosts;
+      state.instances = instances.instances;
+      state.pending = pending.decisions;
+      state.recent = recent.decisions;
+      drawHosts();
+      drawDecisions();
+      drawSelect();
+      await loadVm();
+      setStatus('updated ' + new Date().toISOString().slice(11, 19)
+                + ' UTC · ' + state.hosts.length + ' hosts · '
+                + state.instances.length + ' VMs · '
+                + state.pending.length + ' pending');
+    } catch (error) {
+      setStatus(error.message, true);
+    }
+  }
+
+  tokenInput.addEventListener('change', () => {
+    sessionStorage.setItem('memcanal.token', tokenInput.value);
+    refresh();
+  });
+  vmSelect.addEventListener('change', () => {
+    state.selected = vmSelect.value;
+    sessionStorage.setItem('memcanal.vm', state.selected);
+    loadVm().catch(error => setStatus(error.message, true));
+  });
+  refresh();
+  setInterval(refresh, REFRESH_MS);
+})();

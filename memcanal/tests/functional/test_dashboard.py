@@ -1,0 +1,270 @@
+"""The dashboard in a real browser: headless Chromium through chromedriver.
+
+The API serves the page on a seeded SQLite database, as in test_api.py;
+the page must draw the hosts' memory map, the selected VM's working set
+over time and its miss-ratio curve with the sizes it has and would get,
+and approve a pending decision. Screenshots go to the CI's artefacts
+directory, to be looked at.
+"""
+
+import datetime
+import math
+import os
+import pathlib
+
+from oslo_utils import timeutils
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome import service as chrome_service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support import ui
+
+from memcanal.api import deploy
+from memcanal import context
+from memcanal.db import api as db_api
+from memcanal.db import decisions as decisions_db
+from memcanal.rpc import reports
+from memcanal.tests import fixtures as memcanal_fixtures
+from memcanal.tests.functional import services
+from memcanal.tests.functional import test_api
+from memcanal.tests.unit.api import data
+from memcanal.tests.unit.db import test_cross_host_decisions as cross
+
+CHROMIUM = '/usr/bin/chromium'
+CHROMEDRIVER = '/usr/bin/chromedriver'
+# Waits for the page: it refreshes every 5 s, so two refreshes and more.
+WAIT = 20
+GIB = data.GIB
+MIB = data.MIB
+TOP = pathlib.Path(__file__).resolve().parents[3]
+
+# compute-1 runs VM_A, VM_B (the pending decision shrinks both) and
+# VM_C (paged: 2 GiB of it is lent by compute-2's memory server);
+# compute-2 runs VM_D.
+VM_A = '10000000-0000-4000-8000-00000000000a'
+VM_B = '20000000-0000-4000-8000-00000000000b'
+VM_C = '30000000-0000-4000-8000-00000000000c'
+VM_D = '40000000-0000-4000-8000-00000000000d'
+MEMORY = {VM_A: 4 * GIB, VM_B: 4 * GIB, VM_C: 8 * GIB, VM_D: 8 * GIB}
+HOSTS_OF = {'compute-1': [VM_A, VM_B, VM_C], 'compute-2': [VM_D]}
+# Each estimator's share of the VM's working set.
+ESTIMATORS = {'prl': 1.0, 'pml': 0.93, 'esx': 0.8}
+CURVES = ('hcache', 'shards')
+REPORTS = 8
+LENT = 2 * GIB
+PENDING = {VM_A: 3 * GIB, VM_B: 3584 * MIB}
+
+
+def artifacts_dir():
+    path = pathlib.Path(os.environ.get('MEMCANAL_ARTIFACTS_DIR')
+                        or TOP / 'artifacts')
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _working_set(uuid, sequence):
+    """A working set between a quarter and a half of the VM's memory,
+    moving over time, different for every VM."""
+    phase = int(uuid[0]) + sequence / 2
+    return MEMORY[uuid] * (0.35 + 0.1 * math.sin(phase))
+
+
+def _curve(wss, scale):
+    """A miss-ratio curve falling past ``wss``, 24 points."""
+    sizes = [int(wss * 2 * k / 24) for k in range(1, 25)]
+    return [[size, 0.9 * math.exp(-scale * size / wss)] for size in sizes]
+
+
+def _sample(uuid, sequence):
+    wss = _working_set(uuid, sequence)
+    return {'uuid': uuid, 'project_id': data.PROJECT_A,
+            'allocated_bytes': MEMORY[uuid], 'observed_bytes': None,
+            'flavor': 'm1.large' if MEMORY[uuid] > 4 * GIB else 'm1.medium',
+            'wss': {name: int(wss * share)
+                    for name, share in ESTIMATORS.items()},
+            'mrc': {'hcache': _curve(wss, 3.0), 'shards': _curve(wss, 2.4)},
+            'guest_stats': {}}
+
+
+def seed():
+    """The cloud above, through the service's own paths; returns the
+    pending decision and {host name: uuid}."""
+    ctx = context.get_admin_context()
+    hosts = {'compute-1': db_api.register_host(
+                 ctx, 'compute-1', 64 * GIB, 2 * GIB, 30.0)['uuid'],
+             'compute-2': db_api.register_host(
+                 ctx, 'compute-2', 32 * GIB, GIB, 30.0)['uuid']}
+    now = timeutils.utcnow()
+    for sequence in range(1, REPORTS + 1):
+        collected = now - datetime.timedelta(
+            seconds=30 * (REPORTS - sequence))
+        for name, uuid in hosts.items():
+            report = {'host_uuid': uuid, 'sequence': sequence,
+                      'collected_at': collected.strftime(
+                          '%Y-%m-%dT%H:%M:%SZ'),
+                      'instances': [_sample(vm, sequence)
+                                    for vm in HOSTS_OF[name]]}
+            if name == 'compute-2':
+                report['memserver'] = {'address': '127.0.0.1:7400',
+                                       'capacity_bytes': 16 * GIB,
+                                       'used_bytes': 0}
+            assert db_api.store_report(ctx, reports.validate_report(
+                report, max_mrc_points=100, max_instances=10))
+    cross.answer(ctx, decisions_db.create_pooling_decision(
+        ctx, VM_C, MEMORY[VM_C] - LENT, hosts['compute-2'], LENT,
+        'pooling', 'auto', {}, {}))
+    decision = decisions_db.create_decision(
+        ctx, hosts['compute-1'], 'memory_targets', 'isolated_sharing',
+        'recommend', {'free_bytes': 0},
+        {'policy': {'policy': 'isolated_sharing', 'geometric_mean': 0.91},
+         'instances': {uuid: {'target_bytes': target,
+                              'policy_target_bytes': target,
+                              'curve': 'hcache',
+                              'predicted_miss_ratio': 0.04,
+                              'predicted_relative_miss_ratio': 0.9,
+                              'guardrails': []}
+                       for uuid, target in PENDING.items()}},
+        [{'instance_uuid': uuid, 'target_bytes': target,
+          'previous_bytes': MEMORY[uuid], 'mechanism': 'balloon'}
+         for uuid, target in PENDING.items()])
+    return decision, hosts
+
+
+@pytest.fixture(scope='module')
+def dashboard(tmp_path_factory):
+    """(page URL, pending decision) of the API on a seeded SQLite file."""
+    url = 'sqlite:///%s' % (tmp_path_factory.mktemp('dashboard')
+                            / 'memcanal.sqlite')
+    with data.using(memcanal_fixtures.ConfFixture('noauth2')) as fixture:
+        fixture.conf.set_override('connection', url, 'database')
+        with data.using(memcanal_fixtures.Database(url, migrate=True)):
+            decision, _hosts = seed()
+            with test_api.serving(deploy.loadapp(fixture.conf)) as base:
+                yield base + '/dashboard', decision
+
+
+@pytest.fixture(scope='module')
+def browser():
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not os.access(path, os.X_OK):
+            services.missing('%s is not installed (tools/install-chromium'
+                             '.sh)' % path)
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ('--headless=new', '--no-sandbox',
+                     '--disable-dev-shm-usage', '--window-size=1400,1000'):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=chrome_service.Service(CHROMEDRIVER),
+                              options=options)
+    yield driver
+    driver.quit()
+
+
+def wait_for(driver, condition):
+    return ui.WebDriverWait(driver, WAIT).until(condition)
+
+
+def elements(driver, css):
+    return driver.find_elements(By.CSS_SELECTOR, css)
+
+
+def screenshot(driver, name):
+    """The whole page as ``name``.png in the artefacts directory."""
+    height = driver.execute_script(
+        'return document.documentElement.scrollHeight')
+    driver.set_window_size(1400, height + 140)
+    path = artifacts_dir() / ('dashboard-%s.png' % name)
+    assert driver.save_screenshot(str(path))
+    return path
+
+
+def attributes(driver, css, name):
+    return sorted(e.get_attribute(name) for e in elements(driver, css))
+
+
+@pytest.fixture(scope='module')
+def page(browser, dashboard):
+    """The dashboard loaded, once its host map and VM charts are drawn."""
+    url, decision = dashboard
+    browser.get(url)
+    wait_for(browser, lambda d: len(elements(d, '#host-map g.host')) == 2
+             and elements(d, '#mrc-chart path.series'))
+    return browser, decision
+
+
+def test_host_map(page):
+    driver, _decision = page
+    assert attributes(driver, '#host-map g.host', 'data-host') == [
+        'compute-1', 'compute-2']
+    borrower = '#host-map g.host[data-host="compute-1"] '
+    lender = '#host-map g.host[data-host="compute-2"] '
+    assert attributes(driver, borrower + 'rect.seg-borrowed',
+                      'data-bytes') == [str(LENT)]
+    assert attributes(driver, lender + 'rect.seg-lent',
+                      'data-bytes') == [str(LENT)]
+    assert elements(driver, borrower + 'rect.seg-lent') == []
+    # compute-1's VMs keep 14 GiB of their 16 resident, some of it idle.
+    assert sum(int(b) for b in attributes(
+        driver, borrower + 'rect.seg-demand, ' + borrower + 'rect.seg-idle',
+        'data-bytes')) == 14 * GIB
+    assert len(elements(driver, '#host-map g.host line.capacity')) == 2
+    assert 'up · 3 VMs' in driver.find_element(
+        By.CSS_SELECTOR, borrower).text
+
+
+def test_vm_charts_and_pending_decision(page):
+    driver, decision = page
+    # The first VM of the first host is selected.
+    assert driver.find_element(By.ID, 'vm-select').get_attribute(
+        'value') == VM_A
+    assert attributes(driver, '#wss-chart path.series', 'data-series') == \
+        sorted(ESTIMATORS)
+    assert attributes(driver, '#mrc-chart path.series', 'data-series') == \
+        sorted(CURVES)
+    # Eight reports, a point each, on each estimator's line.
+    assert len(elements(driver, '#wss-chart circle')) == \
+        REPORTS * len(ESTIMATORS)
+    assert attributes(driver, '#mrc-chart line.marker-current',
+                      'data-bytes') == [str(MEMORY[VM_A])]
+    assert attributes(driver, '#mrc-chart line.marker-pending',
+                      'data-bytes') == [str(PENDING[VM_A])]
+    [row] = elements(driver, '#decision-list tr.decision')
+    assert row.get_attribute('data-uuid') == decision['uuid']
+    assert 'memory_targets' in row.text and 'compute-1' in row.text
+    assert '4.0 GiB → 3.0 GiB' in row.text
+    assert '4.0 GiB → 3.5 GiB' in row.text
+    screenshot(driver, 'overview')
+
+
+def test_paged_vm_shows_its_resident_target(page):
+    driver, _decision = page
+    ui.Select(driver.find_element(By.ID, 'vm-select')).select_by_value(VM_C)
+    wait_for(driver, expected_conditions.presence_of_element_located(
+        (By.CSS_SELECTOR, '#mrc-chart svg[data-vm="%s"]' % VM_C)))
+    assert attributes(driver, '#mrc-chart line.marker-resident',
+                      'data-bytes') == [str(MEMORY[VM_C] - LENT)]
+    assert elements(driver, '#mrc-chart line.marker-pending') == []
+    screenshot(driver, 'paged-vm')
+
+
+def test_approve(page):
+    driver, decision = page
+    driver.find_element(
+        By.CSS_SELECTOR, 'tr.decision[data-uuid="%s"] button.approve'
+        % decision['uuid']).click()
+    result = wait_for(
+        driver, expected_conditions.visibility_of_element_located(
+            (By.CSS_SELECTOR, '#decision-result.ok')))
+    assert 'Approved memory_targets decision %s' % decision['uuid'][:8] \
+        in result.text
+    stored = decisions_db.get_decision(context.get_admin_context(),
+                                       decision['uuid'])
+    assert stored['state'] in ('approved', 'applied')
+    assert stored['events'][-1]['user_id'] == 'admin'
+    wait_for(driver, lambda d: not elements(d, 'tr.decision') and elements(
+        d, 'tr.recent[data-uuid="%s"][data-state="%s"]'
+        % (decision['uuid'], stored['state'])))
+    assert 'No decision waits' in driver.find_element(
+        By.ID, 'decision-list').text
+    screenshot(driver, 'approved')
