@@ -34,7 +34,7 @@ function install_memcanal {
     # the filter and weigher.
     local nova_venv=${PROJECT_VENV[nova]:-}
     if is_service_enabled n-sch && [[ -n $nova_venv ]]; then
-        PIP_VIRTUAL_ENV=$nova_venv pip_install -e $MEMCANAL_DIR
+        PIP_VIRTUAL_ENV=$nova_venv pip_install -c $REQUIREMENTS_DIR/upper-constraints.txt -e $MEMCANAL_DIR
     fi
 }
 
@@ -81,6 +81,12 @@ function write_memcanal_uwsgi_conf {
     iniset $MEMCANAL_UWSGI_CONF uwsgi http-socket $address:$MEMCANAL_SERVICE_PORT
     iniset $MEMCANAL_UWSGI_CONF uwsgi module memcanal.wsgi.api:application
     iniset $MEMCANAL_UWSGI_CONF uwsgi env OS_MEMCANAL_CONFIG_FILES=$MEMCANAL_CONF
+    # devstack's uwsgi may be the distribution's, Python as a plugin,
+    # and memcanal is in devstack's global venv.
+    iniset $MEMCANAL_UWSGI_CONF uwsgi plugins http,python3
+    if [[ $GLOBAL_VENV == True ]]; then
+        iniset $MEMCANAL_UWSGI_CONF uwsgi venv $DEVSTACK_VENV
+    fi
     iniset $MEMCANAL_UWSGI_CONF uwsgi master true
     iniset $MEMCANAL_UWSGI_CONF uwsgi processes $MEMCANAL_API_WORKERS
     iniset $MEMCANAL_UWSGI_CONF uwsgi enable-threads true
@@ -136,7 +142,7 @@ function configure_nova_for_memcanal {
 }
 
 function start_memcanal {
-    run_process memcanal-api "$MEMCANAL_BIN_DIR/uwsgi --procname-prefix memcanal --ini $MEMCANAL_UWSGI_CONF"
+    run_process memcanal-api "$(which uwsgi) --procname-prefix memcanal --ini $MEMCANAL_UWSGI_CONF"
     if is_service_enabled memcanal-api; then
         echo "Waiting for memcanal-api to start..."
         if ! wait_for_service $SERVICE_TIMEOUT $(memcanal_api_url); then

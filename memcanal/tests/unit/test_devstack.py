@@ -5,6 +5,7 @@ memcanal.conf and nova.conf as memcanal and nova would."""
 
 import ast
 import configparser
+import getpass
 import os
 import pathlib
 import subprocess
@@ -75,15 +76,16 @@ class Stack:
         self.bin_dir = root / 'bin'
         self.state_path = root / 'data' / 'memcanal'
         self.log = root / 'calls.log'
-        self._fake_manage()
+        self._fake_commands()
         env = dict(
-            PATH=os.environ['PATH'], STUB_LOG=str(self.log),
+            PATH='%s:%s' % (self.bin_dir, os.environ['PATH']),
+            STUB_LOG=str(self.log),
             STUB_BIN_DIR=str(self.bin_dir), STUB_PYTHON=sys.executable,
             STUB_INI=str(HERE / 'devstack_ini.py'), STUB_PRELUDE=prelude,
             PLUGIN_DIR=str(PLUGIN_DIR), ENABLED_SERVICES=services,
             DEST=str(root / 'opt'), DATA_DIR=str(root / 'data'),
             MEMCANAL_DIR=str(REPO), MEMCANAL_CONF_DIR=str(self.conf_dir),
-            STACK_USER=os.environ.get('USER') or 'root',
+            STACK_USER=getpass.getuser(),
             SERVICE_HOST='192.0.2.10', SERVICE_PROTOCOL='http',
             SERVICE_LISTEN_ADDRESS='0.0.0.0', API_WORKERS='2',
             SERVICE_TIMEOUT='60', REGION_NAME='RegionOne',
@@ -91,6 +93,8 @@ class Stack:
             SERVICE_PROJECT_NAME='service', SERVICE_DOMAIN_NAME='Default',
             DATABASE_PASSWORD='dbsecret', RABBIT_PASSWORD='secret',
             ENABLE_DEBUG_LOG_LEVEL='True', NOVA_CONF=str(self.nova_conf),
+            GLOBAL_VENV='True', DEVSTACK_VENV='/opt/stack/data/venv',
+            REQUIREMENTS_DIR='/opt/stack/requirements',
             NOVA_FILTERS=NOVA_FILTERS, TEMPEST_CONFIG=str(self.tempest_conf))
         env.update(variables)
         self.result = subprocess.run(
@@ -98,13 +102,15 @@ class Stack:
             env=env, capture_output=True, text=True)
         self.calls = self._calls_by_phase()
 
-    def _fake_manage(self):
-        """memcanal-manage, the one command the plugin runs itself."""
+    def _fake_commands(self):
+        """memcanal-manage, the one command the plugin runs itself, and
+        uwsgi, which it finds on PATH."""
         self.bin_dir.mkdir(parents=True)
-        manage = self.bin_dir / 'memcanal-manage'
-        manage.write_text('#!/bin/bash\nIFS=$\'\\t\'\n'
-                          'echo "${0##*/}"$\'\\t\'"$*" >> "$STUB_LOG"\n')
-        manage.chmod(0o755)
+        for name in ('memcanal-manage', 'uwsgi'):
+            command = self.bin_dir / name
+            command.write_text('#!/bin/bash\nIFS=$\'\\t\'\necho '
+                               '"${0##*/}"$\'\\t\'"$*" >> "$STUB_LOG"\n')
+            command.chmod(0o755)
 
     def _calls_by_phase(self):
         calls = {}
@@ -210,6 +216,7 @@ def test_uwsgi_serves_the_wsgi_module_with_memcanal_conf(stack):
     uwsgi = parser['uwsgi']
     assert uwsgi['http-socket'] == '0.0.0.0:8793'
     assert uwsgi['processes'] == '2'
+    assert uwsgi['venv'] == '/opt/stack/data/venv'
     assert uwsgi['env'] == '%s=%s' % (wsgi.CONFIG_FILES_ENV, stack.conf)
     module, _, attribute = uwsgi['module'].partition(':')
     assert module == 'memcanal.wsgi.api'
@@ -315,7 +322,8 @@ def test_nova_venv_of_its_own_gets_memcanal_too(tmp_path):
                  prelude='declare -A PROJECT_VENV=([nova]=/opt/nova.venv)')
     assert venv.result.returncode == 0, venv.result.stderr
     assert venv.named('pip_install') == [
-        ('PIP_VIRTUAL_ENV=/opt/nova.venv', '-e', str(REPO))]
+        ('PIP_VIRTUAL_ENV=/opt/nova.venv', '-c',
+         '/opt/stack/requirements/upper-constraints.txt', '-e', str(REPO))]
 
 
 def test_unknown_agent_driver_stops_stack_before_install(tmp_path):
