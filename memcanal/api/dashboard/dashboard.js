@@ -134,6 +134,7 @@
   // Round steps covering lo..hi in about ``count`` intervals.
   function ticks(lo, hi, count, steps) {
     const raw = (hi - lo) / count;
+    if (!(raw > 0)) return [lo];
     let step;
     if (steps) {
       step = steps.find(s => s >= raw) || steps[steps.length - 1];
@@ -167,8 +168,11 @@
       lo -= 30000;
       hi += 30000;
     }
-    return {lo: lo, hi: hi, ticks: ticks(lo, hi, 5, TIME_STEPS),
-            format: v => new Date(v).toISOString().slice(11, 16)};
+    const marks = ticks(lo, hi, 5, TIME_STEPS);
+    // Seconds only when the marks are less than a minute apart.
+    const end = marks.length > 1 && marks[1] - marks[0] < 60000 ? 19 : 16;
+    return {lo: lo, hi: hi, ticks: marks,
+            format: v => new Date(v).toISOString().slice(11, end)};
   }
 
   // -- Charts ------------------------------------------------------------

@@ -152,6 +152,8 @@ def browser():
                              '.sh)' % path)
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
+    # The page's console, for its script's errors.
+    options.set_capability('goog:loggingPrefs', {'browser': 'ALL'})
     for argument in ('--headless=new', '--no-sandbox',
                      '--disable-dev-shm-usage', '--window-size=1400,1000'):
         options.add_argument(argument)
@@ -268,3 +270,12 @@ def test_approve(page):
     assert 'No decision waits' in driver.find_element(
         By.ID, 'decision-list').text
     screenshot(driver, 'approved')
+
+
+def test_no_script_errors(page):
+    driver, _decision = page
+    status = driver.find_element(By.ID, 'status')
+    assert 'error' not in status.get_attribute('class')
+    assert status.text.startswith('updated ')
+    assert [entry['message'] for entry in driver.get_log('browser')
+            if entry['level'] == 'SEVERE'] == []
