@@ -103,9 +103,14 @@ class UpgradeCommands(upgradecheck.UpgradeCommands):
 
         oslo.policy ignores a rule it has no default for, so a misspelled
         or removed rule name leaves the default in force while the
-        operator believes it overridden.
+        operator believes it overridden. A file that does not parse
+        fails: the API could not authorize any request.
         """
-        enforcer = policy.init(CONF)
+        try:
+            enforcer = policy.init(CONF)
+        except ValueError as error:
+            return Result(Code.FAILURE, 'The policy file cannot be read: %s'
+                          % error)
         unknown = sorted(set(enforcer.file_rules)
                          - set(enforcer.registered_rules))
         if not unknown:

@@ -178,9 +178,10 @@ def test_json_policy_file_fails(conf, tmp_path):
 @pytest.mark.parametrize('rules, code', [
     ('"memcanal:decisions:list": "role:reader"\n', Code.SUCCESS),
     ('"memcanal:decisions:lst": "role:reader"\n', Code.WARNING),
+    ('"memcanal:decisions:list": [role:reader\n', Code.FAILURE),
 ])
-def test_policy_file_overriding_unknown_rules_warns(conf, tmp_path, rules,
-                                                    code):
+def test_policy_file_overriding_unknown_rules_warns_unparsable_fails(
+        conf, tmp_path, rules, code):
     policy_file = tmp_path / 'policy.yaml'
     policy_file.write_text(rules)
     conf.set_override('policy_file', str(policy_file), 'oslo_policy')
