@@ -1,0 +1,1 @@
+"""The commands of ``openstack memcanal``, one module per resource."""

@@ -1,0 +1,53 @@
+"""``openstack memcanal host list|show``."""
+
+from osc_lib.command import command
+from osc_lib import exceptions
+from oslo_utils import uuidutils
+
+from memcanal.osc import display
+
+
+def find_host(client, name_or_uuid):
+    """The host named or identified by ``name_or_uuid`` (GET /hosts has
+    no name filter; the list is short: one entry per compute node)."""
+    if uuidutils.is_uuid_like(name_or_uuid):
+        return client.get('/hosts/%s' % name_or_uuid)
+    for host in client.get('/hosts')['hosts']:
+        if host['name'] == name_or_uuid:
+            return host
+    raise exceptions.CommandError('No memcanal host is named %s.' %
+                                  name_or_uuid)
+
+
+def host_uuid(client, name_or_uuid):
+    return find_host(client, name_or_uuid)['uuid']
+
+
+LIST_COLUMNS = ('UUID', 'Name', 'State', 'Instances', 'Memory (MiB)',
+                'Demand (MiB)', 'Utilization')
+
+
+class ListHost(command.Lister):
+    """List the compute hosts running a memcanal agent."""
+
+    def take_action(self, parsed_args):
+        hosts = self.app.client_manager.memcanal.get('/hosts')['hosts']
+        return LIST_COLUMNS, [
+            (host['uuid'], host['name'], host['state'],
+             host['instance_count'], display.mib(host['memory_total_bytes']),
+             display.mib(host.get('demand_bytes')), host.get('utilization'))
+            for host in hosts]
+
+
+class ShowHost(command.ShowOne):
+    """Show a host, as the API does (sizes in bytes)."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('host', metavar='<host>',
+                            help='Host name or UUID')
+        return parser
+
+    def take_action(self, parsed_args):
+        host = find_host(self.app.client_manager.memcanal, parsed_args.host)
+        return tuple(zip(*sorted(host.items())))

@@ -1,0 +1,139 @@
+"""The real ``openstack memcanal`` CLI against a seeded memcanal behind a
+real keystone: the endpoint comes from keystone's catalog, the token is
+keystone's, outputs are parsed from ``-f json``.
+
+One keystone and one cloud for the module (cloud.py); each CLI process
+costs a second or two, so each invocation checks several things.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from memcanal.cmd import plan
+from memcanal.tests.functional import cloud as seeded
+
+OPENSTACK = os.path.join(os.path.dirname(sys.executable), 'openstack')
+GIB_MIB = 1024
+PLAN_INPUT = {'vms': [
+    {'name': 'cache', 'baseline_mb': 1024,
+     'mrc': [[256, 0.5], [512, 0.1], [1024, 0.0]]},
+    {'name': 'scan', 'baseline_mb': 1024,
+     'mrc': [[256, 0.9], [512, 0.8], [1024, 0.7]]}]}
+
+
+@pytest.fixture(scope='module')
+def cloud(keystone_url, tmp_path_factory):
+    with seeded.seeded_cloud(keystone_url,
+                             tmp_path_factory.mktemp('cloud')) as running:
+        yield running
+
+
+def openstack(cloud, *args, stdin=None):
+    """``openstack memcanal *args`` as the keystone admin; the process."""
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith('OS_')}
+    env.update(cloud.env())
+    return subprocess.run([OPENSTACK, 'memcanal', *args], env=env,
+                          input=stdin, capture_output=True, text=True,
+                          timeout=120)
+
+
+def as_json(cloud, *args, stdin=None):
+    done = openstack(cloud, *args, '-f', 'json', stdin=stdin)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_hosts_and_instances(cloud):
+    listed = as_json(cloud, 'host', 'list')
+    assert sorted((h['Name'], h['UUID'], h['Instances']) for h in listed) == [
+        ('compute-1', cloud.hosts['compute-1'], 3),
+        ('compute-2', cloud.hosts['compute-2'], 2)]
+    on_2 = as_json(cloud, 'instance', 'list', '--host', 'compute-2')
+    assert sorted(i['UUID'] for i in on_2) == sorted(
+        cloud.instances[name] for name in ('web-2', 'batch-2'))
+    assert {i['Memory (MiB)'] for i in on_2} == {2 * GIB_MIB, 4 * GIB_MIB}
+    shown = as_json(cloud, 'instance', 'show', cloud.instances['db-1'])
+    # db-1's latest working set is 6 GiB by PRL; PML and ESX near it.
+    assert shown['wss_mib'] == {'prl': 6144, 'pml': 6451, 'esx': 5530}
+    curve = shown['miss_ratio_curve']['hcache']
+    assert len(curve) == seeded.CURVE_POINTS
+    assert curve[-1] == [8 * 2 ** 30, 0.0]
+    assert shown['latest_report_sequence'] == seeded.REPORTS
+
+
+def test_instance_shown_as_a_table_charts_its_curve(cloud):
+    done = openstack(cloud, 'instance', 'show', cloud.instances['web-1'])
+    assert done.returncode == 0, done.stderr
+    assert 'miss ratio by memory (hcache)' in done.stdout
+    assert '1.0 |*' in done.stdout
+    assert '4096 MiB' in done.stdout
+
+
+def test_decisions_approve_reject_rollback(cloud):
+    waiting = as_json(cloud, 'decision', 'list', '--state', 'recommended',
+                      '--kind', 'memory_targets')
+    by_host = {d['Host']: d['UUID'] for d in waiting}
+    assert sorted(by_host) == sorted(cloud.hosts.values())
+    assert set(by_host.values()) <= set(cloud.recommended)
+    # Rolled back first: memcanal.db.decisions counts any newer approved
+    # decision as superseding one without a peer host, whatever its host.
+    rolled = as_json(cloud, 'decision', 'rollback', cloud.applied)
+    assert rolled['state'] == 'rolling_back'
+    assert {a['kind'] for a in rolled['actions']} == {'set_target',
+                                                      'restore'}
+    approved = as_json(cloud, 'decision', 'approve',
+                       by_host[cloud.hosts['compute-2']], '--reason', 'ok')
+    assert approved['state'] == 'approved'
+    assert approved['events'][-1]['reason'] == 'ok'
+    rejected = as_json(cloud, 'decision', 'reject',
+                       by_host[cloud.hosts['compute-1']])
+    assert rejected['state'] == 'rejected'
+    # The error's code reaches the user.
+    again = openstack(cloud, 'decision', 'approve',
+                      by_host[cloud.hosts['compute-1']])
+    assert again.returncode == 1
+    assert 'memcanal.decision.state_conflict' in again.stderr
+    assert 'HTTP 409' in again.stderr
+
+
+def test_instance_set(cloud):
+    uuid = cloud.instances['web-2']
+    changed = as_json(cloud, 'instance', 'set', uuid, '--opt-out',
+                      '--floor', '512', '--mechanism', 'hotplug')
+    assert (changed['opt_out'], changed['floor_bytes'],
+            changed['ceiling_bytes'], changed['mechanism']) == (
+        True, 512 * 2 ** 20, None, 'hotplug')
+    restored = as_json(cloud, 'instance', 'set', uuid, '--opt-in',
+                       '--no-floor', '--mechanism', 'default')
+    assert (restored['opt_out'], restored['floor_bytes'],
+            restored['mechanism']) == (False, None, None)
+
+
+def _targets(rows):
+    """{policy: {vm: MiB}} of ``plan -f json``'s rows."""
+    targets = {}
+    for row in rows:
+        targets.setdefault(row['Policy'], {})[row['VM']] = row[
+            'Target (MiB)']
+    return targets
+
+
+def test_plan_a_file_and_a_live_host(cloud):
+    from_stdin = as_json(cloud, 'plan', '-',
+                         stdin=json.dumps(PLAN_INPUT))
+    expected = plan.plan(PLAN_INPUT)['policies']
+    assert _targets(from_stdin) == {
+        name: policy['targets_mb'] for name, policy in expected.items()}
+    live = as_json(cloud, 'plan', '--host', 'compute-1', '--total', '12288')
+    on_1 = {cloud.instances[name] for name, host
+            in cloud.instance_hosts.items() if host == 'compute-1'}
+    assert set(_targets(live)) == set(expected)
+    for name, targets in _targets(live).items():
+        assert set(targets) == on_1
+        # 12 GiB of the VMs' 16 shared out, all of it.
+        assert sum(targets.values()) == 12288, name
