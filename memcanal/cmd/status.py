@@ -28,6 +28,7 @@ import sqlalchemy as sa
 
 from memcanal.api import policy
 from memcanal import conf as memcanal_conf
+from memcanal.db import api as db_api
 from memcanal.db import decisions
 from memcanal.db import migration
 
@@ -36,9 +37,16 @@ CONF = memcanal_conf.CONF
 Code = upgradecheck.Code
 Result = upgradecheck.Result
 
+# Typed, so that times are datetimes on every backend (SQLite's are text).
 _DECISIONS = sa.table('decisions', sa.column('state'),
-                      sa.column('created_at'), sa.column('updated_at'))
+                      sa.column('created_at', sa.DateTime),
+                      sa.column('updated_at', sa.DateTime))
 _MEMORY_SERVERS = sa.table('memory_servers', sa.column('id'))
+_HOSTS = sa.table('hosts', sa.column('name'),
+                  sa.column('last_heartbeat_at', sa.DateTime),
+                  sa.column('report_interval', sa.Float))
+# Down hosts named in a warning; the API lists them all.
+_NAMED_HOSTS = 10
 
 
 @contextlib.contextmanager
@@ -145,6 +153,32 @@ class UpgradeCommands(upgradecheck.UpgradeCommands):
                                     'memserver_address on the compute hosts '
                                     'that lend memory.')
 
+    def _check_hosts_up(self):
+        """Every registered compute host's agent is reporting.
+
+        After an upgrade, a host whose agent did not come back is down
+        (as ``GET /hosts`` derives it): its VMs are neither measured nor
+        resized, and the optimizer leaves it out.
+        """
+        unchecked = self._unchecked()
+        if unchecked:
+            return unchecked
+        with _connection() as connection:
+            hosts = connection.execute(sa.select(_HOSTS).order_by(
+                _HOSTS.c.name)).all()
+        down = [host.name for host in hosts
+                if db_api.host_state(host.last_heartbeat_at,
+                                     host.report_interval) == 'down']
+        if not down:
+            return Result(Code.SUCCESS, '%d hosts up.' % len(hosts))
+        named = ', '.join(down[:_NAMED_HOSTS]) + (
+            ', ...' if len(down) > _NAMED_HOSTS else '')
+        return Result(Code.WARNING, '%d of %d hosts are down (their agents '
+                                    'stopped reporting): %s. Start '
+                                    'memcanal-agent there, or '
+                                    'memcanal-service if every host is '
+                                    'down.' % (len(down), len(hosts), named))
+
     def _check_decisions_in_flight(self):
         """No decision is being carried out, nor stuck half done.
 
@@ -164,8 +198,10 @@ class UpgradeCommands(upgradecheck.UpgradeCommands):
             seconds=CONF.optimizer.action_timeout)
         with _connection() as connection:
             in_flight, stuck = connection.execute(
-                sa.select(sa.func.count(),
-                          sa.func.count().filter(changed_at < stuck_before))
+                # COUNT of a CASE, not COUNT(*) FILTER: MariaDB has no
+                # FILTER.
+                sa.select(sa.func.count(), sa.func.count(
+                    sa.case((changed_at < stuck_before, 1))))
                 .where(_DECISIONS.c.state.in_(list(decisions.IN_FLIGHT)))
             ).one()
         if stuck:
@@ -186,6 +222,7 @@ class UpgradeCommands(upgradecheck.UpgradeCommands):
          (common_checks.check_policy_json, {'conf': CONF})),
         ('Policy rules', _check_policy_rules),
         ('Pooling memory servers', _check_pooling_servers),
+        ('Compute hosts up', _check_hosts_up),
         ('Decisions in flight', _check_decisions_in_flight),
     )
 

@@ -44,10 +44,13 @@ def synced(conf, synced_url):
     engine.dispose()
 
 
-def add_host(connection, name='host1'):
+def add_host(connection, name='host1', silent_seconds=0):
+    """A host that reported ``silent_seconds`` ago, every 60 s."""
     return connection.execute(sa.insert(models.Host).values(
-        uuid=name + '-uuid', name=name,
-        memory_total_bytes=2 ** 30)).inserted_primary_key[0]
+        uuid=name + '-uuid', name=name, memory_total_bytes=2 ** 30,
+        report_interval=60.0,
+        last_heartbeat_at=timeutils.utcnow() - datetime.timedelta(
+            seconds=silent_seconds))).inserted_primary_key[0]
 
 
 def add_decision(connection, state, age_seconds=0):
@@ -140,6 +143,24 @@ def test_pooling_with_a_memory_server_succeeds(synced):
         Code.SUCCESS, '1 memory servers registered.')
 
 
+def test_hosts_up_succeed(synced):
+    add_host(synced, 'host1')
+    synced.commit()
+    result = check('Compute hosts up')
+    assert (result.code, result.details) == (Code.SUCCESS, '1 hosts up.')
+
+
+def test_hosts_down_warn_naming_them(synced):
+    add_host(synced, 'host1')
+    # [service] missed_heartbeats (3) intervals and the grace have passed.
+    add_host(synced, 'host2', silent_seconds=3600)
+    synced.commit()
+    result = check('Compute hosts up')
+    assert result.code == Code.WARNING
+    assert result.details.startswith('1 of 2 hosts are down')
+    assert ': host2.' in result.details
+
+
 def test_finished_decisions_succeed(synced):
     for state in ('recommended', 'applied', 'failed', 'rolled_back'):
         add_decision(synced, state, age_seconds=3600)
@@ -224,6 +245,7 @@ def test_main_prints_json_and_exits_with_the_worst_result(main, tmp_path,
         'Policy File JSON to YAML Migration': Code.SUCCESS,
         'Policy rules': Code.SUCCESS,
         'Pooling memory servers': Code.SUCCESS,
+        'Compute hosts up': Code.WARNING,
         'Decisions in flight': Code.WARNING,
     }
     code, out = main(synced_url)
