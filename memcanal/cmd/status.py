@@ -66,7 +66,7 @@ class UpgradeCommands(upgradecheck.UpgradeCommands):
     @functools.cached_property
     def _schema_problem(self):
         """Why the database cannot be used by this code, or None (read
-        once a run: three checks ask)."""
+        once a run: every database check asks)."""
         try:
             current = migration.current_revision(CONF.database.connection)
         except (db_exc.DBError, sa.exc.SQLAlchemyError) as error:
