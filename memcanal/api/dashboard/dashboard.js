@@ -89,8 +89,18 @@
   function bytes(value) {
     if (value === null || value === undefined) return '–';
     if (value === 0) return '0';
-    if (Math.abs(value) >= GIB) return (value / GIB).toFixed(1) + ' GiB';
+    // Three significant digits at most sizes: a policy's steps are small.
+    const size = Math.abs(value);
+    if (size >= 10 * GIB) return (value / GIB).toFixed(1) + ' GiB';
+    if (size >= GIB) return (value / GIB).toFixed(2) + ' GiB';
     return Math.round(value / MIB) + ' MiB';
+  }
+
+  // The signed difference, after a size's change.
+  function change(before, after) {
+    if (before === null || after === null) return '';
+    const sign = after > before ? '+' : '−';
+    return ' (' + sign + bytes(Math.abs(after - before)) + ')';
   }
 
   function percent(value) {
@@ -334,7 +344,7 @@
           class: 'seg seg-' + part.key, 'data-bytes': part.bytes,
           x: x, y: top + 2, width: w, height: 24, fill: part.color},
         svg('title', {}, part.label + ': ' + bytes(part.bytes))));
-        if (w > 46) {
+        if (w > 56) {
           group.append(svg('text', {
             x: x + w / 2, y: top + 18, 'text-anchor': 'middle',
             class: part.key === 'demand' || part.key === 'lent'
@@ -372,7 +382,8 @@
         const now = instance(uuid) ? memoryOf(instance(uuid)) : null;
         if (vm.target_bytes === now) continue;
         lines.push(vmLabel(uuid) + ': ' + bytes(now) + ' → '
-                   + bytes(vm.target_bytes) + ', miss ratio '
+                   + bytes(vm.target_bytes) + change(now, vm.target_bytes)
+                   + ', miss ratio '
                    + ratio(vm.predicted_miss_ratio)
                    + (vm.guardrails && vm.guardrails.length
                      ? ' (held by ' + vm.guardrails.join(', ') + ')' : ''));
@@ -399,6 +410,7 @@
       return [vmLabel(paging.vm) + ': resident '
               + bytes(paging.previous_resident_bytes) + ' → '
               + bytes(paging.resident_bytes)
+              + change(paging.previous_resident_bytes, paging.resident_bytes)
               + (paging.lender ? ', ' + bytes(paging.lent_bytes)
                  + ' lent by ' + hostName(paging.lender) : ''),
               'host utilization after ' + percent(
@@ -489,8 +501,11 @@
     const vms = state.instances.slice().sort((a, b) =>
       hostName(a.host_uuid).localeCompare(hostName(b.host_uuid))
       || a.uuid.localeCompare(b.uuid));
+    // Unless the operator chose one, the first a decision waits to
+    // resize, else the first.
     if (!vms.some(vm => vm.uuid === state.selected)) {
-      state.selected = vms.length ? vms[0].uuid : null;
+      const waiting = vms.find(vm => pendingTarget(vm.uuid) !== null);
+      state.selected = (waiting || vms[0] || {uuid: null}).uuid;
     }
     const options = vms.map(vm => [vm.uuid, vmLabel(vm.uuid) + ' on '
       + hostName(vm.host_uuid) + ', ' + bytes(memoryOf(vm))]);
@@ -511,7 +526,8 @@
       if (decision.kind === 'memory_targets' && out.instances
           && out.instances[uuid]) {
         const target = out.instances[uuid].target_bytes;
-        if (target !== memoryOf(instance(uuid))) return target;
+        const vm = instance(uuid);
+        if (vm && target !== memoryOf(vm)) return target;
       } else if (decision.kind === 'pooling' && out.paging
                  && out.paging.vm === uuid) {
         return out.paging.resident_bytes;

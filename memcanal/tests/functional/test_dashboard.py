@@ -36,12 +36,11 @@ CHROMEDRIVER = '/usr/bin/chromedriver'
 # Waits for the page: it refreshes every 5 s, so two refreshes and more.
 WAIT = 20
 GIB = data.GIB
-MIB = data.MIB
 TOP = pathlib.Path(__file__).resolve().parents[3]
 
-# compute-1 runs VM_A, VM_B (the pending decision shrinks both) and
-# VM_C (paged: 2 GiB of it is lent by compute-2's memory server);
-# compute-2 runs VM_D.
+# compute-1 runs VM_A, VM_B (the pending decision shrinks it, and leaves
+# VM_A as it is) and VM_C (paged: 2 GiB of it is lent by compute-2's
+# memory server); compute-2 runs VM_D.
 VM_A = '10000000-0000-4000-8000-00000000000a'
 VM_B = '20000000-0000-4000-8000-00000000000b'
 VM_C = '30000000-0000-4000-8000-00000000000c'
@@ -53,7 +52,8 @@ ESTIMATORS = {'prl': 1.0, 'pml': 0.93, 'esx': 0.8}
 CURVES = ('hcache', 'shards')
 REPORTS = 8
 LENT = 2 * GIB
-PENDING = {VM_A: 3 * GIB, VM_B: 3584 * MIB}
+PENDING = {VM_B: 3 * GIB}
+POLICY_TARGETS = {VM_A: MEMORY[VM_A], VM_B: PENDING[VM_B]}
 
 
 def artifacts_dir():
@@ -124,7 +124,7 @@ def seed():
                               'predicted_miss_ratio': 0.04,
                               'predicted_relative_miss_ratio': 0.9,
                               'guardrails': []}
-                       for uuid, target in PENDING.items()}},
+                       for uuid, target in POLICY_TARGETS.items()}},
         [{'instance_uuid': uuid, 'target_bytes': target,
           'previous_bytes': MEMORY[uuid], 'mechanism': 'balloon'}
          for uuid, target in PENDING.items()])
@@ -217,9 +217,9 @@ def test_host_map(page):
 
 def test_vm_charts_and_pending_decision(page):
     driver, decision = page
-    # The first VM of the first host is selected.
+    # The first VM a decision waits to resize is selected.
     assert driver.find_element(By.ID, 'vm-select').get_attribute(
-        'value') == VM_A
+        'value') == VM_B
     assert attributes(driver, '#wss-chart path.series', 'data-series') == \
         sorted(ESTIMATORS)
     assert attributes(driver, '#mrc-chart path.series', 'data-series') == \
@@ -228,14 +228,16 @@ def test_vm_charts_and_pending_decision(page):
     assert len(elements(driver, '#wss-chart circle')) == \
         REPORTS * len(ESTIMATORS)
     assert attributes(driver, '#mrc-chart line.marker-current',
-                      'data-bytes') == [str(MEMORY[VM_A])]
+                      'data-bytes') == [str(MEMORY[VM_B])]
     assert attributes(driver, '#mrc-chart line.marker-pending',
-                      'data-bytes') == [str(PENDING[VM_A])]
+                      'data-bytes') == [str(PENDING[VM_B])]
     [row] = elements(driver, '#decision-list tr.decision')
     assert row.get_attribute('data-uuid') == decision['uuid']
     assert 'memory_targets' in row.text and 'compute-1' in row.text
-    assert '4.0 GiB → 3.0 GiB' in row.text
-    assert '4.0 GiB → 3.5 GiB' in row.text
+    # Only the VMs it changes.
+    assert 'VM 20000000 (m1.medium): 4.00 GiB → 3.00 GiB (−1.00 GiB)' \
+        in row.text
+    assert 'VM 10000000' not in row.text
     screenshot(driver, 'overview')
 
 
