@@ -1,0 +1,54 @@
+"""Sizes and curves as the commands show them."""
+
+from memcanal.osc import display
+
+MIB = display.MIB
+
+
+def test_plot_falls_from_one_to_zero():
+    points = [[256 * MIB, 0.5], [512 * MIB, 0.25], [1024 * MIB, 0.0]]
+    lines = display.plot(points, width=10, height=3).splitlines()
+    # Columns at 0, 114, 228, ... 1024 MiB; from 1.0 at no memory.
+    assert lines == ['1.0 |**',
+                     '    |  **',
+                     '0.0 |    ******',
+                     '    +----------',
+                     '     0 1024 MiB']
+
+
+def test_plot_clamps_ratios_outside_zero_to_one():
+    lines = display.plot([[MIB, 1.5], [2 * MIB, -0.5]], width=2,
+                         height=2).splitlines()
+    assert lines[:2] == ['1.0 |*', '0.0 | *']
+
+
+def test_preferred_curve():
+    assert display.preferred_curve({'shards': [1], 'hcache': [2]}) == (
+        'hcache', [2])
+    assert display.preferred_curve({'shards': [1]}) == ('shards', [1])
+    assert display.preferred_curve({'zeta': [3], 'beta': [4]}) == (
+        'beta', [4])
+    assert display.preferred_curve({}) == (None, None)
+    assert display.preferred_curve(None) == (None, None)
+
+
+def test_curve_column_charts_for_tables_and_is_raw_otherwise():
+    mrc = {'shards': [[MIB, 0.5], [2 * MIB, 0.0]]}
+    column = display.CurveColumn(mrc)
+    assert column.machine_readable() == mrc
+    assert column.human_readable().startswith(
+        'miss ratio by memory (shards):\n1.0 |')
+    assert display.CurveColumn({}).human_readable() == ''
+
+
+def test_sizes_in_mib():
+    assert display.mib(None) is None
+    assert display.mib(3 * MIB) == 3
+    assert display.mib_by_key({'prl': 2 * MIB}) == {'prl': 2}
+    assert display.mib_by_key(None) == {}
+
+
+def test_json_column():
+    column = display.JSONColumn({'b': 1, 'a': [2]})
+    assert column.human_readable() == '{\n "a": [\n  2\n ],\n "b": 1\n}'
+    assert column.machine_readable() == {'b': 1, 'a': [2]}
