@@ -31,4 +31,11 @@ MemcanalGroup = [
     cfg.StrOpt('max_microversion', default='latest',
                help='The highest microversion the deployment speaks; test '
                     'classes needing a newer one are skipped.'),
+    cfg.BoolOpt('change_existing_resources', default=False,
+                help='Whether tests may change what they did not create: '
+                     'approve, reject and roll back the decisions the '
+                     'cloud offers (an approved decision resizes real '
+                     'VMs) and change, then restore, an instance\'s '
+                     'settings. For test clouds only; when False those '
+                     'tests are skipped.'),
 ]

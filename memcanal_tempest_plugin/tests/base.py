@@ -2,9 +2,11 @@
 selection and the check of the API's error format.
 
 Tests run against a real cloud whose contents they do not choose: they
-read what the cloud's agents reported, change only settings they restore,
-and act on decisions only where the cloud offers one in the right state
-(a cloud without one skips that test, saying why).
+read what the cloud's agents reported. Those that change the cloud's own
+resources (an instance's settings, restored afterwards; decisions, acted
+on where the cloud offers one in the right state) run only where
+tempest.conf allows it; elsewhere, like a test lacking what it needs,
+they skip, saying why.
 """
 
 from tempest.lib.common import api_version_utils
@@ -55,6 +57,14 @@ class BaseMemcanalTest(api_version_utils.BaseMicroversionTest,
             microversion, api_version_utils.LATEST_MICROVERSION,
             CONF.memcanal.min_microversion, CONF.memcanal.max_microversion)
         return self.client_at(credentials, microversion)
+
+    def require_changing_existing(self):
+        """Skip unless tempest.conf lets tests change the cloud's own
+        resources ([memcanal] change_existing_resources)."""
+        if not CONF.memcanal.change_existing_resources:
+            raise self.skipException(
+                'changes resources of the cloud; set [memcanal] '
+                'change_existing_resources = True to run it')
 
     def assert_error(self, exception, code, call, *args, **kwargs):
         """``call`` fails with ``exception`` and the API's error body

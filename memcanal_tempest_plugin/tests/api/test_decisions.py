@@ -5,7 +5,8 @@ The transitions act on decisions the cloud offers in the needed state,
 each test on a different one: an applied one to roll back, a recommended
 one of another host to approve (approving makes its host busy, which
 would refuse that rollback), any other recommended one to reject. A
-cloud without such a decision skips the test.
+cloud without such a decision skips the test, as does one whose
+tempest.conf does not allow changing its resources.
 """
 
 from tempest.lib import decorators
@@ -79,6 +80,7 @@ class DecisionsTest(base.BaseMemcanalTest):
                           self.admin_client.list_decisions, state='happy')
 
     def take(self, decision, state):
+        self.require_changing_existing()
         if decision is None:
             raise self.skipException('the cloud has no %s decision to '
                                      'spare' % state)
