@@ -23,6 +23,10 @@ def host_uuid(client, name_or_uuid):
     return find_host(client, name_or_uuid)['uuid']
 
 
+def _rounded(utilization):
+    return None if utilization is None else round(utilization, 3)
+
+
 LIST_COLUMNS = ('UUID', 'Name', 'State', 'Instances', 'Memory (MiB)',
                 'Demand (MiB)', 'Utilization')
 
@@ -35,7 +39,8 @@ class ListHost(command.Lister):
         return LIST_COLUMNS, [
             (host['uuid'], host['name'], host['state'],
              host['instance_count'], display.mib(host['memory_total_bytes']),
-             display.mib(host.get('demand_bytes')), host.get('utilization'))
+             display.mib(host.get('demand_bytes')),
+             _rounded(host.get('utilization')))
             for host in hosts]
 
 

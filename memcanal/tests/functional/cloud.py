@@ -33,12 +33,16 @@ and yields a ``Cloud``:
 - ``applied``: the uuid of an earlier memory_targets decision of
   compute-1 whose actions were applied, to roll back.
 
-No service or agent runs: an approved decision stays ``approved`` and
-keeps its host busy (approving or rolling back another decision of that
-host is then 409 ``memcanal.decision.host_busy``); a rollback stays
-``rolling_back``. Rejecting never conflicts. Every VM's latest report
-has ``wss`` by ``prl``, ``pml`` and ``esx`` and ``mrc`` by ``hcache``
-and ``shards`` (sixteen points up to its memory).
+No service or agent runs, but the hosts registered with an hour's
+report interval, so they are ``up`` for an hour. An approved decision
+stays ``approved`` and keeps its host busy (approving or rolling back
+another decision of that host is then 409 ``memcanal.decision.host_busy``);
+a rollback stays ``rolling_back``. Rejecting never conflicts. Roll back
+``applied`` before approving anything: memcanal.db.decisions counts any
+newer approved decision, of whichever host, as superseding it (409
+``memcanal.decision.superseded``). Every VM's latest report has ``wss``
+by ``prl``, ``pml`` and ``esx`` and ``mrc`` by ``hcache`` and ``shards``
+(sixteen points up to its memory).
 
 The API parses the global oslo.config CONF (as every memcanal process
 does): don't use the function-scoped ``conf`` fixtures in a test while
@@ -72,6 +76,7 @@ SERVICE_TYPE = 'memcanal'
 PROJECT_A = 'project-a'
 PROJECT_B = 'project-b'
 REPORTS = 3
+REPORT_INTERVAL = 3600.0
 CURVE_POINTS = 16
 
 # name: (host, uuid, project, memory, working set at the last report,
@@ -148,8 +153,10 @@ def _sample(name, sequence):
 
 
 def _seed_reports(ctx):
+    # An hour's report interval: the hosts stay up (the API derives the
+    # state from heartbeats) however long the tests take.
     hosts = {name: db_api.register_host(ctx, name, total, reserved,
-                                        60.0)['uuid']
+                                        REPORT_INTERVAL)['uuid']
              for name, (total, reserved) in HOSTS.items()}
     start = timeutils.utcnow() - datetime.timedelta(minutes=REPORTS)
     for sequence in range(1, REPORTS + 1):
