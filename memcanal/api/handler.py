@@ -105,7 +105,7 @@ class Router:
         match = self._map.match(environ=req.environ)
         if match is None:
             raise webob.exc.HTTPNotFound(
-                'No resource at %s.' % req.path_info,
+                'No resource at %s.' % util.quoted_path(req.environ),
                 comment=errors.ROUTE_NOT_FOUND)
         handler = match.pop('action')
         req.environ['wsgiorg.routing_args'] = ((), match)

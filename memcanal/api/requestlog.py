@@ -10,9 +10,16 @@ import time
 
 from oslo_log import log as logging
 from oslo_middleware import request_id
-import webob
+
+from memcanal.api import util
 
 LOG = logging.getLogger(__name__)
+
+
+def _path_qs(environ):
+    query = environ.get('QUERY_STRING')
+    path = util.quoted_path(environ)
+    return '%s?%s' % (path, query) if query else path
 
 
 class RequestLog:
@@ -40,7 +47,7 @@ class RequestLog:
                      '%(request_id)s',
                      {'remote': environ.get('REMOTE_ADDR', '-'),
                       'method': environ['REQUEST_METHOD'],
-                      'path': webob.Request(environ).path_qs,
+                      'path': _path_qs(environ),
                       'status': status.split(None, 1)[0],
                       'length': length,
                       'ms': (time.monotonic() - started) * 1000,

@@ -33,6 +33,8 @@ _BODY_HEADERS = ('content-type', 'content-length')
 # has: a detail quoting a multi-megabyte field must not send it back.
 MAX_QUOTED = 200
 MAX_DETAIL = 500
+# What webob leaves unquoted in a path.
+_PATH_SAFE = "/~!$&'()*+,;=:@"
 
 
 def shorten(text, limit=MAX_QUOTED):
@@ -122,13 +124,20 @@ def validate_query_params(req, schema):
     with a detail naming the parameter at fault.
     """
     properties = schema.get('properties', {})
-    unknown = sorted(set(req.GET) - set(properties))
+    try:
+        query = req.GET
+    except UnicodeDecodeError:
+        raise _bad_query('The query string is not UTF-8.')
+    if any('\x00' in text for item in query.items() for text in item):
+        # Nothing takes it, and PostgreSQL refuses it in a comparison.
+        raise _bad_query('The query string has a NUL character.')
+    unknown = sorted(set(query) - set(properties))
     if unknown:
         raise _bad_query('Unknown query parameter(s): %s. Accepted: %s.' % (
             ', '.join(unknown), ', '.join(sorted(properties)) or 'none'))
     params = {}
-    for name in req.GET:
-        values = req.GET.getall(name)
+    for name in query:
+        values = query.getall(name)
         if len(values) > 1:
             raise _bad_query('Query parameter %s is given %d times; give it '
                              'once.' % (name, len(values)))
@@ -185,6 +194,14 @@ def extract_json(req, schema):
     except ValueError as exc:
         raise webob.exc.HTTPBadRequest('The body is not JSON: %s' % exc,
                                        comment=errors.BODY_INVALID)
+    except RecursionError:
+        # Arrays or objects nested deeper than Python's stack.
+        raise webob.exc.HTTPBadRequest('The body nests too deeply.',
+                                       comment=errors.BODY_INVALID)
+    if not all(map(_storable, _strings(body))):
+        raise webob.exc.HTTPBadRequest(
+            'The body has a string with a NUL character or a lone '
+            'surrogate.', comment=errors.BODY_INVALID)
     validator = jsonschema.Draft202012Validator(schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(body))
     if error is not None:
@@ -194,6 +211,42 @@ def extract_json(req, schema):
                                     _schema_message(error)),
             comment=errors.BODY_INVALID)
     return body
+
+
+def _strings(value):
+    """Every string of a decoded JSON value, keys too; without recursion,
+    as the value may nest as deep as the JSON parser allowed."""
+    pending = [value]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            pending.extend(value)
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+
+
+def _storable(text):
+    """Whether every database stores ``text``: JSON may escape a NUL,
+    which PostgreSQL refuses, or a lone surrogate (``"\\ud83d"``), which
+    is no UTF-8 at all."""
+    try:
+        text.encode('utf-8')
+    except UnicodeEncodeError:
+        return False
+    return '\x00' not in text
+
+
+def quoted_path(environ):
+    """The request's path, URL-quoted byte by byte as the client sent it:
+    printable (for a log line or an error's detail) even when it is not
+    UTF-8, which webob's ``req.path`` fails to decode."""
+    return urllib.parse.quote(
+        (environ.get('SCRIPT_NAME', '') + environ.get('PATH_INFO', ''))
+        # PEP 3333: the bytes received, each as one character.
+        .encode('latin-1'), safe=_PATH_SAFE)
 
 
 def path_item(req, name):
