@@ -228,9 +228,12 @@ def test_uwsgi_serves_the_wsgi_module_with_memcanal_conf(stack):
 
 def test_memcanal_conf_reads_as_memcanal_options(stack):
     conf = cfg.ConfigOpts()
+    # By group name: registering CONF's own OptGroup objects on another
+    # ConfigOpts would add their options to the global CONF too.
     for group, group_opts in memcanal_opts.list_opts():
+        name = getattr(group, 'name', group)
         conf.register_opts(group_opts,
-                           group=None if group == 'DEFAULT' else group)
+                           group=None if name == 'DEFAULT' else name)
     conf(['--config-file', str(stack.conf)])
     assert conf.agent.driver == 'libvirt'
     assert conf.api.auth_strategy == 'keystone'
