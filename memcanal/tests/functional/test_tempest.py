@@ -107,7 +107,9 @@ def test_plugin_passes_against_the_cloud(workspace):
     # Serial: keystone on SQLite refuses concurrent writes ("database is
     # locked") when two workers make and delete their users at once.
     # The timeout only keeps a hung run from hanging CI (it takes ~1 min).
-    run = subprocess.run([TEMPEST, 'run', '--regex', REGEX, '--serial'],
+    run = subprocess.run([TEMPEST, 'run', '--regex', REGEX, '--serial',
+                          '--config-file',
+                          str(workspace / 'etc' / 'tempest.conf')],
                          cwd=workspace, env=ENV, capture_output=True,
                          text=True, timeout=900)
     output = run.stdout + run.stderr
