@@ -32,11 +32,11 @@ def cloud(keystone_url, tmp_path_factory):
         yield running
 
 
-def openstack(cloud, *args, stdin=None):
-    """``openstack memcanal *args`` as the keystone admin; the process."""
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith('OS_')}
-    env.update(cloud.env())
+def openstack(cloud, *args, stdin=None, env=None):
+    """``openstack memcanal *args`` as the keystone admin (plus ``env``);
+    the finished process."""
+    env = dict({key: value for key, value in os.environ.items()
+                if not key.startswith('OS_')}, **cloud.env(), **(env or {}))
     return subprocess.run([OPENSTACK, 'memcanal', *args], env=env,
                           input=stdin, capture_output=True, text=True,
                           timeout=120)
@@ -64,6 +64,14 @@ def test_hosts_and_instances(cloud):
     assert len(curve) == seeded.CURVE_POINTS
     assert curve[-1] == [8 * 2 ** 30, 0.0]
     assert shown['latest_report_sequence'] == seeded.REPORTS
+
+
+def test_the_endpoint_override_wins_over_the_catalog(cloud):
+    # Nothing listens on port 1: the override was used.
+    done = openstack(cloud, 'host', 'list', env={
+        'OS_MEMCANAL_ENDPOINT_OVERRIDE': 'http://127.0.0.1:1'})
+    assert done.returncode == 1
+    assert 'http://127.0.0.1:1/' in done.stderr
 
 
 def test_instance_shown_as_a_table_charts_its_curve(cloud):
