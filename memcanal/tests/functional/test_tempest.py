@@ -24,7 +24,8 @@ from memcanal.tests.functional import services
 TEMPEST = os.path.join(os.path.dirname(sys.executable), 'tempest')
 STESTR = os.path.join(os.path.dirname(sys.executable), 'stestr')
 REGEX = r'^memcanal_tempest_plugin\.'
-# The checkout's plugin, whatever an older install of the venv maps.
+# The checkout's plugin, even where the venv's editable install predates
+# it (its import finder maps only the packages that existed then).
 TOP = os.path.join(os.path.dirname(__file__), '..', '..', '..')
 ENV = dict(os.environ, PYTHONPATH=os.path.abspath(TOP))
 # Every service tempest knows but memcanal's, so no other plugin's or
