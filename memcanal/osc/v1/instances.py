@@ -4,11 +4,17 @@ from osc_lib.cli import format_columns
 from osc_lib.command import command
 from osc_lib import exceptions
 
+from memcanal.api.schemas import instances as instances_schema
 from memcanal.osc import display
 from memcanal.osc.v1 import hosts
 
 LIST_COLUMNS = ('UUID', 'Host', 'Project', 'Memory (MiB)', 'Target (MiB)',
                 'WSS (MiB)', 'Opt Out')
+# What PATCH /instances/{uuid} accepts, null (the service's default)
+# spelled "default".
+MECHANISMS = tuple(
+    mechanism or 'default' for mechanism
+    in instances_schema.UPDATE['properties']['mechanism']['enum'])
 # latest_report is shown through these instead of as one nested dict.
 REPORT_FIELDS = ('latest_report_at', 'latest_report_sequence', 'wss_mib',
                  'miss_ratio_curve')
@@ -103,7 +109,7 @@ class SetInstance(command.ShowOne):
         ceiling.add_argument('--no-ceiling', action='store_true',
                              help='Remove the operator ceiling')
         parser.add_argument('--mechanism',
-                            choices=('balloon', 'hotplug', 'default'),
+                            choices=MECHANISMS,
                             help='How to resize the VM (default: the '
                                  'service\'s [optimizer] default_mechanism)')
         return parser
