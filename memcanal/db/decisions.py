@@ -492,10 +492,13 @@ def _open_actions(session, decision):
 def _check_not_superseded(session, decision):
     """DecisionSuperseded if a newer decision of the host changed (or is
     changing) VMs since ``decision``."""
+    # A decision without a peer host concerns its host only: _of_host(None)
+    # would match every decision without a peer, on any host.
+    hosts = [host_id for host_id in (decision.host_id, decision.peer_host_id)
+             if host_id is not None]
     newer = session.execute(
         sa.select(models.Decision).where(
-            sa.or_(_of_host(decision.host_id),
-                   _of_host(decision.peer_host_id)),
+            sa.or_(*(_of_host(host_id) for host_id in hosts)),
             models.Decision.id > decision.id,
             models.Decision.state.in_(CHANGED_TARGETS))
         .order_by(models.Decision.id.desc()).limit(1)).scalar_one_or_none()

@@ -264,6 +264,25 @@ def test_rolling_back_a_superseded_decision_names_the_newer(ctx, host):
         operator(), first['uuid'], 'rollback')['state'] == 'rolling_back'
 
 
+VM_3 = '30000000-0000-4000-8000-000000000003'
+
+
+def test_another_hosts_newer_decision_does_not_supersede(ctx, host):
+    first = apply_all(ctx, decide(ctx, host, mode='auto'))
+    other_host = stored.register(ctx, name='compute-2')
+    db_api.store_report(ctx, stored.report(
+        other_host, 1, stored.sample(VM_3, 1)))
+    other = decisions_db.create_decision(
+        ctx, other_host, 'memory_targets', 'isolated_sharing', 'auto',
+        {'free_bytes': 0}, {'instances': {}}, [{
+            'instance_uuid': VM_3, 'target_bytes': 512 * MIB,
+            'previous_bytes': 768 * MIB, 'mechanism': 'balloon'}])
+    assert other['state'] == 'approved'
+    rolling = decisions_db.request_transition(operator(), first['uuid'],
+                                              'rollback')
+    assert rolling['state'] == 'rolling_back'
+
+
 def test_a_rollback_never_goes_below_the_vms_floor(ctx, host):
     decision = apply_all(ctx, decide(ctx, host, mode='auto',
                                      targets=(9216, 6144)))
