@@ -48,6 +48,30 @@ def as_json(cloud, *args, stdin=None):
     return json.loads(done.stdout)
 
 
+def test_the_cloud_is_in_the_catalog_and_seeded(cloud):
+    """cloud.py's promises, checked before the CLI tests change it."""
+    session = cloud.session()
+    assert session.get_endpoint(service_type='memcanal',
+                                interface='public') == cloud.api_url
+    decisions = session.get(
+        cloud.api_url + '/decisions',
+        headers={'OpenStack-API-Version': 'memcanal 1.1'}).json()
+    states = {d['uuid']: (d['state'], d['kind'])
+              for d in decisions['decisions']}
+    assert sorted(states[uuid] for uuid in cloud.recommended) == sorted(
+        ('recommended', kind) for kind in ('memory_targets',
+                                           'allocation_ratio') * 2)
+    assert states[cloud.applied] == ('applied', 'memory_targets')
+    assert len(states) == 5
+    for name, uuid in cloud.instances.items():
+        shown = session.get(cloud.api_url + '/instances/' + uuid).json()
+        assert shown['host_uuid'] == cloud.hosts[cloud.instance_hosts[name]]
+        report = shown['latest_report']
+        assert set(report['wss']) == {'prl', 'pml', 'esx'}
+        assert {len(c) for c in report['mrc'].values()} == {
+            seeded.CURVE_POINTS}
+
+
 def test_hosts_and_instances(cloud):
     listed = as_json(cloud, 'host', 'list')
     assert sorted((h['Name'], h['UUID'], h['Instances']) for h in listed) == [
