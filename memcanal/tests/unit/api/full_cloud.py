@@ -1,0 +1,66 @@
+"""data.py's cloud with something in every part of the API: a report
+with log statistics and paging, a memory server lending to a VM, and
+decisions of every kind, applied and waiting.
+
+For tests that walk the whole API (the OpenAPI reference's, schemathesis)
+rather than one resource.
+"""
+
+from memcanal import context
+from memcanal.db import api as db_api
+from memcanal.db import decisions as decisions_db
+from memcanal.rpc import reports
+from memcanal.tests.unit.api import data
+
+
+def _apply(ctx, decision):
+    decisions_db.record_results(ctx, decision['uuid'], [
+        {'uuid': action['uuid'], 'state': 'applied', 'error': None,
+         'result': {'seconds': 0.5}} for action in decision['actions']])
+
+
+def seed():
+    """Store the cloud; return the uuids of its rows by collection:
+    {'hosts': [...], 'instances': [...], 'decisions': [...]}."""
+    ctx = context.get_admin_context()
+    hosts = data.seed()
+    db_api.store_report(ctx, reports.validate_report(
+        {'host_uuid': hosts['host-b'], 'sequence': 2,
+         'collected_at': '2026-11-22T09:10:30Z',
+         'instances': [{
+             'uuid': uuid, 'project_id': data.PROJECTS[uuid],
+             'allocated_bytes': 4 * data.GIB, 'wss': data.wss(2),
+             'mrc': data.mrc(2),
+             'logs': {'prl': {'events': 4, 'logged': 4096, 'missed': 2},
+                      'pml': {}},
+             'paging': {'resident_bytes': 3 * data.GIB,
+                        'paged_bytes': data.GIB}}
+             for uuid in data.HOST_B_INSTANCES],
+         'memserver': {'address': '10.0.0.2:7400',
+                       'capacity_bytes': 16 * data.GIB,
+                       'used_bytes': data.GIB}},
+        max_mrc_points=100, max_instances=100))
+    lending = decisions_db.create_pooling_decision(
+        ctx, data.A1, data.GIB, hosts['host-b'], 3 * data.GIB, 'pooling',
+        'auto', {}, {})
+    _apply(ctx, lending)
+    applied = decisions_db.create_decision(
+        ctx, hosts['host-b'], 'memory_targets', 'isolated_sharing', 'auto',
+        {}, {}, [{'instance_uuid': data.B2, 'target_bytes': 3 * data.GIB,
+                  'previous_bytes': 4 * data.GIB, 'mechanism': 'balloon'}])
+    _apply(ctx, applied)
+    migration = decisions_db.create_migration(
+        ctx, data.A2, hosts['host-b'], 'balance', 'recommend', {}, {})
+    ratio = decisions_db.create_ratio_decision(
+        ctx, hosts['host-b'], 1.5, 'ratio', 'recommend', {}, {})
+    recommended = decisions_db.create_decision(
+        ctx, hosts['host-a'], 'memory_targets', 'isolated_sharing',
+        'recommend', {'free_bytes': 0},
+        {'instances': {data.B1: {'predicted_miss_ratio': 0.1}}},
+        [{'instance_uuid': data.B1, 'target_bytes': 3 * data.GIB,
+          'previous_bytes': 4 * data.GIB, 'mechanism': 'hotplug'}])
+    db_api.update_instance_settings(ctx, data.A3, {
+        'floor_bytes': data.GIB, 'ceiling_bytes': 8 * data.GIB})
+    return {'hosts': sorted(hosts.values()), 'instances': data.ALL,
+            'decisions': [decision['uuid'] for decision in (
+                lending, applied, migration, ratio, recommended)]}
