@@ -37,12 +37,9 @@ No service or agent runs, but the hosts registered with an hour's
 report interval, so they are ``up`` for an hour. An approved decision
 stays ``approved`` and keeps its host busy (approving or rolling back
 another decision of that host is then 409 ``memcanal.decision.host_busy``);
-a rollback stays ``rolling_back``. Rejecting never conflicts. Roll back
-``applied`` before approving anything: memcanal.db.decisions counts any
-newer approved decision, of whichever host, as superseding it (409
-``memcanal.decision.superseded``). Every VM's latest report has ``wss``
-by ``prl``, ``pml`` and ``esx`` and ``mrc`` by ``hcache`` and ``shards``
-(sixteen points up to its memory).
+a rollback stays ``rolling_back``. Rejecting never conflicts. Every VM's
+latest report has ``wss`` by ``prl``, ``pml`` and ``esx`` and ``mrc`` by
+``hcache`` and ``shards`` (sixteen points up to its memory).
 
 The API parses the global oslo.config CONF (as every memcanal process
 does): don't use the function-scoped ``conf`` fixtures in a test while

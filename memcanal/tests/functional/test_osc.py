@@ -112,12 +112,6 @@ def test_decisions_approve_reject_rollback(cloud):
     by_host = {d['Host']: d['UUID'] for d in waiting}
     assert sorted(by_host) == sorted(cloud.hosts.values())
     assert set(by_host.values()) <= set(cloud.recommended)
-    # Rolled back first: memcanal.db.decisions counts any newer approved
-    # decision as superseding one without a peer host, whatever its host.
-    rolled = as_json(cloud, 'decision', 'rollback', cloud.applied)
-    assert rolled['state'] == 'rolling_back'
-    assert {a['kind'] for a in rolled['actions']} == {'set_target',
-                                                      'restore'}
     approved = as_json(cloud, 'decision', 'approve',
                        by_host[cloud.hosts['compute-2']], '--reason', 'ok')
     assert approved['state'] == 'approved'
@@ -125,6 +119,11 @@ def test_decisions_approve_reject_rollback(cloud):
     rejected = as_json(cloud, 'decision', 'reject',
                        by_host[cloud.hosts['compute-1']])
     assert rejected['state'] == 'rejected'
+    # compute-2's approval does not supersede compute-1's applied one.
+    rolled = as_json(cloud, 'decision', 'rollback', cloud.applied)
+    assert rolled['state'] == 'rolling_back'
+    assert {a['kind'] for a in rolled['actions']} == {'set_target',
+                                                      'restore'}
     # The error's code reaches the user.
     again = openstack(cloud, 'decision', 'approve',
                       by_host[cloud.hosts['compute-1']])
