@@ -9,6 +9,10 @@ UUID = {'type': 'string',
         'pattern': ('^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?'
                     '[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$')}
 
+# Free text: anything but NUL, which PostgreSQL can neither store nor
+# compare (memcanal.api.util refuses it in every query and body string).
+TEXT_PATTERN = '^[^\\x00]*$'
+
 # Report ids are SQL INTEGERs; a larger marker could only fail in the DB.
 MAX_ID = 2 ** 31 - 1
 

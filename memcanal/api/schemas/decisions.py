@@ -22,7 +22,8 @@ TRANSITION = {
     '$schema': 'https://json-schema.org/draft/2020-12/schema',
     'type': ['object', 'null'],
     'properties': {
-        'reason': {'type': 'string', 'maxLength': 4000},
+        'reason': {'type': 'string', 'maxLength': 4000,
+                   'pattern': common.TEXT_PATTERN},
     },
     'additionalProperties': False,
 }

@@ -15,7 +15,8 @@ def list_query(max_limit, with_deleted=False):
         'host': common.UUID,
         # Only this project's instances; another project than the
         # token's needs memcanal:instances:list:all_projects.
-        'project_id': {'type': 'string', 'minLength': 1, 'maxLength': 255},
+        'project_id': {'type': 'string', 'minLength': 1, 'maxLength': 255,
+                       'pattern': common.TEXT_PATTERN},
     }
     if with_deleted:
         # true: only the instances gone from their host's reports.
