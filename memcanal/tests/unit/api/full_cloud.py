@@ -1,6 +1,6 @@
 """data.py's cloud with something in every part of the API: a report
-with log statistics and paging, a memory server lending to a VM, and
-decisions of every kind, applied and waiting.
+with log statistics and paging, a memory server lending to a VM,
+decisions of every kind, applied and waiting, and a third host.
 
 For tests that walk the whole API (the OpenAPI reference's, schemathesis)
 rather than one resource.
@@ -17,6 +17,12 @@ def _apply(ctx, decision):
     decisions_db.record_results(ctx, decision['uuid'], [
         {'uuid': action['uuid'], 'state': 'applied', 'error': None,
          'result': {'seconds': 0.5}} for action in decision['actions']])
+
+
+# host-c runs one VM and has only an applied decision, so approving the
+# others (which leaves their hosts busy until the agent answers) never
+# keeps it from being rolled back.
+C1 = '60000000-0000-4000-8000-000000000006'
 
 
 def seed():
@@ -59,8 +65,23 @@ def seed():
         {'instances': {data.B1: {'predicted_miss_ratio': 0.1}}},
         [{'instance_uuid': data.B1, 'target_bytes': 3 * data.GIB,
           'previous_bytes': 4 * data.GIB, 'mechanism': 'hotplug'}])
+    host_c = db_api.register_host(ctx, 'host-c', 16 * data.GIB,
+                                  data.GIB)['uuid']
+    db_api.store_report(ctx, reports.validate_report(
+        {'host_uuid': host_c, 'sequence': 1,
+         'collected_at': '2026-11-22T09:10:30Z',
+         'instances': [{'uuid': C1, 'project_id': data.PROJECT_A,
+                        'allocated_bytes': 4 * data.GIB,
+                        'wss': data.wss(1), 'mrc': data.mrc(1)}]},
+        max_mrc_points=100, max_instances=100))
+    alone = decisions_db.create_decision(
+        ctx, host_c, 'memory_targets', 'isolated_sharing', 'auto', {}, {},
+        [{'instance_uuid': C1, 'target_bytes': 2 * data.GIB,
+          'previous_bytes': 4 * data.GIB, 'mechanism': 'balloon'}])
+    _apply(ctx, alone)
     db_api.update_instance_settings(ctx, data.A3, {
         'floor_bytes': data.GIB, 'ceiling_bytes': 8 * data.GIB})
-    return {'hosts': sorted(hosts.values()), 'instances': data.ALL,
+    return {'hosts': sorted([*hosts.values(), host_c]),
+            'instances': [*data.ALL, C1],
             'decisions': [decision['uuid'] for decision in (
-                lending, applied, migration, ratio, recommended)]}
+                lending, applied, migration, ratio, recommended, alone)]}
