@@ -1,9 +1,13 @@
 """memcanal-aio: a whole simulated cloud on one machine.
 
-Runs the service, the REST API on 127.0.0.1 and N simulated compute hosts
-with M VMs each, in one process: SQLite in the state directory and
-in-process messaging unless --db-url and --transport-url say otherwise.
-It prints progress every report interval and a summary at the end.
+Runs the service, the REST API (and its dashboard) on 127.0.0.1 and N
+simulated compute hosts with M VMs each, in one process: SQLite in the
+state directory and in-process messaging unless --db-url and
+--transport-url say otherwise. The first host is small enough to run hot,
+so a short default run shows every kind of decision: memory targets,
+migrations off the hot host and memory pooling, applied at once. It
+prints progress and each decision as it comes, and at the end a summary
+and PNG plots (aio_plots) in the state directory.
 """
 
 import argparse
@@ -17,7 +21,12 @@ import time
 from wsgiref import simple_server
 
 from memcanal.agent import service as agent_service
+from oslo_log import log as logging
+from oslo_utils import timeutils
+
 from memcanal.api import deploy
+from memcanal.cmd import aio_history
+from memcanal.cmd import aio_plots
 from memcanal.cmd import common
 from memcanal.conf import optimizer as optimizer_conf
 from memcanal import context as memcanal_context
@@ -25,11 +34,20 @@ from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
 from memcanal.db import migration
 from memcanal.db import pooling as pooling_db
+from memcanal.policy import demand
+from memcanal.policy import guardrails
 from memcanal import rpc
 from memcanal.service import service as central_service
 
 CONF = common.CONF
 MIB = 2 ** 20
+# 652 MiB for its VMs once [simulated] reserved_host_memory_mb (2 GiB) is
+# kept: the measured demand of four 1 GiB VMs passes [migration]
+# threshold, and what they hold resident [pooling] threshold.
+HOT_HOST_MEMORY_MB = 2700
+# Seconds between two progress lines; decisions are printed as they come.
+PROGRESS_EVERY = 5.0
+LOG_FILE = 'memcanal-aio.log'
 
 
 def _arguments(argv):
@@ -41,8 +59,11 @@ def _arguments(argv):
                         help='simulated compute hosts (default 2)')
     parser.add_argument('--vms', type=int, default=4,
                         help='simulated VMs per host (default 4)')
-    parser.add_argument('--interval', type=float, default=5.0,
-                        help='seconds between agent reports (default 5)')
+    parser.add_argument('--interval', type=float, default=2.5,
+                        help='seconds between agent reports (default 2.5); '
+                             'the optimizer, its hold times and the '
+                             'estimators\' windows are counted in '
+                             'intervals')
     parser.add_argument('--duration', type=float, default=None,
                         help='seconds to run; default: until interrupted')
     parser.add_argument('--state-dir', default=os.path.join(
@@ -61,22 +82,30 @@ def _arguments(argv):
                         help='memory policy of every host (default '
                              '[optimizer] policy, isolated_sharing)')
     parser.add_argument('--policy-mode', choices=('recommend', 'auto'),
-                        default='recommend',
-                        help='recommend: decisions wait for approval '
-                             '(POST /decisions/{uuid}/approve); auto: they '
-                             'are applied at once (default recommend)')
-    parser.add_argument('--hot-host-memory-mb', type=int, default=None,
+                        default='auto',
+                        help='auto: decisions are applied at once; '
+                             'recommend: they wait for an operator to '
+                             'approve them (the dashboard, or POST '
+                             '/decisions/{uuid}/approve) (default auto)')
+    parser.add_argument('--hot-host-memory-mb', type=int,
+                        default=HOT_HOST_MEMORY_MB,
                         help='memory of the first simulated host in MiB '
-                             '(default [simulated] host_memory_mb): small '
-                             'enough, its VMs\' measured demand passes '
-                             '[migration] threshold and the service '
-                             'migrates VMs off it to the others')
+                             '(default %d: %d MiB for its VMs once 2 GiB '
+                             'are reserved, so with 4 VMs of 1 GiB it runs '
+                             'hot: the service migrates VMs off it and '
+                             'pages their cold memory out to the other '
+                             'hosts\' memory servers); 0: as large as the '
+                             'others ([simulated] host_memory_mb)' % (
+                                 HOT_HOST_MEMORY_MB,
+                                 HOT_HOST_MEMORY_MB - 2048))
     parser.add_argument('--api-port', type=int, default=None,
                         help='port of the REST API on 127.0.0.1 '
                              '(default [api] bind_port, 8793)')
     args, oslo_args = parser.parse_known_args(argv[1:])
-    if args.hosts < 1 or args.vms < 0 or args.interval <= 0:
-        parser.error('--hosts must be >= 1, --vms >= 0 and --interval > 0')
+    if (args.hosts < 1 or args.vms < 0 or args.interval <= 0
+            or args.hot_host_memory_mb < 0):
+        parser.error('--hosts must be >= 1, --vms >= 0, --interval > 0 '
+                     'and --hot-host-memory-mb >= 0')
     return args, oslo_args
 
 
@@ -87,28 +116,36 @@ def _host_name(index):
 def _configure(args, oslo_args):
     common.parse_args(['memcanal-aio'] + oslo_args, default_config_files=[])
     os.makedirs(args.state_dir, exist_ok=True)
+    # The service's and agents' logs go to a file, so the terminal shows
+    # what memcanal does; --log-file or --use-stderr say otherwise.
+    if CONF.log_file is None and not CONF.use_stderr:
+        CONF.set_override('log_file', os.path.join(
+            os.path.abspath(args.state_dir), LOG_FILE))
+        logging.setup(CONF, 'memcanal')
     db_url = args.db_url or 'sqlite:///%s' % os.path.join(
         os.path.abspath(args.state_dir), 'memcanal.sqlite')
     CONF.set_override('connection', db_url, 'database')
     CONF.set_override('state_path', args.state_dir)
     CONF.set_override('auth_strategy', 'noauth2', 'api')
     CONF.set_override('report_interval', args.interval, 'agent')
+    # Every period below is a few report intervals, so that a one-minute
+    # run goes through the whole flow a production service goes through
+    # in hours; a configuration file can still say otherwise.
     # PRL's estimate after two quiet intervals rather than 120 s, and ESX
-    # sampling periods as short, so a short run shows them; a
-    # configuration file can still say otherwise.
+    # sampling periods as short.
     CONF.set_default('prl_stability_window', 2 * args.interval, 'estimation')
     CONF.set_default('esx_period', 2 * args.interval, 'estimation')
-    # A hypervisor-cache tracing window every ten reports, lending 90 % of
-    # each VM's memory: the file-server VM's files (an eighth of its
-    # memory) then overflow what it keeps, and its "hcache" curve shows
-    # the misses a cut would cost.
-    CONF.set_default('tracing_period', 10 * args.interval, 'hcache')
+    # A hypervisor-cache tracing window of three reports every seven,
+    # lending 90 % of each VM's memory. The first window sees VMs that
+    # have just started; the second, once the file server's memory is
+    # full, gives the curve that shows it short of memory.
+    CONF.set_default('tracing_period', 7 * args.interval, 'hcache')
     CONF.set_default('tracing_window', 3 * args.interval, 'hcache')
     CONF.set_default('cache_fraction', 0.9, 'hcache')
-    # A decision every three reports, each VM changed at most every other
+    # A decision at every report, each VM changed at most every other
     # report; hotplug, so the VM short of memory can grow past its boot
     # size.
-    CONF.set_default('optimize_interval', 3 * args.interval, 'optimizer')
+    CONF.set_default('optimize_interval', args.interval, 'optimizer')
     CONF.set_default('hold_seconds', 2 * args.interval, 'optimizer')
     CONF.set_default('default_mechanism', 'hotplug', 'optimizer')
     CONF.set_override('mode', args.policy_mode, 'optimizer')
@@ -127,7 +164,7 @@ def _configure(args, oslo_args):
     CONF.set_override('executor', 'agent', 'migration')
     CONF.set_default('hold_seconds', 2 * args.interval, 'migration')
     CONF.set_default('min_gain_mb', 16, 'migration')
-    if args.hot_host_memory_mb is not None:
+    if args.hot_host_memory_mb:
         CONF.set_override('host_memory_mb_by_host', {
             _host_name(0): args.hot_host_memory_mb}, 'simulated')
     # Memory pooling: every simulated host runs a simulated memory server
@@ -138,8 +175,9 @@ def _configure(args, oslo_args):
     CONF.set_default('min_page_mb', 16, 'pooling')
     # VMs of an earlier run with more VMs per host leave after a while.
     CONF.set_default('instance_gone_after', 10 * args.interval, 'service')
-    CONF.set_override('periodic_interval', max(1, int(args.interval)),
-                      'service')
+    # Approved actions go out within a second: each decision locks its
+    # hosts until it is carried out, and the next waits for that.
+    CONF.set_override('periodic_interval', 1, 'service')
     if args.api_port is not None:
         CONF.set_override('bind_port', args.api_port, 'api')
     return db_url
@@ -164,111 +202,249 @@ def _serve_api():
     return server
 
 
-def _progress(started, expected_vms):
-    context = memcanal_context.get_admin_context()
-    hosts = db_api.list_hosts(context)
-    counts = db_api.count_reports(context)
-    reporting = sum(1 for instance in db_api.list_instances(context))
-    decisions = collections.Counter(
-        d['state'] for d in decisions_db.list_decisions(context))
-    print('[%6.1fs] hosts up %d/%d | VMs reporting %d/%d | host reports %d '
-          '| VM reports %d | rejected %d | decisions %s' % (
-              time.monotonic() - started,
-              sum(1 for h in hosts if h['state'] == 'up'), len(hosts),
-              reporting, expected_vms, counts['host_reports'],
-              counts['instance_reports'],
-              db_api.count_rejections(context),
-              ', '.join('%d %s' % (n, state) for state, n in sorted(
-                  decisions.items())) or 'none'), flush=True)
+class Progress:
+    """The lines printed while the cloud runs: a status line every
+    PROGRESS_EVERY seconds, and each decision when it is made and when
+    its state changes."""
+
+    def __init__(self, started, started_at, host_names, expected_vms):
+        self.started = started
+        self.started_at = started_at
+        self.host_names = host_names
+        self.expected_vms = expected_vms
+        self.states = {}
+        self.last_status = None
+
+    def _stamp(self):
+        return '[%5.1fs]' % (time.monotonic() - self.started)
+
+    def status(self, context):
+        hosts = db_api.list_hosts(context)
+        ours = {h['uuid'] for h in hosts if h['name'] in self.host_names}
+        counts = db_api.count_reports(context)
+        print('%s hosts up %d/%d | VMs reporting %d/%d | reports: %d host, '
+              '%d VM, %d rejected | decisions %s' % (
+                  self._stamp(),
+                  sum(1 for h in hosts if h['uuid'] in ours
+                      and h['state'] == 'up'), len(self.host_names),
+                  aio_history.reporting_in_run(
+                      db_api.list_instances(context), ours,
+                      self.started_at),
+                  self.expected_vms, counts['host_reports'],
+                  counts['instance_reports'],
+                  db_api.count_rejections(context),
+                  _state_counts(self.states.values()) or 'none'),
+              flush=True)
+
+    def decisions(self, context):
+        """Print the decisions made or moved on since the last call."""
+        names = {h['uuid']: h['name'] for h in db_api.list_hosts(context)}
+        for listed in decisions_db.list_decisions(context)[::-1]:
+            if listed['created_at'] < self.started_at:
+                continue
+            known = self.states.get(listed['uuid'])
+            if known == listed['state']:
+                continue
+            self.states[listed['uuid']] = listed['state']
+            if known is None:
+                decision = decisions_db.get_decision(context, listed['uuid'])
+                print('%s decision %s %s: %s' % (
+                    self._stamp(), listed['uuid'][:8], listed['state'],
+                    describe_decision(decision, names)), flush=True)
+            else:
+                print('%s decision %s %s' % (
+                    self._stamp(), listed['uuid'][:8], listed['state']),
+                    flush=True)
+
+    def tick(self, context):
+        self.decisions(context)
+        now = time.monotonic()
+        if (self.last_status is None
+                or now - self.last_status >= PROGRESS_EVERY - 0.5):
+            self.last_status = now
+            self.status(context)
 
 
-def _summary(api_url):
+def _state_counts(states):
+    return ', '.join('%d %s' % (count, state) for state, count in sorted(
+        collections.Counter(states).items()))
+
+
+def describe_decision(decision, host_names):
+    """One line: what a decision changes and what it predicts."""
+    outputs = decision['outputs']
+    if decision['kind'] == 'migration':
+        move = outputs['move']
+        return ('migrate %s from %s to %s: %s\'s measured demand predicted '
+                'at %.0f %% of its capacity after it, %s\'s at %.0f %%' % (
+                    move['vm'][:8], move['source'], move['destination'],
+                    move['source'], 100 * move['source_utilization'],
+                    move['destination'],
+                    100 * move['destination_utilization']))
+    if decision['kind'] == 'pooling':
+        paging = outputs['paging']
+        if not paging['lender']:
+            return 'take %s on %s back whole (%d MiB resident)' % (
+                paging['vm'][:8], paging['host'],
+                paging['resident_bytes'] // MIB)
+        return ('page %s on %s out: it keeps %d of its %d MiB resident, '
+                '%d MiB lent by %s\'s memory server; predicted misses %.2f '
+                'times those at its full memory' % (
+                    paging['vm'][:8], paging['host'],
+                    paging['resident_bytes'] // MIB,
+                    paging['previous_resident_bytes'] // MIB,
+                    paging['lent_bytes'] // MIB, paging['lender'],
+                    paging['relative_miss_ratio']))
+    if decision['kind'] == 'memory_targets':
+        return 'resize on %s (%s): %s' % (
+            host_names.get(decision['host_uuid'], '?'), decision['policy'],
+            '; '.join(
+                '%s %d -> %d MiB, predicted miss ratio %s' % (
+                    action['instance_uuid'][:8],
+                    action['previous_bytes'] // MIB,
+                    action['target_bytes'] // MIB, _ratio(
+                        outputs['instances'][action['instance_uuid']][
+                            'predicted_miss_ratio']))
+                for action in decision['actions']
+                if action['kind'] == 'set_target'))
+    return '%s on %s (%s)' % (decision['kind'], host_names.get(
+        decision['host_uuid'], '?'), decision['policy'])
+
+
+def _summary(run, rails, reporting):
+    print('\nmemcanal-aio summary: %d VMs reporting in this run' % reporting)
+    _hosts_summary(run)
+    _vms_summary(run, rails)
+    _decisions_summary(run)
+    _pooling_summary()
+
+
+def _hosts_summary(run):
     context = memcanal_context.get_admin_context()
-    hosts = db_api.list_hosts(context)
     counts = db_api.count_reports(context)
-    print('\nmemcanal-aio summary')
-    print('  hosts: %d (%s)' % (len(hosts), ', '.join(
-        '%s %s, %d VMs, measured demand %s of its capacity' % (
-            h['name'], h['state'], h['instance_count'],
-            '%.0f %%' % (100 * h['utilization'])
-            if h['utilization'] is not None else '-')
-        for h in hosts)))
-    print('  memory map (MiB): %s' % '; '.join(
-        '%s capacity %d, VMs\' memory %d, resident %d, lent %d, borrowed %d'
-        % (h['name'], h['capacity_bytes'] // MIB, h['allocated_bytes'] // MIB,
-           h['resident_bytes'] // MIB, h['lent_bytes'] // MIB,
-           h['borrowed_bytes'] // MIB) for h in hosts))
+    print('  memory map (MiB): measured demand is the VMs\' working sets '
+          'plus their kernels')
+    print('    %-12s %5s %9s %12s %9s %16s %7s %9s' % (
+        'host', 'state', 'capacity', 'VMs\' memory', 'resident',
+        'measured demand', 'lent', 'borrowed'))
+    for h in run.hosts:
+        print('    %-12s %5s %9d %12d %9d %9d (%3s) %7d %9d' % (
+            h['name'], h['state'], h['capacity_bytes'] // MIB,
+            h['allocated_bytes'] // MIB, h['resident_bytes'] // MIB,
+            h['demand_bytes'] // MIB, '%.0f%%' % (100 * h['utilization'])
+            if h['utilization'] is not None else '-',
+            h['lent_bytes'] // MIB, h['borrowed_bytes'] // MIB))
     print('  reports stored: %d host reports, %d VM reports, %d rejected' % (
         counts['host_reports'], counts['instance_reports'],
         db_api.count_rejections(context)))
-    print('  %-36s  %-10s  %-19s  %9s  %8s  %8s  %8s  %s' % (
-        'VM', 'host', 'project', 'alloc MiB', 'PRL MiB', 'PML MiB',
-        'ESX MiB', 'miss ratio: at half PRL WSS (SHARDS), at the memory '
-        'kept while traced (hcache)'))
-    names = {h['uuid']: h['name'] for h in hosts}
-    for listed in db_api.list_instances(context):
-        instance = db_api.get_instance(context, listed['uuid'])
-        report = instance['latest_report'] or {'wss': {}, 'mrc': {}}
-        wss = report['wss']
-        curves = report['mrc']
-        traced = curves.get('hcache') or [[0, None]]
-        print('  %-36s  %-10s  %-19s  %9d  %8s  %8s  %8s  %s, %s' % (
+
+
+def _vms_summary(run, rails):
+    """Every VM's memory against its working sets, and its miss ratio:
+    measured by its guest, and as its curve gives it at the memory it
+    holds and at its measured demand (its working set and kernel: what
+    it would keep, were its memory cut to what it needs)."""
+    names = run.host_names()
+    print('  memory MiB: flavor, ->target memcanal set, r: resident when '
+          'paged; WSS MiB by estimator; miss ratio measured by the guest '
+          'and given by its curve (which one)')
+    print('  %-36s  %-10s  %-19s  %13s  %7s  %7s  %7s  %s' % (
+        'VM', 'host', 'project', 'memory MiB', 'PRL', 'PML', 'ESX',
+        'miss ratio: measured, at its memory, at its measured demand'))
+    for instance in run.instances:
+        latest = instance['reports'][-1] if instance['reports'] else None
+        wss = latest['wss'] if latest else {}
+        curves = latest['mrc'] if latest else {}
+        memory = instance['target_bytes'] or instance['allocated_bytes']
+        resident = db_api.resident_of(memory,
+                                      instance['resident_target_bytes'])
+        print('  %-36s  %-10s  %-19s  %13s  %7s  %7s  %7s  %s, %s, %s' % (
             instance['uuid'], names.get(instance['host_uuid'], '?'),
-            instance['project_id'], instance['allocated_bytes'] // MIB,
+            instance['project_id'], _memory(instance, memory, resident),
             *(_mib(wss.get(name)) for name in ('prl', 'pml', 'esx')),
-            _miss_ratio_at(curves.get('shards'), wss.get('prl', 0) // 2),
-            _miss_ratio_at(curves.get('hcache'), traced[0][0])))
-    _decisions_summary(context)
-    _pooling_summary(context)
-    print('  API: %s (try: curl -H "X-Auth-Token: admin" %s/instances)' % (
-        api_url, api_url))
+            _ratio(aio_history.misses_per_access(
+                latest['guest_stats'] if latest else None)),
+            _curve_ratio(curves, resident),
+            _curve_ratio(curves, demand.vm_demand(
+                memory, guardrails.preferred_wss(wss), rails)
+                if latest else None)))
 
 
-def _decisions_summary(context):
-    """How many decisions in each state; for the newest applied one of
-    each host, every VM's predicted miss ratio beside the one measured
-    since (misses per access in its latest report)."""
-    made = decisions_db.list_decisions(context)
-    states = collections.Counter(d['state'] for d in made)
-    print('  decisions: %d (%s)' % (len(made), ', '.join(
-        '%d %s' % (count, state) for state, count in sorted(
-            states.items())) or 'none yet'))
-    for listed in made:
-        if listed['kind'] == 'migration' and listed['state'] == 'applied':
-            move = listed['outputs']['move']
-            print('  migrated %s from %s to %s: %s predicted at %.0f %% '
-                  'after it' % (move['vm'], move['source'],
-                                move['destination'], move['source'],
-                                100 * move['source_utilization']))
-    shown = set()
-    for listed in made:
-        if (listed['state'] != 'applied' or listed['host_uuid'] in shown
-                or listed['kind'] != 'memory_targets'):
-            continue
-        shown.add(listed['host_uuid'])
-        decision = decisions_db.get_decision(context, listed['uuid'])
-        print('  last applied decision %s (%s):' % (decision['uuid'],
-                                                    decision['policy']))
+def _memory(instance, memory, resident):
+    """flavor memory, -> target when memcanal changed it, resident when
+    paged: "1024", "1024->1075", "1024 r64"."""
+    text = '%d' % (instance['allocated_bytes'] // MIB)
+    if memory != instance['allocated_bytes']:
+        text += '->%d' % (memory // MIB)
+    if resident != memory:
+        text += ' r%d' % (resident // MIB)
+    return text
+
+
+def _curve_ratio(curves, size):
+    ratio, method = aio_history.curve_at(curves, size)
+    return '%.3f %s' % (ratio, method) if ratio is not None else '-'
+
+
+def _decisions_summary(run):
+    """How many decisions in each state; every migration; for the newest
+    measured memory-target decision of each host, every VM's predicted
+    miss ratio beside the one its guest measured since."""
+    names = run.host_names()
+    print('  decisions in this run: %d (%s)' % (
+        len(run.decisions),
+        _state_counts(d['state'] for d in run.decisions) or 'none yet'))
+    for decision in run.applied('migration'):
+        print('  migrated: %s' % describe_decision(decision, names))
+    reports = {i['uuid']: i['reports'] for i in run.instances}
+    for decision in _measured_resizes(run, reports):
+        print('  last measured resize on %s, decision %s (%s), applied at '
+              '%.1fs:' % (names.get(decision['host_uuid'], '?'),
+                          decision['uuid'], decision['policy'],
+                          aio_history.seconds_since(
+                              run.started_at, decision['applied_at'])))
         for action in decision['actions']:
+            if action['kind'] != 'set_target':
+                continue
             predicted = decision['outputs']['instances'][
                 action['instance_uuid']]
-            stats = db_api.get_instance(context, action['instance_uuid'])[
-                'latest_report']['guest_stats']
-            measured = (stats['misses'] / stats['accesses']
-                        if stats.get('accesses') else None)
             print('    %s  %5d -> %5d MiB  miss ratio predicted %s (%s '
-                  'curve), measured now %s' % (
+                  'curve), %s' % (
                       action['instance_uuid'],
                       action['previous_bytes'] // MIB,
                       action['target_bytes'] // MIB,
                       _ratio(predicted['predicted_miss_ratio']),
-                      predicted['curve'], _ratio(measured)))
+                      predicted['curve'], _measured(aio_history.measured_after(
+                          reports.get(action['instance_uuid'], ()),
+                          decision['applied_at']))))
 
 
-def _pooling_summary(context):
+def _measured_resizes(run, reports):
+    """Of each host, its newest applied memory-target decision that some
+    report collected since shows the effect of, else its newest."""
+    chosen = {}
+    for decision in run.applied('memory_targets'):
+        measured = any(
+            aio_history.measured_after(reports.get(a['instance_uuid'], ()),
+                                       decision['applied_at'])
+            for a in decision['actions'])
+        if measured or decision['host_uuid'] not in chosen:
+            chosen[decision['host_uuid']] = decision
+    return list(chosen.values())
+
+
+def _measured(measured):
+    if measured is None:
+        return 'not measured yet'
+    return 'measured %.3f over the %d reports since (latest %.3f)' % (
+        measured.overall, measured.reports, measured.latest)
+
+
+def _pooling_summary():
     """Who lends what to whom, and how each paged VM fares: what it
     keeps resident, its pager's faults in its latest interval and the
     miss ratio its paging curve gives at its resident size."""
+    context = memcanal_context.get_admin_context()
     for server in pooling_db.list_memory_servers(context):
         for lease in server['leases']:
             instance = db_api.get_instance(context, lease['instance_uuid'])
@@ -276,6 +452,8 @@ def _pooling_summary(context):
             stats = report.get('guest_stats', {})
             resident = (instance['resident_target_bytes']
                         or instance['allocated_bytes'])
+            paging, _ = aio_history.curve_at(report.get('mrc', {}), resident,
+                                             methods=('paging',))
             print('  pooled: %s lends %d MiB to %s on %s, which keeps %d of '
                   'its %d MiB resident; %s pager faults in its last '
                   'interval, miss ratio at that size %s (paging curve)' % (
@@ -284,8 +462,7 @@ def _pooling_summary(context):
                       resident // MIB, instance['allocated_bytes'] // MIB,
                       '%d' % stats['paging_faults']
                       if 'paging_faults' in stats else '-',
-                      _miss_ratio_at(report.get('mrc', {}).get('paging'),
-                                     resident)))
+                      _ratio(paging)))
 
 
 def _ratio(value):
@@ -296,19 +473,27 @@ def _mib(size):
     return '%.1f' % (size / MIB) if size is not None else '-'
 
 
-def _miss_ratio_at(points, size):
-    """The curve's miss ratio at the largest reported size <= ``size``."""
-    below = [ratio for point_size, ratio in points or () if point_size <= size]
-    return '%.3f' % below[-1] if below else '-'
-
-
 def main(argv=None):
     args, oslo_args = _arguments(argv or sys.argv)
     db_url = _configure(args, oslo_args)
-    print('memcanal-aio: %d hosts x %d VMs, reports every %gs, state in %s'
-          % (args.hosts, args.vms, args.interval, args.state_dir))
+    print('memcanal-aio: %d hosts x %d VMs, a report every %gs, decisions '
+          '%s (--policy-mode %s)' % (
+              args.hosts, args.vms, args.interval,
+              'applied at once' if args.policy_mode == 'auto'
+              else 'waiting for approval', args.policy_mode))
+    if args.hot_host_memory_mb:
+        print('  %s has %d MiB (--hot-host-memory-mb): its VMs need more '
+              'than it has, so memcanal migrates and pages them' % (
+                  _host_name(0), args.hot_host_memory_mb))
+    print('  state, plots: %s; log: %s' % (
+        args.state_dir, CONF.log_file or 'stderr'))
     migration.upgrade(db_url)
+    # The API binds its port first: a port in use stops the run before
+    # any host starts.
+    server = _serve_api()
+    api_url = 'http://%s:%d' % server.server_address[:2]
     rpc.init(CONF, url=args.transport_url)
+    started_at = timeutils.utcnow()
     services = [common.configured(central_service.create, CONF,
                                   transport_url=args.transport_url)]
     services += [agent_service.create(CONF, host=_host_name(i),
@@ -316,32 +501,59 @@ def main(argv=None):
                  for i in range(args.hosts)]
     for service in services:
         service.start()
-    server = _serve_api()
-    api_url = 'http://%s:%d' % server.server_address[:2]
-    print('API on %s (noauth2: send X-Auth-Token: admin)' % api_url,
-          flush=True)
+    print('  API:       %s (noauth2: send X-Auth-Token: admin)' % api_url)
+    print('  dashboard: %s/dashboard (token: admin)' % api_url, flush=True)
+    progress = Progress(time.monotonic(), started_at,
+                        {_host_name(i) for i in range(args.hosts)},
+                        args.hosts * args.vms)
+    try:
+        _run(args, progress)
+    finally:
+        # The service's periodic jobs stop first: agents take seconds to
+        # disconnect from RabbitMQ, long enough to be marked down
+        # otherwise.
+        services[0].tg.stop_timers()
+        for service in reversed(services):
+            service.stop()
+        server.shutdown()
+    _report(args, progress)
+    rpc.cleanup()
+    return 0
 
+
+def _run(args, progress):
+    """Print progress until --duration has passed, SIGTERM or Ctrl-C."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    started = time.monotonic()
-    deadline = started + args.duration if args.duration else None
+    deadline = (progress.started + args.duration if args.duration
+                else None)
+    context = memcanal_context.get_admin_context()
     try:
         while not stop.is_set():
-            wait = args.interval
+            wait = min(args.interval, PROGRESS_EVERY)
             if deadline is not None:
                 wait = min(wait, deadline - time.monotonic())
                 if wait <= 0:
                     break
             stop.wait(wait)
-            _progress(started, args.hosts * args.vms)
+            progress.tick(context)
     except KeyboardInterrupt:
         pass
-    # The service's periodic jobs stop first: agents take seconds to
-    # disconnect from RabbitMQ, long enough to be marked down otherwise.
-    services[0].tg.stop_timers()
-    for service in reversed(services):
-        service.stop()
-    server.shutdown()
-    _summary(api_url)
-    rpc.cleanup()
-    return 0
+
+
+def _report(args, progress):
+    """The summary and the plots of the run, once it stopped."""
+    context = memcanal_context.get_admin_context()
+    progress.decisions(context)
+    rails = guardrails.Rails(kernel_bytes=CONF.optimizer.kernel_mb * MIB)
+    run = aio_history.load(context, progress.started_at)
+    hosts = {h['uuid'] for h in run.hosts
+             if h['name'] in progress.host_names}
+    _summary(run, rails, aio_history.reporting_in_run(
+        run.instances, hosts, progress.started_at))
+    print('  plots: %s' % ', '.join(aio_plots.write_plots(
+        run, args.state_dir, rails)))
+    print('\nThe API and the dashboard stopped with this run. To keep them '
+          'up, run memcanal-aio without --duration (Ctrl-C stops it); '
+          'rerun with --state-dir %s to continue from this state.'
+          % args.state_dir)

@@ -1,0 +1,214 @@
+"""What one memcanal-aio run did, read back through the database API.
+
+The summary and the plots of memcanal-aio tell a run's story from what
+the service stored: every VM's reports since the run started, and the
+decisions it made with when each was applied. The database keeps a VM's
+current host and resident target only, so where a VM was and what it
+held resident at an earlier report is replayed from the migrations and
+pooling decisions applied before it.
+"""
+
+import collections
+import dataclasses
+import datetime
+
+from memcanal.db import api as db_api
+from memcanal.db import decisions as decisions_db
+from memcanal.policy import demand
+from memcanal.policy import guardrails
+from memcanal.service import optimizer as optimizer_service
+
+MIB = 2 ** 20
+
+Sample = collections.namedtuple(
+    'Sample', 'seconds sequence host memory resident wss demand '
+              'miss_ratio')
+Sample.__doc__ = """One report of a VM: when (seconds since the run
+started), the host's report sequence, where the VM was, its memory, what
+of it it held resident, its working sets by estimator, its measured
+demand and the miss ratio its guest measured (None without accesses)."""
+
+HostPoint = collections.namedtuple(
+    'HostPoint', 'seconds memory resident demand lent borrowed')
+HostPoint.__doc__ = """A host at one of its reports: its VMs' memory,
+what they held resident, their measured demand, what its memory server
+lent and what its VMs borrowed (bytes)."""
+
+
+def seconds_since(start, moment):
+    return (moment - start).total_seconds()
+
+
+def applied_at(decision):
+    """When a decision (with its events) was applied, or None."""
+    for event in decision['events']:
+        if event['to_state'] == 'applied':
+            return event['created_at']
+    return None
+
+
+def misses_per_access(stats):
+    """A report's measured miss ratio, or None without accesses."""
+    if not stats or not stats.get('accesses'):
+        return None
+    return stats['misses'] / stats['accesses']
+
+
+Measured = collections.namedtuple('Measured', 'overall latest reports')
+Measured.__doc__ = """A VM's miss ratio since a decision was applied:
+over all its reports since (``overall``), in the latest one, and how
+many reports that is."""
+
+
+def measured_after(reports, moment):
+    """The Measured miss ratio of the ``reports`` (oldest first)
+    collected after ``moment``, or None when there is none yet."""
+    after = [r['guest_stats'] for r in reports
+             if r['collected_at'] > moment and r['guest_stats'].get(
+                 'accesses')]
+    if not after:
+        return None
+    return Measured(sum(s['misses'] for s in after)
+                    / sum(s['accesses'] for s in after),
+                    misses_per_access(after[-1]), len(after))
+
+
+def curve_at(curves, size, methods=optimizer_service.CURVE_METHODS):
+    """(miss ratio, method) of the first curve of ``methods`` in a
+    report's ``curves`` that covers ``size`` bytes (by default the most
+    trusted: a hypervisor-cache curve starts at the memory kept while
+    traced), as the policies read it (a step function); (None, None)
+    when none does."""
+    if size is None:
+        return None, None
+    for method in methods:
+        points = curves.get(method)
+        if points and points[0][0] <= size:
+            below = [ratio for point_size, ratio in points
+                     if point_size <= size]
+            return below[-1], method
+    return None, None
+
+
+@dataclasses.dataclass
+class Run:
+    """A run's hosts (db_api.list_hosts), live VMs (db_api.list_instances,
+    each with its ``reports`` since the run started, oldest first) and
+    the decisions made since then (with details and ``applied_at``),
+    oldest first."""
+
+    started_at: datetime.datetime
+    hosts: list
+    instances: list
+    decisions: list
+
+    def applied(self, kind):
+        return [d for d in self.decisions
+                if d['kind'] == kind and d['applied_at'] is not None]
+
+    def host_names(self):
+        return {host['uuid']: host['name'] for host in self.hosts}
+
+
+def load(context, started_at):
+    """The Run of the reports and decisions since ``started_at`` (UTC)."""
+    instances = []
+    for instance in db_api.list_instances(context):
+        reports = [r for r in db_api.list_instance_reports(
+            context, instance['uuid']) if r['collected_at'] >= started_at]
+        instances.append(dict(instance, reports=reports[::-1]))
+    decisions = []
+    for listed in decisions_db.list_decisions(context)[::-1]:
+        if listed['created_at'] < started_at:
+            continue
+        decision = decisions_db.get_decision(context, listed['uuid'])
+        decision['applied_at'] = applied_at(decision)
+        decisions.append(decision)
+    return Run(started_at, db_api.list_hosts(context), instances, decisions)
+
+
+def host_at(run, instance, moment):
+    """The name of the host ``instance`` was on at ``moment``: the source
+    of the first migration of it applied after then, else its host."""
+    for decision in run.applied('migration'):
+        move = decision['outputs']['move']
+        if move['vm'] == instance['uuid'] and decision['applied_at'] > moment:
+            return move['source']
+    return run.host_names().get(instance['host_uuid'])
+
+
+def paging_at(run, instance_uuid, moment):
+    """The pooling decision's paging ({resident_bytes, lender,
+    lent_bytes, ...}) in force for a VM at ``moment``, or None."""
+    current = None
+    for decision in run.applied('pooling'):
+        paging = decision['outputs']['paging']
+        if paging['vm'] == instance_uuid and decision['applied_at'] <= moment:
+            current = paging
+    return current
+
+
+def vm_samples(run, instance, rails):
+    """The Samples of one VM's reports, oldest first."""
+    samples = []
+    for report in instance['reports']:
+        moment = report['collected_at']
+        memory = int(report['guest_stats'].get(
+            'memory_bytes', report['allocated_bytes']))
+        paging = paging_at(run, instance['uuid'], moment)
+        resident = (db_api.resident_of(memory, paging['resident_bytes'])
+                    if paging and paging['lender'] else memory)
+        samples.append(Sample(
+            seconds_since(run.started_at, moment), report['sequence'],
+            host_at(run, instance, moment), memory, resident, report['wss'],
+            demand.vm_demand(memory, guardrails.preferred_wss(report['wss']),
+                             rails),
+            misses_per_access(report['guest_stats'])))
+    return samples
+
+
+def host_series(run, rails):
+    """{host name: [HostPoint, ...]} over the run, one point per host
+    report that carried VMs: the sums over the VMs it reported."""
+    grouped = collections.defaultdict(list)
+    for instance in run.instances:
+        for sample in vm_samples(run, instance, rails):
+            grouped[sample.host, sample.sequence].append(
+                (instance['uuid'], sample))
+    series = collections.defaultdict(list)
+    for (host, _sequence), members in sorted(
+            grouped.items(), key=lambda item: min(
+                s.seconds for _, s in item[1])):
+        seconds = min(sample.seconds for _, sample in members)
+        moment = run.started_at + datetime.timedelta(seconds=seconds)
+        lent, borrowed = _lending_at(run, host, moment)
+        series[host].append(HostPoint(
+            seconds, sum(s.memory for _, s in members),
+            sum(s.resident for _, s in members),
+            sum(s.demand for _, s in members), lent, borrowed))
+    return dict(series)
+
+
+def _lending_at(run, host, moment):
+    """(bytes lent by ``host``'s memory server, bytes borrowed by its
+    VMs) at ``moment``, from the pooling decisions applied by then."""
+    lent = borrowed = 0
+    for instance in run.instances:
+        paging = paging_at(run, instance['uuid'], moment)
+        if not paging or not paging['lender']:
+            continue
+        if paging['lender'] == host:
+            lent += paging['lent_bytes']
+        if host_at(run, instance, moment) == host:
+            borrowed += paging['lent_bytes']
+    return lent, borrowed
+
+
+def reporting_in_run(instances, host_uuids, started_at):
+    """How many of ``instances`` (db_api.list_instances: live ones) last
+    reported from one of ``host_uuids`` since ``started_at``: VMs left
+    in the state directory by an earlier run do not count."""
+    return sum(1 for instance in instances
+               if instance['host_uuid'] in host_uuids
+               and instance['last_reported_at'] is not None
+               and instance['last_reported_at'] >= started_at)
