@@ -166,7 +166,8 @@ def _schema(schema, version):
               if key not in ('$schema', 'properties', 'required',
                              responses.MIN_VERSION)}
     if responses.MIN_VERSION in schema:
-        result.update(_since(schema[responses.MIN_VERSION], version))
+        result.update(_since(schema[responses.MIN_VERSION], version,
+                             schema.get('description')))
     if 'properties' in schema:
         properties = {
             name: _schema(value, version)
@@ -184,34 +185,37 @@ def _schema(schema, version):
     return result
 
 
-def _since(min_version, version):
-    """The note of something ``min_version`` added, in the reference."""
+def _since(min_version, version, description=None):
+    """``description`` and, in the reference, the note of something
+    ``min_version`` added."""
+    notes = {'description': description} if description else {}
     if version is not None or min_version == microversion.min_version_string():
-        return {}
-    return {'description': 'Since microversion %s.' % min_version,
+        return notes
+    return {'description': ' '.join(filter(None, (
+                description, 'Since microversion %s.' % min_version))),
             responses.MIN_VERSION: min_version}
 
 
 def _query_parameters(operation, version, max_limit):
     """The query parameters at ``version``; in the reference, each from
-    the first version whose query schema has it."""
+    the first version whose query schema has it. A schema's description
+    becomes its parameter's."""
     if operation.query is None:
         return []
-    if version is not None:
-        return [{'name': name, 'in': 'query', 'required': False,
-                 'schema': _schema(schema, version)}
-                for name, schema in operation.query(
-                    max_limit, version)['properties'].items()]
     first = {}
-    for candidate in microversion.VERSIONS:
+    for candidate in microversion.VERSIONS if version is None else [version]:
         if _supports(candidate, operation.min_version):
             for name, schema in operation.query(
                     max_limit, candidate)['properties'].items():
                 first.setdefault(name, (candidate, schema))
-    return [dict({'name': name, 'in': 'query', 'required': False,
-                  'schema': _schema(schema, version)},
-                 **_since(added, version))
-            for name, (added, schema) in first.items()]
+    parameters = []
+    for name, (added, schema) in first.items():
+        schema = _schema(schema, version)
+        parameters.append(dict(
+            {'name': name, 'in': 'query', 'required': False,
+             'schema': schema},
+            **_since(added, version, schema.pop('description', None))))
+    return parameters
 
 
 def _path_parameters(path):

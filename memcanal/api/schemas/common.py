@@ -19,7 +19,9 @@ MAX_ID = 2 ** 31 - 1
 
 def limit(max_limit):
     """``limit``: a page of 1 to ``[api] max_limit`` items."""
-    return {'type': 'integer', 'minimum': 1, 'maximum': max_limit}
+    return {'type': 'integer', 'minimum': 1, 'maximum': max_limit,
+            'description': 'Items per page; the most, [api] max_limit, '
+                           'without it.'}
 
 
 def query_schema(properties):

@@ -9,11 +9,11 @@ SHOW = common.query_schema({})
 def list_query(max_limit):
     return common.query_schema({
         'limit': common.limit(max_limit),
-        # The uuid of the last decision of the previous page.
-        'marker': common.UUID,
-        # Only this host's decisions.
-        'host': common.UUID,
-        'state': {'type': 'string', 'enum': list(models.DECISION_STATES)},
+        'marker': dict(common.UUID, description=(
+            'The uuid of the last decision of the previous page.')),
+        'host': dict(common.UUID, description="Only this host's decisions."),
+        'state': {'type': 'string', 'enum': list(models.DECISION_STATES),
+                  'description': 'Only the decisions in this state.'},
     })
 
 
@@ -23,7 +23,8 @@ TRANSITION = {
     'type': ['object', 'null'],
     'properties': {
         'reason': {'type': 'string', 'maxLength': 4000,
-                   'pattern': common.TEXT_PATTERN},
+                   'pattern': common.TEXT_PATTERN,
+                   'description': "Why, kept in the decision's events."},
     },
     'additionalProperties': False,
 }

@@ -9,18 +9,22 @@ def list_query(max_limit, with_deleted=False):
     """The list's query; ``deleted`` from microversion 1.3."""
     properties = {
         'limit': common.limit(max_limit),
-        # The uuid of the last instance of the previous page.
-        'marker': common.UUID,
-        # The uuid of a host: only instances it runs.
-        'host': common.UUID,
-        # Only this project's instances; another project than the
-        # token's needs memcanal:instances:list:all_projects.
-        'project_id': {'type': 'string', 'minLength': 1, 'maxLength': 255,
-                       'pattern': common.TEXT_PATTERN},
+        'marker': dict(common.UUID, description=(
+            'The uuid of the last instance of the previous page.')),
+        'host': dict(common.UUID, description=(
+            'The uuid of a host: only the instances it runs.')),
+        'project_id': {
+            'type': 'string', 'minLength': 1, 'maxLength': 255,
+            'pattern': common.TEXT_PATTERN,
+            'description': "Only this project's instances; another "
+                           "project than the token's needs "
+                           "memcanal:instances:list:all_projects."},
     }
     if with_deleted:
-        # true: only the instances gone from their host's reports.
-        properties['deleted'] = {'enum': ['true', 'false']}
+        properties['deleted'] = {
+            'enum': ['true', 'false'],
+            'description': "true: only the instances gone from their "
+                           "host's reports."}
     return common.query_schema(properties)
 
 
@@ -32,11 +36,16 @@ UPDATE = {
     '$schema': 'https://json-schema.org/draft/2020-12/schema',
     'type': 'object',
     'properties': {
-        'opt_out': {'type': 'boolean'},
-        'floor_bytes': _BYTES_OR_NULL,
-        'ceiling_bytes': _BYTES_OR_NULL,
-        # memcanal.agent.driver.MECHANISMS; null: the service's default.
-        'mechanism': {'enum': ['balloon', 'hotplug', None]},
+        'opt_out': {'type': 'boolean',
+                    'description': 'Keep the VM out of every policy.'},
+        'floor_bytes': dict(_BYTES_OR_NULL, description=(
+            'The least memory a target may give the VM; null: none.')),
+        'ceiling_bytes': dict(_BYTES_OR_NULL, description=(
+            'The most memory a target may give the VM; null: none.')),
+        # memcanal.agent.driver.MECHANISMS.
+        'mechanism': {'enum': ['balloon', 'hotplug', None],
+                      'description': "How the VM is resized; null: "
+                                     "[optimizer] default_mechanism."},
     },
     'additionalProperties': False,
     'minProperties': 1,

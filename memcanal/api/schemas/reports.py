@@ -6,7 +6,8 @@ from memcanal.api.schemas import common
 def list_query(max_limit):
     return common.query_schema({
         'limit': common.limit(max_limit),
-        # The id of the last (oldest) report of the previous page.
         'marker': {'type': 'integer', 'minimum': 1,
-                   'maximum': common.MAX_ID},
+                   'maximum': common.MAX_ID,
+                   'description': 'The id of the last (oldest) report of '
+                                  'the previous page.'},
     })
