@@ -50,6 +50,21 @@ def _sqlite_begin_immediate(connection):
         connection.info['in_transaction'] = True
 
 
+@sa.event.listens_for(sa.engine.Engine, 'connect')
+def _mysql_utf8mb4(dbapi_connection, connection_record):
+    """Talk utf8mb4 to MariaDB and MySQL.
+
+    oslo.db connects with charset=utf8 (MySQL's three-byte utf8mb3) when
+    the URL names none: a project id or a reason with a character past
+    the Basic Multilingual Plane (an emoji) failed as a 500 even where
+    the tables hold utf8mb4. A URL's own charset is replaced too: utf8mb4
+    is a superset of every utf8 the URL could name.
+    """
+    if (type(dbapi_connection).__module__.startswith('pymysql')
+            and dbapi_connection.charset != 'utf8mb4'):
+        dbapi_connection.set_character_set('utf8mb4')
+
+
 def _is_sqlite_busy(error):
     # SQLite refuses, without waiting, a transaction that read and now
     # wants to write while another connection writes; oslo.db passes

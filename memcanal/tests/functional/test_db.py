@@ -52,6 +52,14 @@ def test_sizes_and_curves_survive_the_database(ctx):
     assert latest['guest_stats'] == expected['guest_stats']
 
 
+def test_text_past_the_basic_multilingual_plane_is_stored(ctx):
+    project = 'p\U0001F600'
+    host = cases.register(ctx)
+    db_api.store_report(ctx, cases.report(
+        host, 1, cases.sample(cases.VM_1, 1, project)))
+    assert db_api.get_instance(ctx, cases.VM_1)['project_id'] == project
+
+
 def test_an_approval_racing_the_optimizer_leaves_one_decision_acting(ctx):
     """Under the host's row lock, an operator approving a recommended
     decision and an optimizer recording an auto one cannot both act."""
