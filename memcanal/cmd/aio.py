@@ -68,8 +68,9 @@ def _arguments(argv):
                         help='seconds to run; default: until interrupted')
     parser.add_argument('--state-dir', default=os.path.join(
         os.path.expanduser('~'), '.local', 'state', 'memcanal-aio'),
-        help='where the SQLite database and agent state live '
-             '(default ~/.local/state/memcanal-aio)')
+        help='where the SQLite database, the agents\' state, the log '
+             '(%s) and the plots live (default '
+             '~/.local/state/memcanal-aio)' % LOG_FILE)
     parser.add_argument('--db-url', default=None,
                         help='SQLAlchemy URL of the database '
                              '(default: SQLite in the state directory)')
@@ -227,9 +228,8 @@ class Progress:
                   self._stamp(),
                   sum(1 for h in hosts if h['uuid'] in ours
                       and h['state'] == 'up'), len(self.host_names),
-                  aio_history.reporting_in_run(
-                      db_api.list_instances(context), ours,
-                      self.started_at),
+                  aio_history.reporting_in_run(context, ours,
+                                               self.started_at),
                   self.expected_vms, counts['host_reports'],
                   counts['instance_reports'],
                   db_api.count_rejections(context),
@@ -485,7 +485,7 @@ def main(argv=None):
         print('  %s has %d MiB (--hot-host-memory-mb): its VMs need more '
               'than it has, so memcanal migrates and pages them' % (
                   _host_name(0), args.hot_host_memory_mb))
-    print('  state, plots: %s; log: %s' % (
+    print('  state and plots in %s; log: %s' % (
         args.state_dir, CONF.log_file or 'stderr'))
     migration.upgrade(db_url)
     # The API binds its port first: a port in use stops the run before
@@ -550,7 +550,7 @@ def _report(args, progress):
     hosts = {h['uuid'] for h in run.hosts
              if h['name'] in progress.host_names}
     _summary(run, rails, aio_history.reporting_in_run(
-        run.instances, hosts, progress.started_at))
+        context, hosts, progress.started_at))
     print('  plots: %s' % ', '.join(aio_plots.write_plots(
         run, args.state_dir, rails)))
     print('\nThe API and the dashboard stopped with this run. To keep them '

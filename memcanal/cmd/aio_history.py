@@ -204,11 +204,17 @@ def _lending_at(run, host, moment):
     return lent, borrowed
 
 
-def reporting_in_run(instances, host_uuids, started_at):
-    """How many of ``instances`` (db_api.list_instances: live ones) last
-    reported from one of ``host_uuids`` since ``started_at``: VMs left
-    in the state directory by an earlier run do not count."""
-    return sum(1 for instance in instances
-               if instance['host_uuid'] in host_uuids
-               and instance['last_reported_at'] is not None
-               and instance['last_reported_at'] >= started_at)
+def reporting_in_run(context, host_uuids, started_at):
+    """How many live VMs last reported from one of ``host_uuids`` in a
+    report collected since ``started_at``. VMs an earlier run left in the
+    state directory do not count, even when an agent sends reports it
+    kept from then (its outbox) after this run started."""
+    count = 0
+    for instance in db_api.list_instances(context):
+        if instance['host_uuid'] not in host_uuids:
+            continue
+        newest = db_api.list_instance_reports(context, instance['uuid'],
+                                              limit=1)
+        if newest and newest[0]['collected_at'] >= started_at:
+            count += 1
+    return count

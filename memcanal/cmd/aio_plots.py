@@ -73,8 +73,11 @@ def _mark_decisions(axes, run, host):
 
 
 def plot_hosts(run, rails, path):
+    """The hosts' figure; None when no host reported a VM."""
     series = aio_history.host_series(run, rails)
     hosts = [host for host in run.hosts if host['name'] in series]
+    if not hosts:
+        return None
     fig, axes = _figure(len(hosts), 2, width=6.5, height=4.2)
     for ax, host in zip(axes, hosts):
         points = series[host['name']]
@@ -111,8 +114,11 @@ def plot_hosts(run, rails, path):
 
 
 def plot_vms(run, rails, path):
+    """The VMs' figure; None when no VM reported."""
     names = run.host_names()
     instances = [i for i in run.instances if i['reports']]
+    if not instances:
+        return None
     fig, axes = _figure(len(instances), 4, width=4.2, height=3.2)
     for ax, instance in zip(axes, instances):
         samples = aio_history.vm_samples(run, instance, rails)
@@ -145,34 +151,47 @@ def plot_vms(run, rails, path):
 
 
 def changed_vms(run):
-    """(instance, decision, curve method, curve points, size before,
-    size after, predicted miss ratio) of every VM the last applied
-    memory-target or pooling decision concerning it changed."""
-    reports = {i['uuid']: i['reports'] for i in run.instances}
+    """{VM uuid: (decision, curve method, curve points, size before,
+    size after, predicted miss ratio)} of the last applied memory-target
+    or pooling decision that changed each VM."""
     changed = {}
-    for decision in run.applied('memory_targets'):
-        for action in decision['actions']:
-            if action['kind'] != 'set_target':
-                continue
-            uuid = action['instance_uuid']
-            inputs = decision['inputs']['instances'][uuid]
-            predicted = decision['outputs']['instances'][uuid]
-            changed[uuid] = (decision, inputs['curve'], inputs['mrc'],
-                             action['previous_bytes'], action['target_bytes'],
-                             predicted['predicted_miss_ratio'])
-    for decision in run.applied('pooling'):
-        paging = decision['outputs']['paging']
-        before = [r for r in reports.get(paging['vm'], ())
-                  if r['collected_at'] <= decision['created_at']]
-        if not before:
+    for decision in run.decisions:
+        if decision['applied_at'] is None:
             continue
-        method, points = optimizer_service.first_curve(before[-1]['mrc'])
-        predicted, _ = aio_history.curve_at(before[-1]['mrc'],
-                                            paging['resident_bytes'])
-        changed[paging['vm']] = (decision, method, points,
-                                 paging['previous_resident_bytes'],
-                                 paging['resident_bytes'], predicted)
+        if decision['kind'] == 'memory_targets':
+            changed.update(_resized(decision))
+        elif decision['kind'] == 'pooling':
+            changed.update(_paged(run, decision))
     return changed
+
+
+def _resized(decision):
+    for action in decision['actions']:
+        if action['kind'] != 'set_target':
+            continue
+        uuid = action['instance_uuid']
+        inputs = decision['inputs']['instances'][uuid]
+        yield uuid, (decision, inputs['curve'], inputs['mrc'],
+                     action['previous_bytes'], action['target_bytes'],
+                     decision['outputs']['instances'][uuid][
+                         'predicted_miss_ratio'])
+
+
+def _paged(run, decision):
+    """A paged VM's curve is the one of its last report before the
+    decision: pooling decisions do not keep their inputs' curves."""
+    paging = decision['outputs']['paging']
+    reports = {i['uuid']: i['reports'] for i in run.instances}
+    before = [r for r in reports.get(paging['vm'], ())
+              if r['collected_at'] <= decision['created_at']]
+    if not before:
+        return
+    method, points = optimizer_service.first_curve(before[-1]['mrc'])
+    predicted, _ = aio_history.curve_at(before[-1]['mrc'],
+                                        paging['resident_bytes'])
+    yield paging['vm'], (decision, method, points,
+                         paging['previous_resident_bytes'],
+                         paging['resident_bytes'], predicted)
 
 
 def plot_curves(run, path):
