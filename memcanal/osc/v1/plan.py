@@ -19,7 +19,9 @@ from memcanal.cmd import plan
 from memcanal.osc import display
 from memcanal.osc.v1 import hosts
 
-COLUMNS = ('Policy', 'VM', 'Target (MiB)', 'Predicted Miss Ratio',
+# Miss ratios relative to each VM's at its baseline (memcanal-plan's);
+# four digits, as the curves carry no more.
+COLUMNS = ('Policy', 'VM', 'Target (MiB)', 'Relative Miss Ratio',
            'Geometric Mean', 'Unallocated (MiB)')
 
 
@@ -101,7 +103,7 @@ class Plan(command.Lister):
         # A row per policy and VM: tables stay narrow, and -f json
         # consumers group by Policy.
         return COLUMNS, [
-            (name, vm, target, policy['predicted_miss_ratio'][vm],
-             policy['geometric_mean'], policy['unallocated_mb'])
+            (name, vm, target, round(policy['predicted_miss_ratio'][vm], 4),
+             round(policy['geometric_mean'], 4), policy['unallocated_mb'])
             for name, policy in sorted(result['policies'].items())
             for vm, target in sorted(policy['targets_mb'].items())]
