@@ -387,56 +387,44 @@ def _curve_ratio(curves, size):
 
 
 def _decisions_summary(run):
-    """How many decisions in each state; every migration; for the newest
-    measured memory-target decision of each host, every VM's predicted
-    miss ratio beside the one its guest measured since."""
+    """How many decisions in each state; every migration; every applied
+    resize with, for each VM it changed, the miss ratio predicted beside
+    the one its guest measured while it kept that size."""
     names = run.host_names()
     print('  decisions in this run: %d (%s)' % (
         len(run.decisions),
         _state_counts(d['state'] for d in run.decisions) or 'none yet'))
     for decision in run.applied('migration'):
         print('  migrated: %s' % describe_decision(decision, names))
-    reports = {i['uuid']: i['reports'] for i in run.instances}
-    for decision in _measured_resizes(run, reports):
-        print('  last measured resize on %s, decision %s (%s), applied at '
-              '%.1fs:' % (names.get(decision['host_uuid'], '?'),
-                          decision['uuid'], decision['policy'],
-                          aio_history.seconds_since(
-                              run.started_at, decision['applied_at'])))
+    instances = {i['uuid']: i for i in run.instances}
+    resizes = run.applied('memory_targets')
+    if resizes:
+        print('  resizes applied, miss ratio predicted and measured while '
+              'the VM kept that size:')
+    for decision in resizes:
         for action in decision['actions']:
-            if action['kind'] != 'set_target':
+            if (action['kind'] != 'set_target'
+                    or action['instance_uuid'] not in instances):
                 continue
             predicted = decision['outputs']['instances'][
                 action['instance_uuid']]
-            print('    %s  %5d -> %5d MiB  miss ratio predicted %s (%s '
-                  'curve), %s' % (
-                      action['instance_uuid'],
+            print('    [%5.1fs] %s on %s  %5d -> %5d MiB  miss ratio '
+                  'predicted %s (%s curve), %s' % (
+                      aio_history.seconds_since(run.started_at,
+                                                decision['applied_at']),
+                      action['instance_uuid'][:8],
+                      names.get(decision['host_uuid'], '?'),
                       action['previous_bytes'] // MIB,
                       action['target_bytes'] // MIB,
                       _ratio(predicted['predicted_miss_ratio']),
-                      predicted['curve'], _measured(aio_history.measured_after(
-                          reports.get(action['instance_uuid'], ()),
-                          decision['applied_at']))))
-
-
-def _measured_resizes(run, reports):
-    """Of each host, its newest applied memory-target decision that some
-    report collected since shows the effect of, else its newest."""
-    chosen = {}
-    for decision in run.applied('memory_targets'):
-        measured = any(
-            aio_history.measured_after(reports.get(a['instance_uuid'], ()),
-                                       decision['applied_at'])
-            for a in decision['actions'])
-        if measured or decision['host_uuid'] not in chosen:
-            chosen[decision['host_uuid']] = decision
-    return list(chosen.values())
+                      predicted['curve'], _measured(run.measured_at_size(
+                          instances[action['instance_uuid']], decision))))
 
 
 def _measured(measured):
     if measured is None:
         return 'not measured yet'
-    return 'measured %.3f over the %d reports since (latest %.3f)' % (
+    return 'measured %.3f over %d reports (latest %.3f)' % (
         measured.overall, measured.reports, measured.latest)
 
 

@@ -55,17 +55,19 @@ def misses_per_access(stats):
 
 
 Measured = collections.namedtuple('Measured', 'overall latest reports')
-Measured.__doc__ = """A VM's miss ratio since a decision was applied:
-over all its reports since (``overall``), in the latest one, and how
-many reports that is."""
+Measured.__doc__ = """A VM's miss ratio while a decision's size held:
+over all its reports then (``overall``), in the latest one, and how many
+reports that is."""
 
 
-def measured_after(reports, moment):
+def measured_after(reports, moment, until=None):
     """The Measured miss ratio of the ``reports`` (oldest first)
-    collected after ``moment``, or None when there is none yet."""
+    collected after ``moment`` (and, given ``until``, not after it), or
+    None when there is none."""
     after = [r['guest_stats'] for r in reports
-             if r['collected_at'] > moment and r['guest_stats'].get(
-                 'accesses')]
+             if r['collected_at'] > moment
+             and (until is None or r['collected_at'] <= until)
+             and r['guest_stats'].get('accesses')]
     if not after:
         return None
     return Measured(sum(s['misses'] for s in after)
@@ -105,6 +107,25 @@ class Run:
     def applied(self, kind):
         return [d for d in self.decisions
                 if d['kind'] == kind and d['applied_at'] is not None]
+
+    def changed(self, instance_uuid):
+        """When each applied resize or paging of a VM was applied."""
+        return [d['applied_at'] for d in self.decisions
+                if d['applied_at'] is not None and (
+                    d['kind'] == 'pooling'
+                    and d['outputs']['paging']['vm'] == instance_uuid
+                    or d['kind'] == 'memory_targets' and any(
+                        a['instance_uuid'] == instance_uuid
+                        for a in d['actions']))]
+
+    def measured_at_size(self, instance, decision):
+        """The Measured miss ratio of ``instance`` from when ``decision``
+        was applied until its next resize or paging: the effect of that
+        decision alone."""
+        later = [moment for moment in self.changed(instance['uuid'])
+                 if moment > decision['applied_at']]
+        return measured_after(instance['reports'], decision['applied_at'],
+                              min(later) if later else None)
 
     def host_names(self):
         return {host['uuid']: host['name'] for host in self.hosts}

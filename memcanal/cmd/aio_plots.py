@@ -11,7 +11,7 @@ Three figures, from what the service stored (aio_history):
   resident when paged;
 - curves.png: the miss-ratio curve of every VM a decision resized or
   paged, with its size before and after and the miss ratio predicted
-  there beside the one measured since.
+  there beside the one measured while it kept that size.
 """
 
 import math
@@ -19,6 +19,7 @@ import os
 
 from matplotlib.backends import backend_agg
 from matplotlib import figure
+from matplotlib import ticker
 
 from memcanal.cmd import aio_history
 from memcanal.service import optimizer as optimizer_service
@@ -32,6 +33,20 @@ DECISION_COLORS = {'migration': 'tab:red', 'pooling': 'tab:purple',
 
 def _mib(values):
     return [value / MIB for value in values]
+
+
+def _mib_axis(ax, linear_below):
+    """A y axis in MiB, linear below ``linear_below`` (working sets of a
+    few MiB, zeros) and logarithmic above (memory of GiB), ticked at
+    powers of four in plain numbers."""
+    ax.set_yscale('symlog', linthresh=linear_below)
+    ax.set_ylim(bottom=0)
+    top = ax.get_ylim()[1]
+    ax.set_yticks([0] + [4 ** k for k in range(1, 10)
+                         if linear_below <= 4 ** k <= top])
+    ax.yaxis.set_major_formatter(ticker.FormatStrFormatter('%d'))
+    ax.yaxis.set_minor_locator(ticker.NullLocator())
+    ax.set_ylabel('MiB', fontsize=8)
 
 
 def _grid(count, columns):
@@ -98,14 +113,12 @@ def plot_hosts(run, rails, path):
                     color='tab:purple', linestyle='-.',
                     label='borrowed from other hosts')
         _mark_decisions(ax, run, host['name'])
-        ax.set_yscale('symlog', linthresh=64)
-        ax.set_ylim(bottom=0)
+        _mib_axis(ax, 64)
         ax.set_title('%s: capacity %d MiB, %d VMs at the end' % (
             host['name'], host['capacity_bytes'] // MIB,
             host['instance_count']))
         ax.set_xlabel('seconds into the run (dotted: migration red, '
                       'paging purple, resize orange)', fontsize=8)
-        ax.set_ylabel('MiB')
         ax.legend(fontsize=7, loc='best')
     fig.suptitle('Hosts: capacity, memory allocated, measured demand, '
                  'pooled memory')
@@ -137,13 +150,11 @@ def plot_vms(run, rails, path):
             if points:
                 ax.plot([t for t, _ in points], _mib(w for _, w in points),
                         marker='.', color=color, label=label)
-        ax.set_yscale('symlog', linthresh=16)
-        ax.set_ylim(bottom=0)
+        _mib_axis(ax, 16)
         ax.set_title('%s on %s' % (instance['uuid'][:8],
                                    names.get(instance['host_uuid'], '?')),
                      fontsize=9)
         ax.set_xlabel('seconds', fontsize=8)
-        ax.set_ylabel('MiB', fontsize=8)
         ax.legend(fontsize=6, loc='best')
     fig.suptitle("VMs: working-set size against memory")
     fig.savefig(path, dpi=90)
@@ -199,7 +210,7 @@ def plot_curves(run, path):
     changed = changed_vms(run)
     if not changed:
         return None
-    reports = {i['uuid']: i['reports'] for i in run.instances}
+    instances = {i['uuid']: i for i in run.instances}
     fig, axes = _figure(len(changed), 3, width=4.6, height=3.4)
     for ax, (uuid, (decision, method, points, before, after,
                     predicted)) in zip(axes, sorted(changed.items())):
@@ -218,11 +229,10 @@ def plot_curves(run, path):
         if predicted is not None:
             ax.plot([after / MIB], [predicted], 'o', color='tab:orange',
                     label='predicted %.3f' % predicted)
-        measured = aio_history.measured_after(reports.get(uuid, ()),
-                                              decision['applied_at'])
+        measured = run.measured_at_size(instances[uuid], decision)
         if measured is not None:
             ax.plot([after / MIB], [measured.overall], 'x', color='black',
-                    markersize=9, label='measured since %.3f (latest %.3f)'
+                    markersize=9, label='measured %.3f (latest %.3f)'
                     % (measured.overall, measured.latest))
         ax.set_ylim(-0.02, 1.02)
         ax.set_xlabel('memory (MiB)', fontsize=8)

@@ -267,7 +267,7 @@ def test_aio_default_run(tmp_path):
                      r'\d\.\d+', output), output
     measured = re.findall(
         r'\d+ -> +\d+ MiB  miss ratio predicted (\d\.\d+) \(\w+ curve\), '
-        r'measured (\d\.\d+) over the (\d+) reports since', output)
+        r'measured (\d\.\d+) over (\d+) reports', output)
     assert measured, output
     moved = set(re.findall(
         r'migrated: migrate (\w+) from sim-host-1 to sim-host-2', output))

@@ -55,17 +55,31 @@ def test_curve_ratio_names_its_curve():
     assert aio._curve_ratio({}, 80 * MIB) == '-'
 
 
-def test_measured_resize_is_preferred_to_a_newer_unmeasured_one():
+def test_measured_until_the_next_change():
+    """vm-b, resized at 4.5 s, reported at 5 s; a resize applied at 6 s
+    leaves the first one that report alone, and the second none yet."""
     run = plots.full_run()
-    measured = run.decisions[-1]
-    newest = plots.resize(6)
-    newest['uuid'] = 'newest'
+    first = run.decisions[-1]
+    newest = dict(plots.resize(6), uuid='newest')
+    vm_b = run.instances[1]
+    vm_b['reports'].append(history.report(7, 4, misses=30))
     run.decisions.append(newest)
-    reports = {i['uuid']: i['reports'] for i in run.instances}
-    # vm-b's last report was collected at 5 s: after the resize applied
-    # at 4.5 s, before the one applied at 6 s.
-    assert aio._measured_resizes(run, reports) == [measured]
-    assert aio._measured(aio_history.measured_after(
-        reports['vm-b'], measured['applied_at'])) == (
-        'measured 0.100 over the 1 reports since (latest 0.100)')
-    assert aio._measured(None) == 'not measured yet'
+    assert run.measured_at_size(vm_b, first) == aio_history.Measured(
+        0.1, 0.1, 1)
+    assert run.measured_at_size(vm_b, newest) == aio_history.Measured(
+        0.3, 0.3, 1)
+    assert aio._measured(run.measured_at_size(vm_b, first)) == (
+        'measured 0.100 over 1 reports (latest 0.100)')
+    vm_b['reports'].pop()
+    assert aio._measured(run.measured_at_size(vm_b, newest)) == (
+        'not measured yet')
+
+
+def test_decisions_summary_pairs_predicted_and_measured(capsys):
+    aio._decisions_summary(plots.full_run())
+    out = capsys.readouterr().out
+    assert 'decisions in this run: 3 (3 applied)' in out
+    assert 'migrated: migrate vm-a from host-1 to host-2' in out
+    assert ('[  4.5s] vm-b on host-1   1024 ->  1075 MiB  miss ratio '
+            'predicted 0.100 (hcache curve), measured 0.100 over 1 reports '
+            '(latest 0.100)') in out
