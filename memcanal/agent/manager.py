@@ -103,21 +103,14 @@ class AgentManager:
         self._collectors = {instance.uuid: self._collectors.get(
             instance.uuid) for instance in instances}
         for instance in instances:
-            sample = self.driver.collect(instance.uuid)
-            if self._collectors[instance.uuid] is None:
-                self._collectors[instance.uuid] = collector.InstanceCollector(
-                    self.conf, instance.uuid, instance.allocated_bytes,
-                    sample.page_size)
-            summary = self._collectors[instance.uuid].collect(sample)
-            self._step_tracing(instance,
-                               self._collectors[instance.uuid].tracing)
-            samples.append(dict(
-                summary, uuid=instance.uuid, project_id=instance.project_id,
-                allocated_bytes=instance.allocated_bytes,
-                observed_bytes=instance.target_bytes,
-                flavor=instance.flavor))
-            if instance.resident_bytes is not None:
-                samples[-1]['paging'] = _paging(instance, sample)
+            try:
+                samples.append(self._instance_sample(instance))
+            except exception.InstanceNotFound:
+                # Migrated away or deleted since the listing: the rest of
+                # the host's report still goes; the next listing drops it.
+                LOG.info('%s left %s while being measured; not reported',
+                         instance.uuid, self.host)
+                del self._collectors[instance.uuid]
         report = {
             'host_uuid': self.host_uuid,
             'sequence': self.sequence.next(),
@@ -130,6 +123,24 @@ class AgentManager:
         if server is not None:
             report['memserver'] = server
         return report
+
+    def _instance_sample(self, instance):
+        """The report's entry for one VM: its collector's summary of the
+        driver's sample, what it is, and its paging when paged."""
+        sample = self.driver.collect(instance.uuid)
+        if self._collectors[instance.uuid] is None:
+            self._collectors[instance.uuid] = collector.InstanceCollector(
+                self.conf, instance.uuid, instance.allocated_bytes,
+                sample.page_size)
+        summary = self._collectors[instance.uuid].collect(sample)
+        self._step_tracing(instance, self._collectors[instance.uuid].tracing)
+        entry = dict(
+            summary, uuid=instance.uuid, project_id=instance.project_id,
+            allocated_bytes=instance.allocated_bytes,
+            observed_bytes=instance.target_bytes, flavor=instance.flavor)
+        if instance.resident_bytes is not None:
+            entry['paging'] = _paging(instance, sample)
+        return entry
 
     def _step_tracing(self, instance, tracing):
         """End a VM's tracing window once complete, or start one when due

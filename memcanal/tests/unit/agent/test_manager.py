@@ -118,6 +118,26 @@ def test_vanished_vm_loses_its_estimators(agent):
     assert len(agent._collectors) == 3
 
 
+def test_a_vm_leaving_while_measured_leaves_the_others_reported(agent):
+    listed = agent.driver.list_instances()
+    gone = listed[0].uuid
+    collect = agent.driver.collect
+
+    def collect_after_it_left(uuid):
+        # The VM migrates away between the listing and its collection.
+        agent.driver._vms.pop(gone, None)
+        return collect(uuid)
+
+    with mock.patch.object(agent.driver, 'list_instances',
+                           return_value=listed), \
+            mock.patch.object(agent.driver, 'collect',
+                              side_effect=collect_after_it_left):
+        report = agent.build_report()
+    assert [s['uuid'] for s in report['instances']] == [
+        i.uuid for i in listed[1:]]
+    assert gone not in agent._collectors
+
+
 def test_sequence_resumes_after_what_service_stored(agent):
     agent.service_api.register_host.return_value['last_sequence'] = 41
     assert agent.report()['sequence'] == 42
