@@ -313,10 +313,11 @@
     const rowHeight = 58;
     const rows = state.hosts.map(host => ({host: host,
                                            parts: segments(host)}));
-    const widest = Math.max(...rows.map(row => Math.max(
+    // Each bar at its own host's scale: a small host running hot reads
+    // as clearly as a large one beside it; the labels give the sizes.
+    const scaleOf = row => barWidth / (Math.max(
       row.host.capacity_bytes,
-      row.parts.reduce((sum, part) => sum + part.bytes, 0))));
-    const scale = barWidth / (widest || 1);
+      row.parts.reduce((sum, part) => sum + part.bytes, 0)) || 1);
     const height = rows.length * rowHeight + 44;
     const root = svg('svg', {viewBox: '0 0 ' + width + ' ' + height,
                              role: 'img', 'aria-label': 'hosts memory map'});
@@ -329,6 +330,7 @@
                    'stroke-width': 2.5}))));
     rows.forEach((row, index) => {
       const host = row.host;
+      const scale = scaleOf(row);
       const top = 6 + index * rowHeight;
       const group = svg('g', {class: 'host', 'data-host': host.name});
       group.append(
