@@ -207,10 +207,12 @@ def _seed_decisions(ctx, hosts):
     return recommended, applied
 
 
-def _configure(conf, state_dir, keystone_url):
+def configure_keystone_auth(conf, directory, keystone_url,
+                            password=services.KEYSTONE_ADMIN_PASSWORD):
     """Point the API's auth_token at keystone, authenticating as the
-    bootstrap admin, as conftest's keystone_conf does for one test."""
-    config = state_dir / 'memcanal-cloud.conf'
+    bootstrap admin (``password``); the configuration file goes in
+    ``directory``."""
+    config = directory / 'memcanal-keystone.conf'
     config.write_text(
         '[api]\nauth_strategy = keystone\n'
         '[keystone_authtoken]\n'
@@ -219,8 +221,7 @@ def _configure(conf, state_dir, keystone_url):
         'project_name = admin\n'
         'user_domain_name = Default\nproject_domain_name = Default\n'
         'delay_auth_decision = False\n' % {
-            'url': keystone_url,
-            'password': services.KEYSTONE_ADMIN_PASSWORD})
+            'url': keystone_url, 'password': password})
     conf(['--config-file', str(config)], project='memcanal',
          default_config_files=[])
 
@@ -248,7 +249,7 @@ def seeded_cloud(keystone_url, state_dir):
                 'sqlite:///%s' % (state_dir / 'memcanal.sqlite'))):
         conf = conf_fixture.conf
         try:
-            _configure(conf, state_dir, keystone_url)
+            configure_keystone_auth(conf, state_dir, keystone_url)
             ctx = context.get_admin_context()
             hosts = _seed_reports(ctx)
             recommended, applied = _seed_decisions(ctx, hosts)

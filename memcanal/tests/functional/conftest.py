@@ -1,6 +1,7 @@
 from keystoneauth1 import loading as ks_loading
 import pytest
 
+from memcanal.tests.functional import cloud
 from memcanal.tests.functional import services
 
 
@@ -41,21 +42,8 @@ def keystone_conf(conf, tmp_path):
     afterwards, or every later test parsing CONF without them would fail.
     """
     def configure(url, admin_password):
-        config = tmp_path / 'memcanal-keystone.conf'
-        config.write_text(
-            '[api]\nauth_strategy = keystone\n'
-            '[keystone_authtoken]\n'
-            'www_authenticate_uri = %(url)s\n'
-            'auth_url = %(url)s\n'
-            'auth_type = password\n'
-            'username = admin\npassword = %(password)s\n'
-            'project_name = admin\n'
-            'user_domain_name = Default\nproject_domain_name = Default\n'
-            'delay_auth_decision = False\n' % {
-                'url': url, 'password': admin_password})
         conf.clear_override('auth_strategy', 'api')
-        conf(['--config-file', str(config)], project='memcanal',
-             default_config_files=[])
+        cloud.configure_keystone_auth(conf, tmp_path, url, admin_password)
         return conf
     yield configure
     conf.reset()
