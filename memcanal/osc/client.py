@@ -64,14 +64,17 @@ class Client:
     """GET, POST and PATCH paths of the API, negotiating the version.
 
     ``requested_version``: an 'X.Y' the user insists on, or NEGOTIATE
-    (the default) for the newest both sides speak.
+    (the default) for the newest both sides speak. ``auth``, when given,
+    replaces the session's authentication plugin.
     """
 
     def __init__(self, session, requested_version=NEGOTIATE,
-                 endpoint_override=None, interface=None, region_name=None):
+                 endpoint_override=None, interface=None, region_name=None,
+                 auth=None):
         self._adapter = adapter.Adapter(
             session, service_type=SERVICE_TYPE, interface=interface,
-            region_name=region_name, endpoint_override=endpoint_override)
+            region_name=region_name, endpoint_override=endpoint_override,
+            auth=auth)
         self.requested_version = requested_version
         self._version = None
 
@@ -119,15 +122,19 @@ class Client:
     def patch(self, path, body):
         return self._send('PATCH', path, body=body, version=self.api_version)
 
-    def list_all(self, path, key, params=None):
-        """Every item of a paginated list, following its ``next`` links
-        (which carry the query, marker included)."""
+    def iterate(self, path, key, params=None):
+        """The items of a paginated list, fetching the next page (its
+        ``next`` link, which carries the query, marker included) only when
+        the caller reads past the current one."""
         body = self.get(path, params=params)
-        items = list(body[key])
         while True:
+            yield from body[key]
             following = [link['href'] for link in body.get('links', ())
                          if link['rel'] == 'next']
             if not following:
-                return items
+                return
             body = self.get(following[0])
-            items.extend(body[key])
+
+    def list_all(self, path, key, params=None):
+        """Every item of a paginated list."""
+        return list(self.iterate(path, key, params))

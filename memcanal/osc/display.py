@@ -15,7 +15,9 @@ MIB = 2 ** 20
 # VM's exact one), else SHARDS' sample (doc/api.md, decisions).
 CURVE_PREFERENCE = ('hcache', 'shards')
 PLOT_WIDTH = 40
-PLOT_HEIGHT = 5
+# Eight rows: an eighth of the miss ratio each, fine enough to see where
+# a curve's knee is and still short in a table.
+PLOT_HEIGHT = 8
 
 
 def mib(size):
@@ -44,7 +46,8 @@ def plot(points, width=PLOT_WIDTH, height=PLOT_HEIGHT):
     """A few lines of ASCII: miss ratio (0 to 1, up) against memory
     size (0 to the curve's last size, right), one ``*`` per column,
     linearly interpolated between the curve's points and from "no
-    memory, every access misses" to the first."""
+    memory, every access misses" to the first. The axes are labelled at
+    their ends and middles."""
     if points[0][0] > 0:
         points = [[0, 1.0]] + list(points)
     sizes = [size for size, _ in points]
@@ -56,12 +59,35 @@ def plot(points, width=PLOT_WIDTH, height=PLOT_HEIGHT):
         row = min(height - 1, int((1 - min(max(ratio, 0.0), 1.0)) * height))
         rows[row][column] = '*'
     labels = ['    |'] * height
-    labels[0], labels[-1] = '1.0 |', '0.0 |'
-    last = '%d MiB' % mib(sizes[-1])
+    labels[0], labels[height // 2], labels[-1] = '1.0 |', '0.5 |', '0.0 |'
     return '\n'.join(
         [label + ''.join(row).rstrip() for label, row in zip(labels, rows)]
-        + ['    +' + '-' * width,
-           '     0' + last.rjust(width - 1)])
+        + ['    +' + '-' * width, '     ' + _size_axis(sizes[-1], width)])
+
+
+def _size_axis(largest, width):
+    """``0``, the middle size under the middle column and the largest at
+    the right end, the middle left out when it would not fit."""
+    last = '%d MiB' % mib(largest)
+    middle = '%d' % mib(largest / 2)
+    half = width // 2
+    axis = '0' + middle.rjust(half)
+    if len(axis) + 1 + len(last) > width:
+        axis = '0'
+    return axis + last.rjust(width - len(axis))
+
+
+class SizesColumn(columns.FormattableColumn):
+    """{name: MiB}, e.g. WSS by estimator: ``esx=420, prl=512`` in
+    tables (osc-lib's DictColumn would quote the numbers), the dict
+    otherwise."""
+
+    def human_readable(self):
+        return ', '.join('%s=%s' % item for item in sorted(
+            (self._value or {}).items()))
+
+    def machine_readable(self):
+        return self._value
 
 
 class CurveColumn(columns.FormattableColumn):
@@ -78,11 +104,26 @@ class CurveColumn(columns.FormattableColumn):
         return self._value
 
 
+def abridged(value):
+    """``value`` with each ``mrc`` list (a curve's points, hundreds of
+    them) replaced by its point count."""
+    if isinstance(value, dict):
+        return {key: ('%d-point curve' % len(item)
+                      if key == 'mrc' and isinstance(item, list)
+                      else abridged(item))
+                for key, item in value.items()}
+    if isinstance(value, list):
+        return [abridged(item) for item in value]
+    return value
+
+
 class JSONColumn(columns.FormattableColumn):
-    """A nested structure: indented JSON in tables, as is otherwise."""
+    """A nested structure: indented JSON in tables, its curves abridged
+    to their point counts (a decision's inputs carry every VM's curve);
+    as is otherwise."""
 
     def human_readable(self):
-        return json.dumps(self._value, indent=1, sort_keys=True)
+        return json.dumps(abridged(self._value), indent=1, sort_keys=True)
 
     def machine_readable(self):
         return self._value

@@ -7,10 +7,17 @@ speak (memcanal.osc.client). An exact ``1.N`` pins it, lowered to the
 server's maximum when the server is older. The endpoint comes from the
 catalog (service type ``memcanal``) unless ``memcanal_endpoint_override``
 is set (OS_MEMCANAL_ENDPOINT_OVERRIDE or clouds.yaml).
+
+``--os-auth-type none`` is how one talks to an API without keystone
+(memcanal-aio's noauth2): keystoneauth's "none" plugin sends the token
+``notused``, which noauth2 takes for an ordinary user refused every
+operator command, so this plugin sends noauth2's ``admin`` instead. A
+keystone-protected API rejects that token like any other.
 """
 
 import logging
 
+from keystoneauth1 import noauth
 from osc_lib import exceptions
 from osc_lib import utils
 
@@ -36,17 +43,26 @@ def check_api_version(version):
     return True
 
 
+class NoAuthAdmin(noauth.NoAuth):
+    """No keystone; noauth2's admin token (see the module docstring)."""
+
+    def get_token(self, session):
+        return 'admin'
+
+
 def make_client(instance):
     """OSC's ClientManager ``instance`` -> a memcanal Client."""
     override = instance.get_configuration().get(
         '%s_endpoint_override' % API_NAME)
     LOG.debug('memcanal client: API version %s, endpoint override %s',
               instance._api_version[API_NAME], override)
+    session = instance.session
+    auth = (NoAuthAdmin() if isinstance(session.auth, noauth.NoAuth)
+            else None)
     return client.Client(
-        instance.session,
-        requested_version=instance._api_version[API_NAME],
+        session, requested_version=instance._api_version[API_NAME],
         endpoint_override=override, interface=instance.interface,
-        region_name=instance.region_name)
+        region_name=instance.region_name, auth=auth)
 
 
 def build_option_parser(parser):

@@ -1,7 +1,10 @@
 """``openstack memcanal decision list|show|approve|reject|rollback``
 (API 1.1)."""
 
+import itertools
+
 from cliff import columns
+from osc_lib.cli import parseractions
 from osc_lib.command import command
 
 from memcanal.osc import display
@@ -84,6 +87,11 @@ class ListDecision(command.Lister):
         parser.add_argument('--host', metavar='<host>',
                             help='Only this host\'s decisions (name or '
                                  'UUID)')
+        parser.add_argument('--limit', metavar='<count>', type=int,
+                            action=parseractions.NonNegativeAction,
+                            help='Only the newest <count> decisions '
+                                 '(default: every page; the service '
+                                 'decides every few minutes)')
         return parser
 
     def take_action(self, parsed_args):
@@ -93,12 +101,18 @@ class ListDecision(command.Lister):
             params['state'] = parsed_args.state
         if parsed_args.host:
             params['host'] = hosts.host_uuid(client, parsed_args.host)
-        decisions = client.list_all('/decisions', 'decisions', params)
-        # The API filters by host and state, not kind.
+        if parsed_args.limit is not None:
+            params['limit'] = parsed_args.limit
+        # The API filters by host and state, not kind: pages are read
+        # until --limit decisions of the kind are found.
+        decisions = itertools.islice(
+            (d for d in client.iterate('/decisions', 'decisions', params)
+             if parsed_args.kind in (None, d['kind'])), parsed_args.limit)
+        names = hosts.host_names(client)
         return LIST_COLUMNS, [
-            (d['uuid'], d['host_uuid'], d['kind'], d['policy'], d['mode'],
-             d['state'], d['created_at']) for d in decisions
-            if parsed_args.kind in (None, d['kind'])]
+            (d['uuid'], names.get(d['host_uuid'], d['host_uuid']),
+             d['kind'], d['policy'], d['mode'], d['state'], d['created_at'])
+            for d in decisions]
 
 
 class ShowDecision(command.ShowOne):

@@ -23,6 +23,17 @@ def host_uuid(client, name_or_uuid):
     return find_host(client, name_or_uuid)['uuid']
 
 
+def host_names(client):
+    """{uuid: name} of every host, for lists to show names rather than
+    UUIDs; empty for a user not allowed to list hosts (a project reader
+    listing its VMs), whose lists keep the UUIDs."""
+    try:
+        return {host['uuid']: host['name']
+                for host in client.get('/hosts')['hosts']}
+    except exceptions.Forbidden:
+        return {}
+
+
 def _rounded(utilization):
     return None if utilization is None else round(utilization, 3)
 

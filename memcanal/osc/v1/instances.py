@@ -1,6 +1,7 @@
 """``openstack memcanal instance list|show|set``."""
 
-from osc_lib.cli import format_columns
+import argparse
+
 from osc_lib.command import command
 from osc_lib import exceptions
 
@@ -39,9 +40,11 @@ class ListInstance(command.Lister):
         if parsed_args.project:
             params['project_id'] = parsed_args.project
         instances = client.list_all('/instances', 'instances', params)
+        names = hosts.host_names(client)
         # wss_bytes (1.4) is the latest WSS by the most exact estimator.
         return LIST_COLUMNS, [
-            (i['uuid'], i['host_uuid'], i['project_id'],
+            (i['uuid'], names.get(i['host_uuid'], i['host_uuid']),
+             i['project_id'],
              display.mib(i['allocated_bytes']),
              display.mib(i['target_bytes']), display.mib(i.get('wss_bytes')),
              i['opt_out']) for i in instances]
@@ -55,7 +58,7 @@ def shown(instance):
     fields.update({
         'latest_report_at': report.get('collected_at'),
         'latest_report_sequence': report.get('sequence'),
-        'wss_mib': format_columns.DictColumn(
+        'wss_mib': display.SizesColumn(
             display.mib_by_key(report.get('wss'))),
         'miss_ratio_curve': display.CurveColumn(report.get('mrc') or {}),
     })
@@ -77,7 +80,16 @@ class ShowInstance(command.ShowOne):
 
 
 def _mib_bytes(value):
-    return int(value) * display.MIB
+    """--floor/--ceiling's MiB -> the API's bytes; argparse shows the
+    ArgumentTypeError's message as is."""
+    try:
+        mib = int(value)
+    except ValueError:
+        mib = -1
+    if mib < 0:
+        raise argparse.ArgumentTypeError(
+            'a whole number of MiB (0 or more) is needed, not %r' % value)
+    return mib * display.MIB
 
 
 class SetInstance(command.ShowOne):

@@ -1,6 +1,8 @@
 """``openstack memcanal report list``."""
 
-from osc_lib.cli import format_columns
+import itertools
+
+from osc_lib.cli import parseractions
 from osc_lib.command import command
 
 from memcanal.osc import display
@@ -13,22 +15,31 @@ class ListReport(command.Lister):
     """List a VM's reports, newest first.
 
     Each with its WSS by estimator and the names of its miss-ratio
-    curves (-f json: the raw curves).
+    curves (-f json: the raw curves). An agent reports every few
+    seconds to minutes, so --limit keeps to the latest ones.
     """
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
         parser.add_argument('instance', metavar='<instance>',
                             help='Instance UUID')
+        parser.add_argument('--limit', metavar='<count>', type=int,
+                            action=parseractions.NonNegativeAction,
+                            help='Only the newest <count> reports '
+                                 '(default: every page)')
         return parser
 
     def take_action(self, parsed_args):
-        reports = self.app.client_manager.memcanal.list_all(
-            '/instances/%s/reports' % parsed_args.instance, 'reports')
+        params = ({'limit': parsed_args.limit}
+                  if parsed_args.limit is not None else None)
+        reports = itertools.islice(
+            self.app.client_manager.memcanal.iterate(
+                '/instances/%s/reports' % parsed_args.instance, 'reports',
+                params), parsed_args.limit)
         return COLUMNS, [
             (r['id'], r['sequence'], r['collected_at'],
              display.mib(r['allocated_bytes']),
-             format_columns.DictColumn(display.mib_by_key(r['wss'])),
+             display.SizesColumn(display.mib_by_key(r['wss'])),
              CurvesColumn(r['mrc'])) for r in reports]
 
 

@@ -60,3 +60,18 @@ def test_an_error_not_in_the_api_format():
 def test_list_all_follows_next_links(client):
     listed = client.list_all('/instances', 'instances', {'limit': 2})
     assert [i['uuid'] for i in listed] == data.ALL
+
+
+def test_iterate_reads_a_page_only_when_needed(client, monkeypatch):
+    get = client.get
+    paths = []
+
+    def counted(path, params=None):
+        paths.append(path)
+        return get(path, params)
+    monkeypatch.setattr(client, 'get', counted)
+    pages = client.iterate('/instances', 'instances', {'limit': 2})
+    assert [next(pages)['uuid'], next(pages)['uuid']] == data.ALL[:2]
+    assert paths == ['/instances']
+    assert next(pages)['uuid'] == data.ALL[2]
+    assert len(paths) == 2 and 'marker=' in paths[1]

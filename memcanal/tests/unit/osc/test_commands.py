@@ -8,6 +8,8 @@ from osc_lib import exceptions
 import pytest
 
 from memcanal.api import microversion
+from memcanal import context
+from memcanal.db import decisions as decisions_db
 from memcanal.cmd import plan as plan_cli
 from memcanal.osc.v1 import decisions
 from memcanal.osc.v1 import hosts
@@ -48,11 +50,27 @@ def test_instance_list_filters(run):
     assert [i['UUID'] for i in rows(run(instances.ListInstance))] == data.ALL
     on_b = rows(run(instances.ListInstance, '--host', 'host-b'))
     assert [i['UUID'] for i in on_b] == data.HOST_B_INSTANCES
+    assert {i['Host'] for i in on_b} == {'host-b'}
     assert on_b[0]['Memory (MiB)'] == 4096
     # The seed's last report of host-b is its first: WSS 80 MiB by PRL.
     assert on_b[0]['WSS (MiB)'] == 80
     of_b = rows(run(instances.ListInstance, '--project', data.PROJECT_B))
     assert [i['UUID'] for i in of_b] == [data.B1, data.B2]
+
+
+def test_lists_keep_host_uuids_for_who_may_not_list_hosts(run, client,
+                                                          monkeypatch, api):
+    """A project reader lists its VMs but not the hosts."""
+    get = client.get
+
+    def get_but_hosts(path, params=None):
+        if path == '/hosts':
+            raise exceptions.Forbidden(403, 'memcanal.policy.denied')
+        return get(path, params)
+    monkeypatch.setattr(client, 'get', get_but_hosts)
+    listed = rows(run(instances.ListInstance, '--project', data.PROJECT_B))
+    assert [i['Host'] for i in listed] == [api[1]['host-a'],
+                                           api[1]['host-b']]
 
 
 def test_instance_show_spells_out_the_latest_report(run):
@@ -88,6 +106,9 @@ def test_instance_set_builds_the_patch(run):
             '1024')
     with pytest.raises(SystemExit):
         run(instances.SetInstance, data.A1, '--floor', '1', '--no-floor')
+    for wrong in ('abc', '-5', '1.5'):
+        with pytest.raises(SystemExit):
+            run(instances.SetInstance, data.A1, '--floor', wrong)
 
 
 def test_report_list(run):
@@ -97,14 +118,17 @@ def test_report_list(run):
         'distinct': 300, 'ewma': 270, 'prl': 240}
     assert listed[0]['Curves'].human_readable() == 'exact'
     assert listed[0]['Curves'].machine_readable() == data.mrc(3)
+    assert listed[0]['WSS (MiB)'].human_readable() == (
+        'distinct=300, ewma=270, prl=240')
+    newest = rows(run(reports.ListReport, data.A1, '--limit', '2'))
+    assert [r['Sequence'] for r in newest] == [3, 2]
 
 
 def test_decision_list_show_and_transitions(run, api):
     _, host_uuids, decision = api
     [listed] = rows(run(decisions.ListDecision, '--state', 'recommended',
                         '--host', 'host-a', '--kind', 'memory_targets'))
-    assert (listed['UUID'], listed['Host']) == (decision,
-                                                host_uuids['host-a'])
+    assert (listed['UUID'], listed['Host']) == (decision, 'host-a')
     assert rows(run(decisions.ListDecision, '--kind', 'migration')) == []
     assert rows(run(decisions.ListDecision, '--host', 'host-b')) == []
     shown = fields(run(decisions.ShowDecision, decision))
@@ -124,6 +148,36 @@ def test_decision_list_show_and_transitions(run, api):
     with pytest.raises(exceptions.BadRequest,
                        match='memcanal.query.invalid'):
         run(decisions.ListDecision, '--state', 'happy')
+
+
+def test_decision_list_limit_reads_only_the_pages_it_needs(
+        run, client, api, monkeypatch):
+    """--limit is the API's page size too; --kind, filtered here, reads
+    on until it has --limit decisions of the kind."""
+    _, host_uuids, oldest = api
+    ctx = context.get_admin_context()
+    newer = [decisions_db.create_decision(
+        ctx, host_uuids['host-b'], 'migration', 'migration', 'recommend',
+        {}, {}, [{'instance_uuid': data.A3, 'target_bytes': data.GIB,
+                  'previous_bytes': None, 'mechanism': 'balloon'}])['uuid']
+        for _ in range(3)]
+    get = client.get
+    paths = []
+
+    def counted(path, params=None):
+        paths.append(path)
+        return get(path, params)
+    monkeypatch.setattr(client, 'get', counted)
+    newest = rows(run(decisions.ListDecision, '--limit', '2'))
+    assert [d['UUID'] for d in newest] == newer[::-1][:2]
+    assert [d['Host'] for d in newest] == ['host-b', 'host-b']
+    assert sorted(paths) == ['/decisions', '/hosts']
+    del paths[:]
+    [listed] = rows(run(decisions.ListDecision, '--limit', '1', '--kind',
+                        'memory_targets'))
+    assert listed['UUID'] == oldest
+    # A page of one decision each: the three migrations, then the one.
+    assert len([p for p in paths if p.startswith('/decisions')]) == 4
 
 
 def test_decisions_need_1_1(api, monkeypatch):

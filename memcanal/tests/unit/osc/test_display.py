@@ -1,5 +1,7 @@
 """Sizes and curves as the commands show them."""
 
+import json
+
 from memcanal.osc import display
 
 MIB = display.MIB
@@ -7,13 +9,21 @@ MIB = display.MIB
 
 def test_plot_falls_from_one_to_zero():
     points = [[256 * MIB, 0.5], [512 * MIB, 0.25], [1024 * MIB, 0.0]]
-    lines = display.plot(points, width=10, height=3).splitlines()
-    # Columns at 0, 114, 228, ... 1024 MiB; from 1.0 at no memory.
-    assert lines == ['1.0 |**',
-                     '    |  **',
-                     '0.0 |    ******',
-                     '    +----------',
-                     '     0 1024 MiB']
+    lines = display.plot(points, width=20, height=4).splitlines()
+    # Columns at 0, 54, 108, ... 1024 MiB; from 1.0 at no memory; a row
+    # is a quarter of the miss ratio, the middle one labelled.
+    assert lines == ['1.0 |***',
+                     '    |   **',
+                     '0.5 |     *****',
+                     '0.0 |          **********',
+                     '    +--------------------',
+                     '     0       512 1024 MiB']
+
+
+def test_plot_leaves_out_a_middle_size_that_would_not_fit():
+    points = [[256 * MIB, 0.5], [1024 * MIB, 0.0]]
+    assert display.plot(points, width=10, height=3).splitlines()[-1] == (
+        '     0 1024 MiB')
 
 
 def test_plot_clamps_ratios_outside_zero_to_one():
@@ -48,7 +58,25 @@ def test_sizes_in_mib():
     assert display.mib_by_key(None) == {}
 
 
+def test_sizes_column_shows_plain_numbers():
+    column = display.SizesColumn({'prl': 512, 'esx': 420})
+    assert column.human_readable() == 'esx=420, prl=512'
+    assert column.machine_readable() == {'prl': 512, 'esx': 420}
+    assert display.SizesColumn({}).human_readable() == ''
+
+
 def test_json_column():
     column = display.JSONColumn({'b': 1, 'a': [2]})
     assert column.human_readable() == '{\n "a": [\n  2\n ],\n "b": 1\n}'
     assert column.machine_readable() == {'b': 1, 'a': [2]}
+
+
+def test_json_column_abridges_curves_in_tables():
+    inputs = {'instances': {'vm': {'mrc': [[MIB, 0.5], [2 * MIB, 0.0]],
+                                   'wss_bytes': MIB}},
+              'hosts': [{'mrc': [[MIB, 1.0]]}]}
+    column = display.JSONColumn(inputs)
+    assert json.loads(column.human_readable()) == {
+        'instances': {'vm': {'mrc': '2-point curve', 'wss_bytes': MIB}},
+        'hosts': [{'mrc': '1-point curve'}]}
+    assert column.machine_readable() == inputs

@@ -3,6 +3,7 @@
 import argparse
 from unittest import mock
 
+from keystoneauth1 import noauth
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
 from osc_lib import exceptions
@@ -32,15 +33,32 @@ def test_option_defaults_to_negotiation(monkeypatch):
     assert parser.parse_args([]).os_memcanal_api_version == '1.3'
 
 
-def test_make_client_honours_the_endpoint_override(api):
+def _instance(session):
+    """OSC's ClientManager as make_client reads it."""
     instance = mock.Mock(_api_version={'memcanal': '1.2'},
-                         interface='public', region_name=None)
+                         interface='public', region_name=None,
+                         session=session)
     instance.get_configuration.return_value = {
         'memcanal_endpoint_override': conftest.URL}
+    return instance
+
+
+def test_make_client_honours_the_endpoint_override(api):
     # The session OSC authenticated, its token's endpoint elsewhere.
-    instance.session = ks_session.Session(
+    made = plugin.make_client(_instance(ks_session.Session(
         auth=token_endpoint.Token('http://elsewhere.test', 'admin'),
-        session=api[0])
-    made = plugin.make_client(instance)
+        session=api[0])))
     assert made.api_version == '1.2'
     assert made.get('/hosts')['hosts'][0]['name'] == 'host-a'
+
+
+def test_auth_type_none_is_noauth2s_admin(api):
+    """--os-auth-type none: keystoneauth's token "notused" would be an
+    ordinary noauth2 user, refused the admin-only host list."""
+    made = plugin.make_client(_instance(ks_session.Session(
+        auth=noauth.NoAuth(), session=api[0])))
+    assert made.get('/hosts')['hosts'][0]['name'] == 'host-a'
+    as_keystoneauth_would = conftest.make_client(api[0])
+    as_keystoneauth_would._adapter.auth = noauth.NoAuth()
+    with pytest.raises(exceptions.Forbidden, match='policy'):
+        as_keystoneauth_would.get('/hosts')
