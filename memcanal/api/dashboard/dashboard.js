@@ -44,20 +44,42 @@
 
   // -- Talking to the API ------------------------------------------------
 
-  async function api(path, method) {
-    const response = await fetch(API + path, {
-      method: method || 'GET',
-      headers: {'X-Auth-Token': tokenInput.value,
-                'OpenStack-API-Version': VERSION,
-                'Accept': 'application/json'},
-    });
+  // An answer of the API other than a success, or no answer at all
+  // (status 0): its message names the status and the API's error code.
+  class ApiError extends Error {
+    constructor(status, message) {
+      super(message);
+      this.status = status;
+    }
+  }
+
+  // The token goes in a header only, never in a URL (which logs keep).
+  async function api(resource, method) {
+    let response;
+    try {
+      response = await fetch(API + resource, {
+        method: method || 'GET',
+        headers: {'X-Auth-Token': tokenInput.value,
+                  'OpenStack-API-Version': VERSION,
+                  'Accept': 'application/json'},
+      });
+    } catch (error) {
+      throw new ApiError(0, 'The API does not answer (' + error.message
+                         + ').');
+    }
     const body = await response.json().catch(() => null);
     if (!response.ok) {
       const error = body && body.errors && body.errors[0];
-      throw new Error(error ? error.code + ': ' + error.detail
-                            : response.status + ' ' + response.statusText);
+      throw new ApiError(response.status, response.status + ' '
+        + (error ? error.code + ': ' + error.detail : response.statusText));
     }
     return body;
+  }
+
+  // A path of the API from its parts, each quoted: an identifier the API
+  // returned is data, never a path to follow.
+  function apiPath(...parts) {
+    return parts.map(part => '/' + encodeURIComponent(part)).join('');
   }
 
   // -- Building elements -------------------------------------------------
@@ -301,6 +323,14 @@
     return SEGMENTS.map(s => Object.assign({bytes: sizes[s.key] || 0}, s));
   }
 
+  // A host name long enough to run under its bar is cut; its title (a
+  // tooltip) gives it whole.
+  const LABEL_CHARS = 17;
+
+  function fitted(text, chars) {
+    return text.length > chars ? text.slice(0, chars - 1) + '…' : text;
+  }
+
   function drawHosts() {
     const target = byId('host-map');
     if (!state.hosts.length) {
@@ -334,7 +364,8 @@
       const top = 6 + index * rowHeight;
       const group = svg('g', {class: 'host', 'data-host': host.name});
       group.append(
-        svg('text', {x: 0, y: top + 15, 'font-weight': 600}, host.name),
+        svg('text', {x: 0, y: top + 15, 'font-weight': 600},
+            fitted(host.name, LABEL_CHARS), svg('title', {}, host.name)),
         svg('text', {x: 0, y: top + 30,
                      class: 'note host-state-' + host.state},
             host.state + ' · ' + host.instance_count + ' VMs'));
@@ -434,7 +465,7 @@
     const what = decision.kind + ' decision ' + shortId(decision.uuid)
       + ' of ' + hostName(decision.host_uuid);
     try {
-      const done = await api('/decisions/' + decision.uuid + '/' + request,
+      const done = await api(apiPath('decisions', decision.uuid, request),
                              'POST');
       showResult((request === 'approve' ? 'Approved ' : 'Rejected ')
                  + what + ': it is now ' + done.state + '.', 'ok');
@@ -614,8 +645,8 @@
       byId('mrc-chart').replaceChildren();
       return;
     }
-    const page = await api('/instances/' + vm.uuid + '/reports?limit='
-                           + REPORTS);
+    const page = await api(apiPath('instances', vm.uuid, 'reports')
+                           + '?limit=' + REPORTS);
     state.reports = page.reports;
     drawWss(vm);
     drawMrc(vm);
@@ -623,10 +654,32 @@
 
   // -- Refreshing --------------------------------------------------------
 
-  function setStatus(text, isError) {
+  function setStatus(text) {
     const status = byId('status');
     status.textContent = text;
-    status.className = 'status' + (isError ? ' error' : '');
+    status.className = 'status';
+    byId('problem').hidden = true;
+    tokenInput.classList.remove('needed');
+  }
+
+  // A failure in the header and, as it may leave the page stale or
+  // empty, in a banner across it; a refused token asks for another.
+  function showProblem(error) {
+    const unauthorized = error.status === 401;
+    const text = unauthorized
+      ? 'The API refused the token: ' + error.message + ' Enter a valid '
+        + 'token in the Token field: with keystone, a project-scoped admin '
+        + 'token (openstack token issue -f value -c id).'
+      : 'Could not read the API: ' + error.message;
+    const status = byId('status');
+    status.textContent = unauthorized ? 'token refused' : 'error';
+    status.className = 'status error';
+    const problem = byId('problem');
+    problem.textContent = text;
+    problem.dataset.status = error.status === undefined ? ''
+      : String(error.status);
+    problem.hidden = false;
+    tokenInput.classList.toggle('needed', unauthorized);
   }
 
   let refreshing = null;
@@ -658,7 +711,7 @@
                 + state.instances.length + ' VMs · '
                 + state.pending.length + ' pending');
     } catch (error) {
-      setStatus(error.message, true);
+      showProblem(error);
     }
   }
 
@@ -669,7 +722,7 @@
   vmSelect.addEventListener('change', () => {
     state.selected = vmSelect.value;
     sessionStorage.setItem('memcanal.vm', state.selected);
-    loadVm().catch(error => setStatus(error.message, true));
+    loadVm().catch(showProblem);
   });
   refresh();
   setInterval(refresh, REFRESH_MS);

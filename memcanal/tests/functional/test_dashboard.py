@@ -3,11 +3,14 @@
 The API serves the page on a seeded SQLite database, as in test_api.py;
 the page must draw the hosts' memory map, the selected VM's working set
 over time and its miss-ratio curve with the sizes it has and would get,
-and approve a pending decision. Screenshots go to the CI's artefacts
-directory, to be looked at.
+and approve a pending decision. Names the API returns are shown as text,
+never markup; a refused token, an API answering errors or not at all and
+an approval another operator made first are shown on the page.
+Screenshots go to the CI's artefacts directory, to be looked at.
 """
 
 import datetime
+import json
 import math
 import os
 import pathlib
@@ -21,6 +24,7 @@ from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support import ui
 
 from memcanal.api import deploy
+from memcanal.api import errors
 from memcanal import context
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
@@ -38,15 +42,23 @@ WAIT = 20
 GIB = data.GIB
 TOP = pathlib.Path(__file__).resolve().parents[3]
 
+# Markup where the API returns free text: a host's name, a flavor's, a
+# policy's, a decision's rejection reason, an error's detail. The page
+# must show it as text; as markup it would add an <img> element.
+HOSTILE = '<img src=x onerror=window.__xss=1>'
 # compute-1 runs VM_A, VM_B (the pending decision shrinks it, and leaves
 # VM_A as it is) and VM_C (paged: 2 GiB of it is lent by compute-2's
-# memory server); compute-2 runs VM_D.
+# memory server); compute-2 runs VM_D; the host HOSTILE runs VM_E, of
+# flavor HOSTILE, and rejected a decision of policy HOSTILE.
 VM_A = '10000000-0000-4000-8000-00000000000a'
 VM_B = '20000000-0000-4000-8000-00000000000b'
 VM_C = '30000000-0000-4000-8000-00000000000c'
 VM_D = '40000000-0000-4000-8000-00000000000d'
-MEMORY = {VM_A: 4 * GIB, VM_B: 4 * GIB, VM_C: 8 * GIB, VM_D: 8 * GIB}
-HOSTS_OF = {'compute-1': [VM_A, VM_B, VM_C], 'compute-2': [VM_D]}
+VM_E = '50000000-0000-4000-8000-00000000000e'
+MEMORY = {VM_A: 4 * GIB, VM_B: 4 * GIB, VM_C: 8 * GIB, VM_D: 8 * GIB,
+          VM_E: 2 * GIB}
+HOSTS_OF = {'compute-1': [VM_A, VM_B, VM_C], 'compute-2': [VM_D],
+            HOSTILE: [VM_E]}
 # Each estimator's share of the VM's working set.
 ESTIMATORS = {'prl': 1.0, 'pml': 0.93, 'esx': 0.8}
 CURVES = ('hcache', 'shards')
@@ -78,9 +90,10 @@ def _curve(wss, scale):
 
 def _sample(uuid, sequence):
     wss = _working_set(uuid, sequence)
+    flavor = 'm1.large' if MEMORY[uuid] > 4 * GIB else 'm1.medium'
     return {'uuid': uuid, 'project_id': data.PROJECT_A,
             'allocated_bytes': MEMORY[uuid], 'observed_bytes': None,
-            'flavor': 'm1.large' if MEMORY[uuid] > 4 * GIB else 'm1.medium',
+            'flavor': HOSTILE if uuid == VM_E else flavor,
             'wss': {name: int(wss * share)
                     for name, share in ESTIMATORS.items()},
             'mrc': {'hcache': _curve(wss, 3.0), 'shards': _curve(wss, 2.4)},
@@ -94,7 +107,9 @@ def seed():
     hosts = {'compute-1': db_api.register_host(
                  ctx, 'compute-1', 64 * GIB, 2 * GIB, 30.0)['uuid'],
              'compute-2': db_api.register_host(
-                 ctx, 'compute-2', 32 * GIB, GIB, 30.0)['uuid']}
+                 ctx, 'compute-2', 32 * GIB, GIB, 30.0)['uuid'],
+             HOSTILE: db_api.register_host(
+                 ctx, HOSTILE, 16 * GIB, GIB, 30.0)['uuid']}
     now = timeutils.utcnow()
     for sequence in range(1, REPORTS + 1):
         collected = now - datetime.timedelta(
@@ -111,37 +126,71 @@ def seed():
                                        'used_bytes': 0}
             assert db_api.store_report(ctx, reports.validate_report(
                 report, max_mrc_points=100, max_instances=10))
+    rejected = _memory_targets(ctx, hosts[HOSTILE], HOSTILE,
+                               {VM_E: GIB})
+    decisions_db.request_transition(ctx, rejected['uuid'], 'reject',
+                                    reason=HOSTILE)
     cross.answer(ctx, decisions_db.create_pooling_decision(
         ctx, VM_C, MEMORY[VM_C] - LENT, hosts['compute-2'], LENT,
         'pooling', 'auto', {}, {}))
-    decision = decisions_db.create_decision(
-        ctx, hosts['compute-1'], 'memory_targets', 'isolated_sharing',
-        'recommend', {'free_bytes': 0},
-        {'policy': {'policy': 'isolated_sharing', 'geometric_mean': 0.91},
+    decision = _memory_targets(ctx, hosts['compute-1'], 'isolated_sharing',
+                               PENDING, POLICY_TARGETS)
+    return decision, hosts
+
+
+def _memory_targets(ctx, host_uuid, policy, changes, targets=None):
+    """A pending memory_targets decision resizing ``changes`` {VM: bytes}
+    (and keeping the rest of ``targets``)."""
+    return decisions_db.create_decision(
+        ctx, host_uuid, 'memory_targets', policy, 'recommend',
+        {'free_bytes': 0},
+        {'policy': {'policy': policy, 'geometric_mean': 0.91},
          'instances': {uuid: {'target_bytes': target,
                               'policy_target_bytes': target,
                               'curve': 'hcache',
                               'predicted_miss_ratio': 0.04,
                               'predicted_relative_miss_ratio': 0.9,
                               'guardrails': []}
-                       for uuid, target in POLICY_TARGETS.items()}},
+                       for uuid, target in (targets or changes).items()}},
         [{'instance_uuid': uuid, 'target_bytes': target,
           'previous_bytes': MEMORY[uuid], 'mechanism': 'balloon'}
-         for uuid, target in PENDING.items()])
-    return decision, hosts
+         for uuid, target in changes.items()])
+
+
+class Faults:
+    """The API, or while ``status`` is set, an error of that status on
+    every path but the dashboard's, as a failing API or a proxy would."""
+
+    def __init__(self, application):
+        self.application = application
+        self.status = None
+
+    def __call__(self, environ, start_response):
+        if self.status is None or environ['PATH_INFO'].startswith(
+                '/dashboard'):
+            return self.application(environ, start_response)
+        body = json.dumps({'errors': [{
+            'status': self.status, 'code': 'memcanal.test.fault',
+            'title': 'Fault', 'detail': HOSTILE}]}).encode()
+        start_response('%d Fault' % self.status,
+                       [('Content-Type', 'application/json'),
+                        ('Content-Length', str(len(body)))])
+        return [body]
 
 
 @pytest.fixture(scope='module')
 def dashboard(tmp_path_factory):
-    """(page URL, pending decision) of the API on a seeded SQLite file."""
+    """(page URL, pending decision, Faults) of the API on a seeded SQLite
+    file."""
     url = 'sqlite:///%s' % (tmp_path_factory.mktemp('dashboard')
                             / 'memcanal.sqlite')
     with data.using(memcanal_fixtures.ConfFixture('noauth2')) as fixture:
         fixture.conf.set_override('connection', url, 'database')
         with data.using(memcanal_fixtures.Database(url, migrate=True)):
-            decision, _hosts = seed()
-            with test_api.serving(deploy.loadapp(fixture.conf)) as base:
-                yield base + '/dashboard', decision
+            decision, hosts = seed()
+            faults = Faults(deploy.loadapp(fixture.conf))
+            with test_api.serving(faults) as base:
+                yield base + '/dashboard', decision, faults, hosts
 
 
 @pytest.fixture(scope='module')
@@ -188,9 +237,9 @@ def attributes(driver, css, name):
 @pytest.fixture(scope='module')
 def page(browser, dashboard):
     """The dashboard loaded, once its host map and VM charts are drawn."""
-    url, decision = dashboard
+    url, decision, _faults, _hosts = dashboard
     browser.get(url)
-    wait_for(browser, lambda d: len(elements(d, '#host-map g.host')) == 2
+    wait_for(browser, lambda d: len(elements(d, '#host-map g.host')) == 3
              and elements(d, '#mrc-chart path.series'))
     return browser, decision
 
@@ -198,7 +247,7 @@ def page(browser, dashboard):
 def test_host_map(page):
     driver, _decision = page
     assert attributes(driver, '#host-map g.host', 'data-host') == [
-        'compute-1', 'compute-2']
+        HOSTILE, 'compute-1', 'compute-2']
     borrower = '#host-map g.host[data-host="compute-1"] '
     lender = '#host-map g.host[data-host="compute-2"] '
     assert attributes(driver, borrower + 'rect.seg-borrowed',
@@ -210,7 +259,7 @@ def test_host_map(page):
     assert sum(int(b) for b in attributes(
         driver, borrower + 'rect.seg-demand, ' + borrower + 'rect.seg-idle',
         'data-bytes')) == 14 * GIB
-    assert len(elements(driver, '#host-map g.host line.capacity')) == 2
+    assert len(elements(driver, '#host-map g.host line.capacity')) == 3
     assert 'up · 3 VMs' in driver.find_element(
         By.CSS_SELECTOR, borrower).text
 
@@ -274,6 +323,33 @@ def test_approve(page):
     screenshot(driver, 'approved')
 
 
+def no_markup_ran(driver):
+    """Nothing of HOSTILE became an element or ran."""
+    assert driver.execute_script(
+        'return document.querySelectorAll("img").length') == 0
+    assert driver.execute_script('return window.__xss') is None
+
+
+def test_names_are_text(page):
+    driver, _decision = page
+    host = driver.find_element(
+        By.CSS_SELECTOR, '#host-map g.host:first-of-type')
+    assert host.get_attribute('data-host') == HOSTILE
+    # Cut to fit beside its bar, whole in its tooltip.
+    label = host.find_element(By.CSS_SELECTOR, 'text')
+    assert label.find_element(By.CSS_SELECTOR, 'title').get_attribute(
+        'textContent') == HOSTILE
+    assert label.get_attribute('textContent') == HOSTILE[:16] + '…' \
+        + HOSTILE
+    vm = next(o for o in ui.Select(driver.find_element(
+        By.ID, 'vm-select')).options if o.get_attribute('value') == VM_E)
+    assert vm.text.startswith('VM 50000000 (%s) on %s' % (HOSTILE, HOSTILE))
+    [rejected] = [row for row in elements(driver, 'tr.recent')
+                  if row.get_attribute('data-state') == 'rejected']
+    assert HOSTILE in rejected.text
+    no_markup_ran(driver)
+
+
 def test_no_script_errors(page):
     driver, _decision = page
     status = driver.find_element(By.ID, 'status')
@@ -281,3 +357,117 @@ def test_no_script_errors(page):
     assert status.text.startswith('updated ')
     assert [entry['message'] for entry in driver.get_log('browser')
             if entry['level'] == 'SEVERE'] == []
+
+
+# The rest make the API fail: the console then holds the failed requests.
+
+def refresh_now(driver, token=None):
+    """Set the Token field (when given) and have the page read the API,
+    as the operator changing the token does."""
+    driver.execute_script(
+        'const input = document.getElementById("token");'
+        'if (arguments[0] !== null) input.value = arguments[0];'
+        'input.dispatchEvent(new Event("change"));', token)
+
+
+def problem(driver, status):
+    """The page's banner once it shows a failure of ``status``."""
+    return wait_for(driver, lambda d: d.find_element(
+        By.CSS_SELECTOR, '#problem[data-status="%s"]:not([hidden])'
+        % status))
+
+
+def recovered(driver):
+    wait_for(driver, lambda d: not d.find_element(
+        By.ID, 'problem').is_displayed()
+        and d.find_element(By.ID, 'status').text.startswith('updated '))
+
+
+def test_approved_by_another_operator_first(page, dashboard):
+    driver, _decision = page
+    ctx = context.get_admin_context()
+    late = _memory_targets(ctx, dashboard[3]['compute-2'], 'isolated_sharing',
+                           {VM_D: 6 * GIB})
+    row = 'tr.decision[data-uuid="%s"]' % late['uuid']
+    wait_for(driver, lambda d: elements(d, row + ' button.approve'))
+    # The button as the operator saw it; the row is gone at the next
+    # refresh, the button's click still posts.
+    driver.execute_script(
+        'window.__approve = document.querySelector(arguments[0]);',
+        row + ' button.approve')
+    decisions_db.request_transition(ctx, late['uuid'], 'approve')
+    driver.execute_script('window.__approve.click();')
+    result = wait_for(
+        driver, expected_conditions.visibility_of_element_located(
+            (By.CSS_SELECTOR, '#decision-result.error')))
+    assert 'Could not approve memory_targets decision %s of compute-2: ' \
+        '409 %s: ' % (late['uuid'][:8], errors.DECISION_STATE_CONFLICT) \
+        in result.text
+    screenshot(driver, 'conflict')
+
+
+def test_refused_token_asks_for_one(page):
+    driver, _decision = page
+    try:
+        # noauth2 answers 401 without a token, 403 to a non-admin one.
+        refresh_now(driver, 'not-an-admin-token')
+        assert '403 ' in problem(driver, 403).text
+        refresh_now(driver, '')
+        banner = problem(driver, 401)
+        assert 'The API refused the token: 401 %s: ' \
+            % errors.AUTH_UNAUTHORIZED in banner.text
+        assert 'Enter a valid token in the Token field' in banner.text
+        assert 'needed' in driver.find_element(
+            By.ID, 'token').get_attribute('class')
+        screenshot(driver, 'token-refused')
+        # The token went in a header only: no URL the page asked for
+        # holds it.
+        urls = driver.execute_script(
+            'return performance.getEntriesByType("resource")'
+            '.map(entry => entry.name);')
+        assert urls and not [url for url in urls
+                             if 'not-an-admin-token' in url]
+    finally:
+        refresh_now(driver, 'admin')
+    recovered(driver)
+    assert 'needed' not in driver.find_element(
+        By.ID, 'token').get_attribute('class')
+
+
+def test_api_error_is_shown(page, dashboard):
+    driver, _decision = page
+    faults = dashboard[2]
+    faults.status = 503
+    try:
+        refresh_now(driver)
+        banner = problem(driver, 503)
+        assert banner.text == 'Could not read the API: 503 ' \
+            'memcanal.test.fault: ' + HOSTILE
+        no_markup_ran(driver)
+        # What was drawn stays, under the banner.
+        assert len(elements(driver, '#host-map g.host')) == 3
+        screenshot(driver, 'api-error')
+    finally:
+        faults.status = None
+    refresh_now(driver)
+    recovered(driver)
+
+
+def test_api_down_is_shown(page):
+    driver, _decision = page
+    driver.execute_cdp_cmd('Network.enable', {})
+    conditions = {'latency': 0, 'downloadThroughput': -1,
+                  'uploadThroughput': -1}
+    driver.execute_cdp_cmd('Network.emulateNetworkConditions',
+                           dict(conditions, offline=True))
+    try:
+        refresh_now(driver)
+        assert problem(driver, 0).text.startswith(
+            'Could not read the API: The API does not answer (')
+        assert 'error' in driver.find_element(
+            By.ID, 'status').get_attribute('class')
+    finally:
+        driver.execute_cdp_cmd('Network.emulateNetworkConditions',
+                               dict(conditions, offline=False))
+    refresh_now(driver)
+    recovered(driver)

@@ -65,6 +65,65 @@ def test_unknown_file_is_404(client, path):
                       errors.ROUTE_NOT_FOUND)
 
 
+@pytest.mark.parametrize('path', ['/dashboard', '/dashboard/dashboard.js',
+                                  '/dashboard/dashboard.css'])
+def test_files_are_served_with_a_strict_policy(client, path):
+    response = client.request(path, token=None, headers={'Accept': '*/*'})
+    assert response.status_int == 200
+    assert response.headers['X-Content-Type-Options'] == 'nosniff'
+    assert response.headers['X-Frame-Options'] == 'DENY'
+    assert response.headers['Referrer-Policy'] == 'no-referrer'
+    assert response.cache_control.no_cache
+    policy = dict(
+        (directive.split(' ', 1) + [''])[:2] for directive in
+        response.headers['Content-Security-Policy'].split('; '))
+    # Only the page's own files run; nothing inline, nothing elsewhere.
+    assert policy['default-src'] == "'none'"
+    assert policy['script-src'] == "'self'"
+    assert policy['style-src'] == "'self'"
+    assert policy['connect-src'] == "'self'"
+    assert policy['frame-ancestors'] == "'none'"
+
+
+def test_page_has_nothing_inline(client):
+    """What the policy would block: inline script, style or handlers."""
+    page = client.request('/dashboard', token=None).body.decode()
+    assert re.findall(r'<script(?![^>]*\bsrc=)', page) == []
+    assert re.findall(r'<style|\sstyle=|\son[a-z]+=', page) == []
+
+
+@pytest.mark.parametrize('path', [
+    '/dashboard/..',
+    '/dashboard/%2e%2e',
+    '/dashboard/%2E%2E%2Fhandlers%2Fdashboard.py',
+    '/dashboard/..%5C..%5Chandler.py',
+    '/dashboard/..%5Cdashboard.js',
+    '/dashboard/%2Fetc%2Fpasswd',
+    '/dashboard/%2Fetc%2Fhosts.css',
+    '/dashboard/dashboard.js%00.js',
+    '/dashboard/.%2Fdashboard.js',
+    '/dashboard//etc/passwd',
+])
+def test_no_way_out_of_the_directory_with_a_token(client, path):
+    base.assert_error(client.request(path), 404, errors.ROUTE_NOT_FOUND)
+
+
+def test_link_out_of_the_directory_is_not_followed(client, monkeypatch,
+                                                   tmp_path):
+    secret = tmp_path / 'secret.js'
+    secret.write_text('secret')
+    assets = tmp_path / 'assets'
+    assets.mkdir()
+    (assets / 'shipped.js').write_text('shipped')
+    (assets / 'leak.js').symlink_to(secret)
+    (assets / 'dir.css').mkdir()
+    monkeypatch.setattr(dashboard, 'ASSETS_DIR', str(assets))
+    assert client.request('/dashboard/shipped.js').body == b'shipped'
+    for name in ('leak.js', 'dir.css'):
+        base.assert_error(client.request('/dashboard/' + name), 404,
+                          errors.ROUTE_NOT_FOUND)
+
+
 def test_no_way_out_of_the_directory(client):
     # The quoted slash is decoded: a path deeper than /dashboard/<file>,
     # so not public, and no route.
