@@ -34,7 +34,8 @@ function install_memcanal {
     # the filter and weigher.
     local nova_venv=${PROJECT_VENV[nova]:-}
     if is_service_enabled n-sch && [[ -n $nova_venv ]]; then
-        PIP_VIRTUAL_ENV=$nova_venv pip_install -c $REQUIREMENTS_DIR/upper-constraints.txt -e $MEMCANAL_DIR
+        # pip_install applies devstack's upper constraints itself.
+        PIP_VIRTUAL_ENV=$nova_venv pip_install -e $MEMCANAL_DIR
     fi
 }
 
@@ -60,7 +61,11 @@ function write_memcanal_conf {
     iniset $MEMCANAL_CONF DEFAULT debug $ENABLE_DEBUG_LOG_LEVEL
     iniset $MEMCANAL_CONF DEFAULT state_path $MEMCANAL_STATE_PATH
     iniset_rpc_backend memcanal $MEMCANAL_CONF
-    iniset $MEMCANAL_CONF database connection "$(database_connection_url memcanal)"
+    # lib/database knows no database type on a compute node that runs
+    # none, and the agent reaches the service over RPC only.
+    if is_service_enabled memcanal-api memcanal-service; then
+        iniset $MEMCANAL_CONF database connection "$(database_connection_url memcanal)"
+    fi
     iniset $MEMCANAL_CONF api auth_strategy $MEMCANAL_AUTH_STRATEGY
     configure_keystone_authtoken_middleware $MEMCANAL_CONF memcanal
     iniset $MEMCANAL_CONF agent driver $MEMCANAL_AGENT_DRIVER
@@ -71,31 +76,22 @@ function write_memcanal_conf {
     setup_logging $MEMCANAL_CONF
 }
 
-# write_memcanal_uwsgi_conf - uwsgi serving the API on its own port.
+# write_memcanal_uwsgi_conf - uwsgi serving the API on its own port:
+# devstack's write_uwsgi_config with its http argument set, so no
+# apache proxy; the module form needs devstack 2024.2 or later.
 function write_memcanal_uwsgi_conf {
     local address=$MEMCANAL_SERVICE_LISTEN_ADDRESS
     if [[ $address == *:* ]]; then
         address="[$address]"
     fi
-    rm -f $MEMCANAL_UWSGI_CONF
-    iniset $MEMCANAL_UWSGI_CONF uwsgi http-socket $address:$MEMCANAL_SERVICE_PORT
-    iniset $MEMCANAL_UWSGI_CONF uwsgi module memcanal.wsgi.api:application
+    write_uwsgi_config "$MEMCANAL_UWSGI_CONF" memcanal.wsgi.api:application \
+        "" "$address:$MEMCANAL_SERVICE_PORT" memcanal-api
+    iniset $MEMCANAL_UWSGI_CONF uwsgi processes $MEMCANAL_API_WORKERS
     iniset $MEMCANAL_UWSGI_CONF uwsgi env OS_MEMCANAL_CONFIG_FILES=$MEMCANAL_CONF
-    # devstack's uwsgi may be the distribution's, Python as a plugin,
-    # and memcanal is in devstack's global venv.
-    iniset $MEMCANAL_UWSGI_CONF uwsgi plugins http,python3
+    # memcanal is in devstack's global venv, not uwsgi's own Python.
     if [[ $GLOBAL_VENV == True ]]; then
         iniset $MEMCANAL_UWSGI_CONF uwsgi venv $DEVSTACK_VENV
     fi
-    iniset $MEMCANAL_UWSGI_CONF uwsgi master true
-    iniset $MEMCANAL_UWSGI_CONF uwsgi processes $MEMCANAL_API_WORKERS
-    iniset $MEMCANAL_UWSGI_CONF uwsgi enable-threads true
-    # Each worker builds the app (and its connections) after the fork.
-    iniset $MEMCANAL_UWSGI_CONF uwsgi lazy-apps true
-    iniset $MEMCANAL_UWSGI_CONF uwsgi die-on-term true
-    iniset $MEMCANAL_UWSGI_CONF uwsgi exit-on-reload false
-    # keystone tokens and service catalogs make large headers.
-    iniset $MEMCANAL_UWSGI_CONF uwsgi buffer-size 65535
 }
 
 # create_memcanal_accounts - the service user and the catalog entry
@@ -118,9 +114,11 @@ function init_memcanal_db {
 function memcanal_nova_list_add {
     local option=$1 default=$2 value=$3
     local values
+    # devstack's iniget_multiline prints every value on one line,
+    # separated by spaces.
     values=$(iniget_multiline $NOVA_CONF filter_scheduler $option)
     values=${values:-$default}
-    if ! grep -qxF "$value" <<< "$values"; then
+    if [[ " $values " != *" $value "* ]]; then
         iniset_multiline $NOVA_CONF filter_scheduler $option $values $value
     fi
 }

@@ -94,7 +94,6 @@ class Stack:
             DATABASE_PASSWORD='dbsecret', RABBIT_PASSWORD='secret',
             ENABLE_DEBUG_LOG_LEVEL='True', NOVA_CONF=str(self.nova_conf),
             GLOBAL_VENV='True', DEVSTACK_VENV='/opt/stack/data/venv',
-            REQUIREMENTS_DIR='/opt/stack/requirements',
             NOVA_FILTERS=NOVA_FILTERS, TEMPEST_CONFIG=str(self.tempest_conf))
         env.update(variables)
         self.result = subprocess.run(
@@ -131,8 +130,8 @@ class Stack:
                 if call[0] == name]
 
 
-def nova_conf_values(path):
-    """nova.conf's sections as oslo.config reads them: repeated options
+def oslo_ini_values(path):
+    """An INI file's sections as oslo.config reads them: repeated options
     keep all their values."""
     sections = {}
     cfg.ConfigParser(str(path), sections).parse()
@@ -153,7 +152,9 @@ def defines_class(dotted):
 def stack(tmp_path_factory):
     """A one-node cloud's stack.sh: nova, keystone and tempest enabled,
     memcanal's services left to the plugin's settings."""
-    stacked = Stack(tmp_path_factory.mktemp('devstack'), STACK)
+    # Workers differ from API_WORKERS: memcanal's own count must win.
+    stacked = Stack(tmp_path_factory.mktemp('devstack'), STACK,
+                    MEMCANAL_API_WORKERS='3')
     assert stacked.result.returncode == 0, stacked.result.stderr
     return stacked
 
@@ -211,19 +212,51 @@ def test_post_config_registers_the_service_and_its_endpoint(stack):
 
 
 def test_uwsgi_serves_the_wsgi_module_with_memcanal_conf(stack):
+    """devstack's write_uwsgi_config, with uwsgi answering HTTP on
+    memcanal's own port, then memcanal's workers and config file."""
+    [(path, wsgi_module, _, http, name)] = stack.named('write_uwsgi_config')
+    assert (path, http, name) == (str(stack.uwsgi_conf), '0.0.0.0:8793',
+                                  'memcanal-api')
     parser = configparser.ConfigParser(interpolation=None)
     parser.read(stack.uwsgi_conf)
     uwsgi = parser['uwsgi']
-    assert uwsgi['http-socket'] == '0.0.0.0:8793'
-    assert uwsgi['processes'] == '2'
+    assert uwsgi['http'] == '0.0.0.0:8793'
+    assert uwsgi['processes'] == '3'
     assert uwsgi['venv'] == '/opt/stack/data/venv'
     assert uwsgi['env'] == '%s=%s' % (wsgi.CONFIG_FILES_ENV, stack.conf)
-    module, _, attribute = uwsgi['module'].partition(':')
+    assert uwsgi['module'] == wsgi_module
+    module, _, attribute = wsgi_module.partition(':')
     assert module == 'memcanal.wsgi.api'
     tree = ast.parse(REPO.joinpath('memcanal', 'wsgi', 'api.py').read_text())
     assert attribute in {target.id for node in tree.body
                          if isinstance(node, ast.Assign)
                          for target in node.targets}
+
+
+def test_ipv6_listen_address_is_bracketed(tmp_path):
+    ipv6 = Stack(tmp_path, ['stack:post-config'],
+                 MEMCANAL_SERVICE_LISTEN_ADDRESS='::')
+    assert ipv6.result.returncode == 0, ipv6.result.stderr
+    [(_, _, _, http, _)] = ipv6.named('write_uwsgi_config')
+    assert http == '[::]:8793'
+
+
+def test_every_devstack_call_takes_devstack_arguments(stack):
+    assert stack.named('wrong_arity') == []
+
+
+def test_stub_stops_a_call_with_the_wrong_argument_count(tmp_path):
+    """The guard the test above relies on."""
+    log = tmp_path / 'calls.log'
+    result = subprocess.run(
+        ['bash', '-c', 'set -o errexit; source "$1"; '
+         'iniset "$2" section option; echo reached',
+         'driver', str(STUBS), str(tmp_path / 'x.ini')],
+        env=dict(os.environ, STUB_LOG=str(log)),
+        capture_output=True, text=True)
+    assert result.returncode != 0
+    assert 'reached' not in result.stdout
+    assert log.read_text().startswith('wrong_arity\tiniset\t')
 
 
 def test_memcanal_conf_reads_as_memcanal_options(stack):
@@ -253,7 +286,7 @@ def test_memcanal_conf_reads_as_memcanal_options(stack):
 
 
 def test_nova_scheduler_gets_the_filter_and_weigher(stack):
-    scheduler = nova_conf_values(stack.nova_conf)['filter_scheduler']
+    scheduler = oslo_ini_values(stack.nova_conf)['filter_scheduler']
     assert scheduler['enabled_filters'] == [NOVA_FILTERS + ',MemCanalFilter']
     assert scheduler['available_filters'] == [
         'nova.scheduler.filters.all_filters', NOVA_FILTER]
@@ -289,7 +322,7 @@ def test_post_config_again_adds_to_nova_once(tmp_path):
         'other.Filter\ntrack_instance_changes')
     again = Stack(tmp_path, ['stack:post-config'] * 2, nova_conf=nova_conf)
     assert again.result.returncode == 0, again.result.stderr
-    scheduler = nova_conf_values(again.nova_conf)['filter_scheduler']
+    scheduler = oslo_ini_values(again.nova_conf)['filter_scheduler']
     assert scheduler['enabled_filters'] == [NOVA_FILTERS + ',MemCanalFilter']
     assert scheduler['available_filters'] == [
         'nova.scheduler.filters.all_filters', 'other.Filter', NOVA_FILTER]
@@ -317,6 +350,7 @@ def test_compute_node_runs_only_the_agent(tmp_path):
         assert compute.named(controller_only) == []
     assert compute.nova_conf.read_text() == NOVA_CONF
     assert compute.conf.exists() and not compute.uwsgi_conf.exists()
+    assert 'database' not in oslo_ini_values(compute.conf)
     assert not compute.tempest_conf.exists()
 
 
@@ -325,8 +359,7 @@ def test_nova_venv_of_its_own_gets_memcanal_too(tmp_path):
                  prelude='declare -A PROJECT_VENV=([nova]=/opt/nova.venv)')
     assert venv.result.returncode == 0, venv.result.stderr
     assert venv.named('pip_install') == [
-        ('PIP_VIRTUAL_ENV=/opt/nova.venv', '-c',
-         '/opt/stack/requirements/upper-constraints.txt', '-e', str(REPO))]
+        ('PIP_VIRTUAL_ENV=/opt/nova.venv', '-e', str(REPO))]
 
 
 def test_unknown_agent_driver_stops_stack_before_install(tmp_path):
