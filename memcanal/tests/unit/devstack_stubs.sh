@@ -126,9 +126,14 @@ function write_uwsgi_config {
 }
 
 # functions-common: run_process SERVICE COMMAND [GROUP [USER]];
-# devstack starts and stops only enabled services.
+# devstack starts and stops only enabled services, and its systemd unit
+# (_common_systemd_pitfalls) dies on a command without an absolute
+# path or with sudo.
 function run_process {
     stub_arity 2 4 "$@"
+    if [[ $2 != /* || $2 == *sudo* ]]; then
+        die $LINENO "run_process $1: not an absolute command without sudo: $2"
+    fi
     is_service_enabled $1 && stub_record run_process "$@"
     return 0
 }
