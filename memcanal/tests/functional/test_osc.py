@@ -11,10 +11,13 @@ import os
 import subprocess
 import sys
 
+from oslo_config import cfg
 import pytest
 
+from memcanal.api import deploy
 from memcanal.cmd import plan
 from memcanal.tests.functional import cloud as seeded
+from memcanal.tests.functional import test_api
 
 OPENSTACK = os.path.join(os.path.dirname(sys.executable), 'openstack')
 GIB_MIB = 1024
@@ -109,15 +112,15 @@ def test_instance_shown_as_a_table_charts_its_curve(cloud):
 def test_decisions_approve_reject_rollback(cloud):
     waiting = as_json(cloud, 'decision', 'list', '--state', 'recommended',
                       '--kind', 'memory_targets')
+    # Hosts by name: the admin may list them.
     by_host = {d['Host']: d['UUID'] for d in waiting}
-    assert sorted(by_host) == sorted(cloud.hosts.values())
+    assert sorted(by_host) == sorted(cloud.hosts)
     assert set(by_host.values()) <= set(cloud.recommended)
     approved = as_json(cloud, 'decision', 'approve',
-                       by_host[cloud.hosts['compute-2']], '--reason', 'ok')
+                       by_host['compute-2'], '--reason', 'ok')
     assert approved['state'] == 'approved'
     assert approved['events'][-1]['reason'] == 'ok'
-    rejected = as_json(cloud, 'decision', 'reject',
-                       by_host[cloud.hosts['compute-1']])
+    rejected = as_json(cloud, 'decision', 'reject', by_host['compute-1'])
     assert rejected['state'] == 'rejected'
     # compute-2's approval does not supersede compute-1's applied one.
     rolled = as_json(cloud, 'decision', 'rollback', cloud.applied)
@@ -125,8 +128,7 @@ def test_decisions_approve_reject_rollback(cloud):
     assert {a['kind'] for a in rolled['actions']} == {'set_target',
                                                       'restore'}
     # The error's code reaches the user.
-    again = openstack(cloud, 'decision', 'approve',
-                      by_host[cloud.hosts['compute-1']])
+    again = openstack(cloud, 'decision', 'approve', by_host['compute-1'])
     assert again.returncode == 1
     assert 'memcanal.decision.state_conflict' in again.stderr
     assert 'HTTP 409' in again.stderr
@@ -168,3 +170,29 @@ def test_plan_a_file_and_a_live_host(cloud):
         assert set(targets) == on_1
         # 12 GiB of the VMs' 16 shared out, all of it.
         assert sum(targets.values()) == 12288, name
+
+
+def test_the_all_in_ones_way_no_keystone(cloud):
+    """memcanal-aio serves the API with noauth2: ``--os-auth-type none``
+    (this plugin sends noauth2's admin token) or keystoneauth's
+    ``admin_token`` with the token ``admin``, the endpoint given."""
+    cfg.CONF.set_override('auth_strategy', 'noauth2', 'api')
+    try:
+        noauth_app = deploy.loadapp(cfg.CONF)
+    finally:
+        cfg.CONF.clear_override('auth_strategy', 'api')
+    without_keystone = {key: value for key, value in os.environ.items()
+                        if not key.startswith('OS_')}
+    with test_api.serving(noauth_app) as url:
+        for auth in (['--os-auth-type', 'none'],
+                     ['--os-auth-type', 'admin_token', '--os-token',
+                      'admin', '--os-endpoint', url]):
+            done = subprocess.run(
+                [OPENSTACK, *auth, 'memcanal', 'decision', 'list',
+                 '--limit', '1', '-f', 'json', '-c', 'Host'],
+                env=dict(without_keystone,
+                         OS_MEMCANAL_ENDPOINT_OVERRIDE=url),
+                capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, (auth, done.stderr)
+            [newest] = json.loads(done.stdout)
+            assert newest['Host'] in cloud.hosts
