@@ -78,7 +78,9 @@ function write_memcanal_conf {
 
 # write_memcanal_uwsgi_conf - uwsgi serving the API on its own port:
 # devstack's write_uwsgi_config with its http argument set, so no
-# apache proxy; the module form needs devstack 2024.2 or later.
+# apache proxy; the module form needs devstack 2024.2 or later. uwsgi is
+# devstack's, in the same Python environment as memcanal, as for
+# devstack's own API services.
 function write_memcanal_uwsgi_conf {
     local address=$MEMCANAL_SERVICE_LISTEN_ADDRESS
     if [[ $address == *:* ]]; then
@@ -88,10 +90,6 @@ function write_memcanal_uwsgi_conf {
         "" "$address:$MEMCANAL_SERVICE_PORT" memcanal-api
     iniset $MEMCANAL_UWSGI_CONF uwsgi processes $MEMCANAL_API_WORKERS
     iniset $MEMCANAL_UWSGI_CONF uwsgi env OS_MEMCANAL_CONFIG_FILES=$MEMCANAL_CONF
-    # memcanal is in devstack's global venv, not uwsgi's own Python.
-    if [[ $GLOBAL_VENV == True ]]; then
-        iniset $MEMCANAL_UWSGI_CONF uwsgi venv $DEVSTACK_VENV
-    fi
 }
 
 # create_memcanal_accounts - the service user and the catalog entry

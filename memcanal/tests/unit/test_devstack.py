@@ -93,7 +93,6 @@ class Stack:
             SERVICE_PROJECT_NAME='service', SERVICE_DOMAIN_NAME='Default',
             DATABASE_PASSWORD='dbsecret', RABBIT_PASSWORD='secret',
             ENABLE_DEBUG_LOG_LEVEL='True', NOVA_CONF=str(self.nova_conf),
-            GLOBAL_VENV='True', DEVSTACK_VENV='/opt/stack/data/venv',
             NOVA_FILTERS=NOVA_FILTERS, TEMPEST_CONFIG=str(self.tempest_conf))
         env.update(variables)
         self.result = subprocess.run(
@@ -222,7 +221,6 @@ def test_uwsgi_serves_the_wsgi_module_with_memcanal_conf(stack):
     uwsgi = parser['uwsgi']
     assert uwsgi['http'] == '0.0.0.0:8793'
     assert uwsgi['processes'] == '3'
-    assert uwsgi['venv'] == '/opt/stack/data/venv'
     assert uwsgi['env'] == '%s=%s' % (wsgi.CONFIG_FILES_ENV, stack.conf)
     assert uwsgi['module'] == wsgi_module
     module, _, attribute = wsgi_module.partition(':')
