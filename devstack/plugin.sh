@@ -124,6 +124,11 @@ function memcanal_nova_list_add {
 # configure_nova_for_memcanal - the scheduler filter and weigher, and how
 # the scheduler reaches memcanal's API; safe to run again.
 function configure_nova_for_memcanal {
+    # stack.sh runs lib/neutron's configure_neutron_nova in the background
+    # until after post-config, and it edits nova.conf too: two editors at
+    # once lose each other's lines (stack.sh's own note on its
+    # key_manager edit). Returns at once when it was never started.
+    async_wait configure_neutron_nova
     local filters
     filters=$(iniget $NOVA_CONF filter_scheduler enabled_filters)
     filters=${filters:-$NOVA_FILTERS}

@@ -182,6 +182,8 @@ stub_recorder get_or_create_service 3 3
 stub_recorder get_or_create_endpoint 3 5
 # functions: wait_for_service TIMEOUT URL
 stub_recorder wait_for_service 2 2
+# inc/async: async_wait NAME...
+stub_recorder async_wait 1 ''
 
 # inc/python: pip_install ARGS..., into $PIP_VIRTUAL_ENV when set.
 function pip_install {

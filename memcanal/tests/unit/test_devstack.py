@@ -295,6 +295,11 @@ def test_nova_scheduler_gets_the_filter_and_weigher(stack):
     assert defines_class(NOVA_FILTER) and defines_class(NOVA_WEIGHER)
 
 
+def test_nova_conf_waits_for_devstacks_background_nova_conf_edit(stack):
+    assert stack.named('async_wait', 'stack:post-config') == [
+        ('configure_neutron_nova',)]
+
+
 def test_nova_reaches_memcanal_as_its_service_user(stack):
     conf = cfg.ConfigOpts()
     nova_memcanal_conf.register_opts(conf)
@@ -333,6 +338,7 @@ def test_nova_scheduler_left_alone_when_told(tmp_path):
                       MEMCANAL_NOVA_SCHEDULER='False')
     assert untouched.result.returncode == 0, untouched.result.stderr
     assert untouched.nova_conf.read_text() == NOVA_CONF
+    assert untouched.named('async_wait') == []
     assert untouched.conf.exists()
 
 
