@@ -92,3 +92,16 @@ def run(client):
         parsed = command.get_parser('openstack memcanal').parse_args(argv)
         return command.take_action(parsed)
     return run
+
+
+@pytest.fixture
+def gets(client, monkeypatch):
+    """The paths the client GETs, in order, as it reads them."""
+    get = client.get
+    paths = []
+
+    def counted(path, params=None):
+        paths.append(path)
+        return get(path, params)
+    monkeypatch.setattr(client, 'get', counted)
+    return paths

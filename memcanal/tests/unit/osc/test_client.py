@@ -62,14 +62,8 @@ def test_list_all_follows_next_links(client):
     assert [i['uuid'] for i in listed] == data.ALL
 
 
-def test_iterate_reads_a_page_only_when_needed(client, monkeypatch):
-    get = client.get
-    paths = []
-
-    def counted(path, params=None):
-        paths.append(path)
-        return get(path, params)
-    monkeypatch.setattr(client, 'get', counted)
+def test_iterate_reads_a_page_only_when_needed(client, gets):
+    paths = gets
     pages = client.iterate('/instances', 'instances', {'limit': 2})
     assert [next(pages)['uuid'], next(pages)['uuid']] == data.ALL[:2]
     assert paths == ['/instances']

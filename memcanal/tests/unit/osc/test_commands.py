@@ -150,8 +150,7 @@ def test_decision_list_show_and_transitions(run, api):
         run(decisions.ListDecision, '--state', 'happy')
 
 
-def test_decision_list_limit_reads_only_the_pages_it_needs(
-        run, client, api, monkeypatch):
+def test_decision_list_limit_reads_only_the_pages_it_needs(run, api, gets):
     """--limit is the API's page size too; --kind, filtered here, reads
     on until it has --limit decisions of the kind."""
     _, host_uuids, oldest = api
@@ -161,13 +160,7 @@ def test_decision_list_limit_reads_only_the_pages_it_needs(
         {}, {}, [{'instance_uuid': data.A3, 'target_bytes': data.GIB,
                   'previous_bytes': None, 'mechanism': 'balloon'}])['uuid']
         for _ in range(3)]
-    get = client.get
-    paths = []
-
-    def counted(path, params=None):
-        paths.append(path)
-        return get(path, params)
-    monkeypatch.setattr(client, 'get', counted)
+    paths = gets
     newest = rows(run(decisions.ListDecision, '--limit', '2'))
     assert [d['UUID'] for d in newest] == newer[::-1][:2]
     assert [d['Host'] for d in newest] == ['host-b', 'host-b']
