@@ -40,6 +40,8 @@ from memcanal import rpc
 from memcanal.service import service as central_service
 
 CONF = common.CONF
+# Reports between two decisions when they wait for an operator.
+RECOMMEND_REPORTS = 12
 MIB = 2 ** 20
 # 652 MiB for its VMs once [simulated] reserved_host_memory_mb (2 GiB) is
 # kept: the measured demand of four 1 GiB VMs passes [migration]
@@ -114,6 +116,17 @@ def _host_name(index):
     return 'sim-host-%d' % (index + 1)
 
 
+def optimize_interval(args):
+    """Seconds between the optimizer's runs: a decision at every report
+    when they are applied at once. In recommend mode a person approves
+    them, and a newer decision supersedes the one waiting: one every
+    RECOMMEND_REPORTS reports (30 s by default) leaves the time to read
+    it."""
+    if args.policy_mode == 'recommend':
+        return RECOMMEND_REPORTS * args.interval
+    return args.interval
+
+
 def _configure(args, oslo_args):
     common.parse_args(['memcanal-aio'] + oslo_args, default_config_files=[])
     os.makedirs(args.state_dir, exist_ok=True)
@@ -143,10 +156,10 @@ def _configure(args, oslo_args):
     CONF.set_default('tracing_period', 7 * args.interval, 'hcache')
     CONF.set_default('tracing_window', 3 * args.interval, 'hcache')
     CONF.set_default('cache_fraction', 0.9, 'hcache')
-    # A decision at every report, each VM changed at most every other
-    # report; hotplug, so the VM short of memory can grow past its boot
-    # size.
-    CONF.set_default('optimize_interval', args.interval, 'optimizer')
+    # Each VM changed at most every other report; hotplug, so the VM
+    # short of memory can grow past its boot size.
+    CONF.set_default('optimize_interval', optimize_interval(args),
+                     'optimizer')
     CONF.set_default('hold_seconds', 2 * args.interval, 'optimizer')
     CONF.set_default('default_mechanism', 'hotplug', 'optimizer')
     CONF.set_override('mode', args.policy_mode, 'optimizer')

@@ -20,6 +20,12 @@ def test_arguments_default_to_the_demonstration():
     assert (args.policy_mode, args.hot_host_memory_mb) == ('recommend', 0)
 
 
+def test_recommend_mode_leaves_an_operator_time_to_approve():
+    for mode, reports in (('auto', 1), ('recommend', aio.RECOMMEND_REPORTS)):
+        args, _ = aio._arguments(['memcanal-aio', '--policy-mode', mode])
+        assert aio.optimize_interval(args) == reports * args.interval
+
+
 def test_describe_a_resize():
     line = aio.describe_decision(plots.resize(5), NAMES)
     assert line == ('resize on host-1 (memory_targets): vm-b 1024 -> 1075 '
