@@ -161,7 +161,7 @@ def test_aio_decisions_approve_rollback_reject(tmp_path):
     base = 'http://127.0.0.1:%d' % port
     process = subprocess.Popen(
         [os.path.join(BIN, 'memcanal-aio'), '--hosts', '1', '--vms', '3',
-         '--interval', '1', '--duration', '60', '--policy-mode',
+         '--interval', '1', '--duration', '120', '--policy-mode',
          'recommend', '--hot-host-memory-mb', '0', '--state-dir',
          str(tmp_path / 'state'), '--api-port', str(port)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
