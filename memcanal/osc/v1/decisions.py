@@ -129,13 +129,11 @@ class ShowDecision(command.ShowOne):
             '/decisions/%s' % parsed_args.decision))
 
 
-class _Transition(command.ShowOne):
+class _Transition(ShowDecision):
     request = None
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('decision', metavar='<decision>',
-                            help='Decision UUID')
         parser.add_argument('--reason', metavar='<text>',
                             help='Why, recorded in the decision\'s events')
         return parser

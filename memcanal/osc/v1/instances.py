@@ -108,18 +108,13 @@ class SetInstance(command.ShowOne):
                          help='Keep the VM out of every policy')
         opt.add_argument('--opt-in', dest='opt_out', action='store_false',
                          help='Let the policies resize the VM again')
-        floor = parser.add_mutually_exclusive_group()
-        floor.add_argument('--floor', metavar='<MiB>', type=_mib_bytes,
-                           dest='floor_bytes',
-                           help='Never resize the VM below this')
-        floor.add_argument('--no-floor', action='store_true',
-                           help='Remove the operator floor')
-        ceiling = parser.add_mutually_exclusive_group()
-        ceiling.add_argument('--ceiling', metavar='<MiB>', type=_mib_bytes,
-                             dest='ceiling_bytes',
-                             help='Never resize the VM above this')
-        ceiling.add_argument('--no-ceiling', action='store_true',
-                             help='Remove the operator ceiling')
+        for bound, never in (('floor', 'below'), ('ceiling', 'above')):
+            group = parser.add_mutually_exclusive_group()
+            group.add_argument('--%s' % bound, metavar='<MiB>',
+                               type=_mib_bytes, dest='%s_bytes' % bound,
+                               help='Never resize the VM %s this' % never)
+            group.add_argument('--no-%s' % bound, action='store_true',
+                               help='Remove the operator %s' % bound)
         parser.add_argument('--mechanism',
                             choices=MECHANISMS,
                             help='How to resize the VM (default: the '
