@@ -37,6 +37,7 @@ from memcanal.db import pooling as pooling_db
 from memcanal.policy import demand
 from memcanal.policy import guardrails
 from memcanal import rpc
+from memcanal.service import optimizer as optimizer_service
 from memcanal.service import service as central_service
 
 CONF = common.CONF
@@ -368,7 +369,7 @@ def _vms_summary(run, rails):
         latest = instance['reports'][-1] if instance['reports'] else None
         wss = latest['wss'] if latest else {}
         curves = latest['mrc'] if latest else {}
-        memory = instance['target_bytes'] or instance['allocated_bytes']
+        memory = optimizer_service.memory_of(instance)
         resident = db_api.resident_of(memory,
                                       instance['resident_target_bytes'])
         print('  %-36s  %-10s  %-19s  %13s  %7s  %7s  %7s  %s, %s, %s' % (

@@ -14,6 +14,7 @@ import datetime
 
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
+from memcanal.policy import base as policy_base
 from memcanal.policy import demand
 from memcanal.policy import guardrails
 from memcanal.service import optimizer as optimizer_service
@@ -86,9 +87,8 @@ def curve_at(curves, size, methods=optimizer_service.CURVE_METHODS):
     for method in methods:
         points = curves.get(method)
         if points and points[0][0] <= size:
-            below = [ratio for point_size, ratio in points
-                     if point_size <= size]
-            return below[-1], method
+            return float(policy_base.curve_from_points(points).at(size)), (
+                method)
     return None, None
 
 
