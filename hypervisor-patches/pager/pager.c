@@ -850,13 +850,15 @@ void pager_get_stats(struct pager *p, struct pager_stats *out)
 {
 	pthread_mutex_lock(&p->lock);
 	*out = p->st;
+	pthread_mutex_unlock(&p->lock);
+	/* The pool has its own lock: counting its slots under p->lock
+	 * would hold up the fault path for the whole scan. */
 	if (p->pool.shared) {
 		out->pool_pages = pager_pool_count(p->pool.shared,
 						   p->pool.owner);
 		out->pool_capacity = pager_pool_capacity(p->pool.shared);
 		out->pool_recovered = pager_pool_recovered(p->pool.shared);
 	}
-	pthread_mutex_unlock(&p->lock);
 }
 
 uint64_t pager_pages_out(struct pager *p)

@@ -96,10 +96,14 @@ static struct pool_header *map_file(const char *path, size_t pages,
 
 	if (fd < 0 || flock(fd, LOCK_EX) || fstat(fd, &st))
 		goto out;
-	if (!st.st_size && !pages)
-		errno = ENOENT;   /* a new pool needs a size */
-	if (!st.st_size && (!pages || ftruncate(fd, pool_len(pages))))
-		goto out;
+	if (!st.st_size) {
+		if (!pages) {
+			errno = ENOENT;   /* a new pool needs a size */
+			goto out;
+		}
+		if (ftruncate(fd, pool_len(pages)))
+			goto out;
+	}
 	*len = st.st_size ? (size_t)st.st_size : pool_len(pages);
 	h = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (h == MAP_FAILED)

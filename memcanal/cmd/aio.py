@@ -330,7 +330,7 @@ def _summary(run, rails, reporting):
     _hosts_summary(run)
     _vms_summary(run, rails)
     _decisions_summary(run)
-    _pooling_summary()
+    _pooling_summary(run)
 
 
 def _hosts_summary(run):
@@ -442,18 +442,22 @@ def _measured(measured):
         measured.overall, measured.reports, measured.latest)
 
 
-def _pooling_summary():
+def _pooling_summary(run):
     """Who lends what to whom, and how each paged VM fares: what it
     keeps resident, its pager's faults in its latest interval and the
     miss ratio its paging curve gives at its resident size."""
     context = memcanal_context.get_admin_context()
+    instances = {i['uuid']: i for i in run.instances}
     for server in pooling_db.list_memory_servers(context):
         for lease in server['leases']:
-            instance = db_api.get_instance(context, lease['instance_uuid'])
-            report = instance['latest_report'] or {}
+            instance = instances.get(lease['instance_uuid'])
+            if instance is None:
+                continue
+            report = instance['reports'][-1] if instance['reports'] else {}
             stats = report.get('guest_stats', {})
-            resident = (instance['resident_target_bytes']
-                        or instance['allocated_bytes'])
+            resident = db_api.resident_of(
+                optimizer_service.memory_of(instance),
+                instance['resident_target_bytes'])
             paging, _ = aio_history.curve_at(report.get('mrc', {}), resident,
                                              methods=('paging',))
             print('  pooled: %s lends %d MiB to %s on %s, which keeps %d of '

@@ -19,7 +19,6 @@ from memcanal.policy import demand
 from memcanal.policy import guardrails
 from memcanal.service import optimizer as optimizer_service
 
-MIB = 2 ** 20
 
 Sample = collections.namedtuple(
     'Sample', 'seconds sequence host memory resident wss demand '

@@ -171,7 +171,11 @@ def _lock_both(session, host_ids):
 
 
 def _of_host(host_id):
-    """Decisions concerning the host: its own, and migrations to it."""
+    """Decisions concerning the host: its own, and migrations to it;
+    none for no host (a decision's missing peer), where ``== None``
+    would match every decision without a peer."""
+    if host_id is None:
+        return sa.false()
     return sa.or_(models.Decision.host_id == host_id,
                   models.Decision.peer_host_id == host_id)
 
@@ -492,13 +496,10 @@ def _open_actions(session, decision):
 def _check_not_superseded(session, decision):
     """DecisionSuperseded if a newer decision of the host changed (or is
     changing) VMs since ``decision``."""
-    # A decision without a peer host concerns its host only: _of_host(None)
-    # would match every decision without a peer, on any host.
-    hosts = [host_id for host_id in (decision.host_id, decision.peer_host_id)
-             if host_id is not None]
     newer = session.execute(
         sa.select(models.Decision).where(
-            sa.or_(*(_of_host(host_id) for host_id in hosts)),
+            sa.or_(_of_host(decision.host_id),
+                   _of_host(decision.peer_host_id)),
             models.Decision.id > decision.id,
             models.Decision.state.in_(CHANGED_TARGETS))
         .order_by(models.Decision.id.desc()).limit(1)).scalar_one_or_none()

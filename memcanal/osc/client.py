@@ -98,9 +98,6 @@ class Client:
                 'server\'s maximum or --os-memcanal-api-version)' % (
                     what, version, self.api_version))
 
-    def at_least(self, version):
-        return _parse(self.api_version) >= _parse(version)
-
     def _send(self, method, path, body=None, params=None, version=None):
         headers = {'Accept': 'application/json'}
         if version is not None:
