@@ -73,8 +73,9 @@ def asset(req):
     outside the directory can be asked for."""
     name = util.path_item(req, 'asset')
     if not _shipped(name):
-        raise webob.exc.HTTPNotFound('No resource at %s.' % req.path_info,
-                                     comment=errors.ROUTE_NOT_FOUND)
+        raise webob.exc.HTTPNotFound(
+            'No resource at %s.' % util.quoted_path(req.environ),
+            comment=errors.ROUTE_NOT_FOUND)
     return _serve(req, name)
 
 

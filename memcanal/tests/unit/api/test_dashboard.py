@@ -59,6 +59,8 @@ def test_script_speaks_the_newest_version(client):
     '/dashboard/nothing.js',
     '/dashboard/index.htm',
     '/dashboard/__init__.py',
+    # Not UTF-8: the detail names it URL-quoted.
+    '/dashboard/%FF.js',
 ])
 def test_unknown_file_is_404(client, path):
     base.assert_error(client.request(path, token=None), 404,
