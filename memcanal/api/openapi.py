@@ -26,6 +26,7 @@ import sys
 import typing
 
 import microversion_parse
+from oslo_middleware import request_id as request_id_middleware
 
 from memcanal.api import handler
 from memcanal.api.handlers import decisions
@@ -49,7 +50,7 @@ from memcanal.conf import api as api_conf
 REGENERATE = 'python -m memcanal.api.openapi > doc/api-ref/openapi.json'
 HTML_PATHS = ('/dashboard',)
 TOKEN_HEADER = 'X-Auth-Token'
-REQUEST_ID_HEADER = 'x-openstack-request-id'
+REQUEST_ID_HEADER = request_id_middleware.HTTP_RESP_HEADER_REQUEST_ID
 DEFAULT_MAX_LIMIT = next(option.default for option in api_conf.api_opts
                          if option.name == 'max_limit')
 _PATH_VARIABLE = re.compile(r'\{(\w+)\}')

@@ -23,6 +23,7 @@ COUNT_OR_NULL = {'type': ['integer', 'null'], 'minimum': 0}
 NUMBER_OR_NULL = {'type': ['number', 'null']}
 STRING = {'type': 'string'}
 STRING_OR_NULL = {'type': ['string', 'null']}
+HOST_STATE = {'enum': list(models.HOST_STATES)}
 TIME = {'type': 'string', 'format': 'date-time'}
 TIME_OR_NULL = {'type': ['string', 'null'], 'format': 'date-time'}
 UUID_OR_NULL = dict(common.UUID, type=['string', 'null'])
@@ -68,7 +69,7 @@ VERSIONS = obj({'versions': array(obj({
 HOST = obj({
     'uuid': common.UUID,
     'name': STRING,
-    'state': {'enum': list(models.HOST_STATES)},
+    'state': HOST_STATE,
     'memory_total_bytes': COUNT,
     'memory_reserved_bytes': COUNT,
     'instance_count': COUNT,
@@ -191,7 +192,7 @@ DECISION_DETAIL = obj(dict(
 MEMORY_SERVER = obj({
     'host_uuid': common.UUID,
     'host_name': STRING,
-    'host_state': {'enum': list(models.HOST_STATES)},
+    'host_state': HOST_STATE,
     'address': STRING,
     'capacity_bytes': COUNT,
     'used_bytes': COUNT,

@@ -58,6 +58,7 @@ from keystoneclient.v3 import client as ks_client
 from oslo_utils import timeutils
 
 from memcanal.api import deploy
+from memcanal.api import microversion
 from memcanal import context
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
@@ -69,7 +70,6 @@ from memcanal.tests.unit.api import data
 
 MIB = 2 ** 20
 GIB = 2 ** 30
-SERVICE_TYPE = 'memcanal'
 PROJECT_A = 'project-a'
 PROJECT_B = 'project-b'
 REPORTS = 3
@@ -231,7 +231,8 @@ def _registered(keystone_url, api_url):
     """The memcanal service and its endpoints in keystone's catalog."""
     keystone = ks_client.Client(session=admin_session(keystone_url))
     service = keystone.services.create(
-        'memcanal', SERVICE_TYPE, description='memcanal (functional tests)')
+        'memcanal', microversion.SERVICE_TYPE,
+        description='memcanal (functional tests)')
     for interface in ('public', 'internal'):
         keystone.endpoints.create(service, api_url, interface=interface)
     try:
