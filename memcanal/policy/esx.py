@@ -39,9 +39,17 @@ DEFAULT_TOLERANCE = 0.01
 
 
 def active_bytes(vm, tolerance=DEFAULT_TOLERANCE):
-    """The memory the VM's misses need; all it has without a curve."""
+    """The memory the VM's misses need; all it has without a curve.
+
+    For a fault-rate curve the tolerance is the ratio at which its
+    faults meet their bound (base.FaultBound.allowed_ratio): a share of
+    first-touch events as large as a per-access tolerance would be many
+    times the faults the bound allows.
+    """
     if vm.curve is None:
         return vm.current_bytes
+    if vm.faults is not None:
+        tolerance = vm.faults.allowed_ratio
     # The curve keeps its last value beyond its last point: the miss
     # ratio at max(baseline, last size), with all the memory it could use.
     enough = vm.curve.miss_ratios <= vm.curve.miss_ratios[-1] + tolerance

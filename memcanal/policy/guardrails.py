@@ -45,9 +45,10 @@ class Guarded:
     reasons: dict
 
 
-# Working-set estimators by preference: PRL sees reads and writes; PML
-# only writes; ESX sampling is the least exact.
-WSS_ESTIMATORS = ('prl', 'pml', 'esx')
+# Working-set estimators by preference: PRL sees reads and writes; the
+# sampler (first touches of a hashed sample of pages, any host) sees both
+# too, from a sample; PML only writes; ESX sampling is the least exact.
+WSS_ESTIMATORS = ('prl', 'sampled', 'pml', 'esx')
 
 
 def preferred_wss(wss):

@@ -153,7 +153,7 @@ class _Curves:
                                       for part in ([-1], vm.curve.sizes)])
         ratios = np.maximum(np.concatenate([
             part for vm in vms for part in ([1.0], vm.curve.miss_ratios)]),
-            base.MIN_MISS_RATIO)
+            np.repeat([vm.miss_floor for vm in vms], self.counts))
         self.baselines = np.array([vm.baseline_bytes for vm in vms],
                                   np.int64)
         self.relative = ratios / np.repeat(

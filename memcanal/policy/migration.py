@@ -75,6 +75,8 @@ class Instance:
     # False: the VM stays where it is (memory pooling pages it; its pages
     # are on its host's pager and a lender's server).
     movable: bool = True
+    # Its miss ratios count from here up (base.VM.miss_floor).
+    miss_floor: float = base.MIN_MISS_RATIO
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,9 +160,10 @@ class Plan:
 class _Curves:
     """Every VM's curve in one sorted table: row ``r``'s sizes shifted
     by ``r * span``, so one ``searchsorted`` looks up any VMs at any
-    sizes. Rows without a curve miss always (relative ratio 1)."""
+    sizes. Rows without a curve miss always (relative ratio 1). Each
+    row's ratios count from its floor up (base.VM.miss_floor)."""
 
-    def __init__(self, curves):
+    def __init__(self, curves, floors):
         lengths = np.array([0 if c is None else len(c.sizes)
                             for c in curves], np.int64)
         present = [c for c in curves if c is not None]
@@ -182,6 +185,7 @@ class _Curves:
                               lengths)
         self.sizes = sizes
         self.keys = self.rows * self.span + sizes
+        self.floors = np.asarray(floors, float)
 
     def at(self, rows, sizes):
         """Miss ratio of VMs ``rows`` at ``sizes`` bytes (broadcast), the
@@ -199,11 +203,11 @@ class _Curves:
         relative miss ratio stays within ``1 + delta``; 0 without a
         curve."""
         base_ratio = np.maximum(
-            self.at(np.arange(len(flavors)), flavors), base.MIN_MISS_RATIO)
+            self.at(np.arange(len(flavors)), flavors), self.floors)
         limit = (1 + delta) * base_ratio
         rows = self.rows
         violates = ((self.sizes <= flavors[rows])
-                    & (np.maximum(self.ratios, base.MIN_MISS_RATIO)
+                    & (np.maximum(self.ratios, self.floors[rows])
                        > limit[rows]))
         # Below its first point a curve misses always.
         has = self.lengths > 0
@@ -276,7 +280,8 @@ class _Cluster:
         """The miss bounds of VMs ``vms`` (found once, then kept)."""
         unknown = vms[self.bound[vms] < 0]
         if unknown.size:
-            curves = _Curves([self.vms[k].curve for k in unknown])
+            curves = _Curves([self.vms[k].curve for k in unknown],
+                             [self.vms[k].miss_floor for k in unknown])
             self.bound[unknown] = curves.bounds(self.flavor[unknown],
                                                 self.options.delta)
         return self.bound[vms]
@@ -284,7 +289,8 @@ class _Cluster:
     def relative_miss_ratio(self, k, size):
         """VM ``k``'s misses at ``size`` over its misses at its flavor."""
         vm = self.vms[k]
-        return float(base.VM(vm.name, vm.flavor_bytes, vm.curve)
+        return float(base.VM(vm.name, vm.flavor_bytes, vm.curve,
+                             miss_floor=vm.miss_floor)
                      .relative_miss_ratio(size))
 
     def _limits(self, vms):
@@ -604,6 +610,6 @@ def score(hosts, moves, options=None, groups=None):
 def miss_bound_bytes(vm, delta=DEFAULT_DELTA):
     """The least memory from which up to its flavor ``vm``'s relative
     miss ratio stays within ``1 + delta`` (0 without a curve)."""
-    curves = _Curves([vm.curve])
+    curves = _Curves([vm.curve], [vm.miss_floor])
     bound = curves.bounds(np.array([vm.flavor_bytes], np.int64), delta)
     return int(bound[0])

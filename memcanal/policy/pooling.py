@@ -41,8 +41,9 @@ class Instance:
     """A VM as pooling sees it: ``memory_bytes`` it has (what it holds
     when nothing is paged), ``resident_bytes`` what it holds now,
     ``floor_bytes`` the least it may keep (its demand), ``flavor_bytes``
-    what its misses are taken against; ``lender`` the memory server
-    holding its paged memory, if any."""
+    what its misses are taken against, from ``miss_floor`` up
+    (base.VM.miss_floor); ``lender`` the memory server holding its paged
+    memory, if any."""
 
     name: str
     memory_bytes: int
@@ -51,6 +52,7 @@ class Instance:
     flavor_bytes: int
     curve: object = None
     lender: str | None = None
+    miss_floor: float = base.MIN_MISS_RATIO
 
     @property
     def paged_bytes(self):
@@ -121,13 +123,13 @@ def least_resident(vm, delta=DEFAULT_DELTA):
     bound = migration.miss_bound_bytes(migration.Instance(
         name=vm.name, memory_bytes=vm.memory_bytes,
         demand_bytes=vm.floor_bytes, flavor_bytes=vm.flavor_bytes,
-        curve=vm.curve), delta)
+        curve=vm.curve, miss_floor=vm.miss_floor), delta)
     return max(vm.floor_bytes, bound)
 
 
 def _relative_miss_ratio(vm, size):
     policy_vm = base.VM(name=vm.name, baseline_bytes=vm.flavor_bytes,
-                        curve=vm.curve)
+                        curve=vm.curve, miss_floor=vm.miss_floor)
     return float(policy_vm.relative_miss_ratio(size))
 
 

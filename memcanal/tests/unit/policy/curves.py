@@ -30,3 +30,24 @@ def random_vm(rng, name, baseline=512, points=12):
     ratios = np.sort(rng.random(sizes.size))[::-1]
     return vm(name, list(zip(sizes.tolist(), ratios.tolist())),
               baseline=baseline)
+
+
+# A sampled curve: the fraction of a VM's first-touch events that fault at
+# each size (MiB). Its 1 GiB working set is touched once per 10 s
+# interval, so 0.2 % of it per minute is a ratio of 0.002 * 10 / 60:
+# met from 1400 MiB on; 1300 MiB (0.0008) is under the 0.001 floor of
+# curves of misses per access, but faults 2.4 times the bound.
+SAMPLED = [(1024, 0.05), (1100, 0.01), (1200, 0.002), (1300, 0.0008),
+           (1400, 0.0003), (1600, 0.0001), (1800, 0.00002)]
+SAMPLED_WSS = 1024 * MB
+SAMPLED_STATS = {'sampled_touches_per_s': SAMPLED_WSS / base.PAGE_BYTES / 10,
+                 'sampling_rate': 0.01, 'sampling_interval_s': 10.0}
+SAMPLED_BOUND_MB = 1400
+
+
+def sampled_vm(name='sampled', baseline=4096, bound=0.002, delta=0.05,
+               **kwargs):
+    """A VM with the SAMPLED curve, its faults held to ``bound``."""
+    faults = base.fault_bound('sampled', SAMPLED_WSS, SAMPLED_STATS, bound)
+    return vm(name, SAMPLED, baseline=baseline, faults=faults,
+              miss_floor=base.miss_floor(faults, delta), **kwargs)

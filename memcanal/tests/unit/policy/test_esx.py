@@ -128,3 +128,22 @@ def test_allocation_is_json():
     allocation = esx.esx_emulation(curves.table2(), 1536 * MB)
     assert json.loads(json.dumps(allocation.as_json())) == (
         allocation.as_json())
+
+
+def test_a_sampled_vms_active_memory_keeps_its_faults_within_the_bound():
+    sampled = curves.sampled_vm()
+    # Its faults with 1400 MiB are within 0.2 % of its working set per
+    # minute of those with all its memory; a tolerance of 1 % of
+    # first-touch events would call 1100 MiB active, where it faults 30
+    # times the bound.
+    assert esx.active_bytes(sampled) == curves.SAMPLED_BOUND_MB * MB
+    plain = base.VM('plain', sampled.baseline_bytes, sampled.curve)
+    assert esx.active_bytes(plain) == 1100 * MB
+    hungry = curves.vm('hungry', [(64, 1.0), (2048, 0.5), (6000, 0.05)],
+                       baseline=2048)
+    allocation = esx.esx_emulation([sampled, hungry], 6144 * MB,
+                                   tax_rate=0.99)
+    target = allocation.targets['sampled']
+    assert curves.SAMPLED_BOUND_MB * MB <= target < 1500 * MB
+    assert sampled.faults.per_minute(sampled.miss_ratio(target)) <= 0.002
+    assert allocation.predicted['sampled'] == 1.0

@@ -110,3 +110,10 @@ def test_rules_apply_in_order():
     assert result.reasons == {'out': ['opt_out'], 'held': ['hold'],
                               'low': ['floor', 'step'],
                               'small': ['floor', 'step', 'min_change']}
+
+
+def test_preferred_wss_is_prl_else_the_sampler_before_pml_and_esx():
+    assert guardrails.preferred_wss({'sampled': 3, 'pml': 2, 'esx': 1}) == 3
+    assert guardrails.preferred_wss({'prl': 4, 'sampled': 3}) == 4
+    assert guardrails.preferred_wss({'pml': 2, 'esx': 1}) == 2
+    assert guardrails.preferred_wss({'distinct': 5}) is None

@@ -132,6 +132,10 @@ def random_host(rng):
             bounds['max_bytes'] = int(rng.integers(300, 1500)) * MB
         if rng.random() < 0.5:
             bounds['memory_bytes'] = int(rng.integers(100 * MB, 1200 * MB))
+        if rng.random() < 0.3:
+            # A fault-rate curve's floor (base.miss_floor), often far
+            # below a curve of misses per access.
+            bounds['miss_floor'] = float(10 ** rng.uniform(-6, -1))
         vms.append(isolated.base.VM(vm.name, vm.baseline_bytes, vm.curve,
                                     **bounds))
     total = int(sum(vm.baseline_bytes for vm in vms) * rng.uniform(0.7, 1.3))
@@ -306,7 +310,42 @@ def test_curve_from_points():
 @pytest.mark.parametrize('method', isolated.METHODS)
 def test_predictions_are_the_curves_at_the_targets(method):
     no_curve = isolated.base.VM('unknown', 100 * MB, None)
-    vms = [no_curve] + curves.table2()
-    allocation = allocate(vms, 1637, 0.25, method)
+    vms = [no_curve] + curves.table2()[:2] + [curves.sampled_vm(
+        baseline=1024, delta=0.25)]
+    allocation = allocate(vms, 2661, 0.25, method)
     assert allocation == isolated.base.Allocation.of(
         'isolated_sharing', vms, allocation.targets, **allocation.details)
+
+
+def hungry(baseline=2048):
+    """A VM whose misses fall with every 4 MiB up to 8 GiB, less and
+    less (a convex cost, where greedy finds the optimum too)."""
+    sizes = np.arange(2048, 8192 + 1, 4)
+    ratios = 0.05 + 0.45 * np.exp(-(sizes - 2048) / 1024)
+    return curves.vm('hungry', list(zip(sizes.tolist(), ratios.tolist())),
+                     baseline=baseline)
+
+
+@pytest.mark.parametrize('method', isolated.METHODS)
+def test_a_sampled_vm_shrinks_to_where_its_faults_meet_the_bound(method):
+    sampled = curves.sampled_vm(delta=0.05)
+    allocation = allocate([sampled, hungry()], 4096 + 2048, 0.05, method)
+    target = allocation.targets['sampled']
+    assert target == curves.SAMPLED_BOUND_MB * MB
+    assert sampled.faults.per_minute(sampled.miss_ratio(target)) <= 0.002
+    assert sampled.faults.per_minute(
+        sampled.miss_ratio(target - 4 * MB)) > 0.002
+    # Its faults under the bound cost nothing: the mean is hungry's gain.
+    assert allocation.predicted['sampled'] == 1.0
+
+
+def test_the_fault_bound_decides_how_far_a_sampled_vm_shrinks():
+    # Read as a curve of misses per access (floor 0.001), 1300 MiB
+    # looks fine although it faults 2.4 times the bound.
+    plain = curves.vm('sampled', curves.SAMPLED, baseline=4096)
+    assert allocate([plain, hungry()], 6144, 0.05).targets['sampled'] == (
+        1300 * MB)
+    # A bound of 1 % of the working set per minute allows it.
+    lax = curves.sampled_vm(bound=0.01)
+    assert allocate([lax, hungry()], 6144, 0.05).targets['sampled'] == (
+        1300 * MB)

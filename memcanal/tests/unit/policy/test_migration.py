@@ -7,6 +7,7 @@ import pytest
 from memcanal.policy import base
 from memcanal.policy import demand
 from memcanal.policy import migration
+from memcanal.tests.unit.policy import curves as policy_curves
 
 GB = 2 ** 30
 NOW = 10_000.0
@@ -302,7 +303,7 @@ def test_curve_table_matches_each_curve():
         curves.append(base.curve_from_points(list(zip(sizes.tolist(),
                                                       ratios.tolist()))))
     curves.insert(3, None)
-    table = migration._Curves(curves)
+    table = migration._Curves(curves, [base.MIN_MISS_RATIO] * len(curves))
     queries = rng.integers(0, 9 * GB, 50)
     for row, curve in enumerate(curves):
         got = table.at(np.full(queries.size, row), queries)
@@ -318,9 +319,13 @@ def test_miss_bound_is_the_least_memory_within_delta():
         curve = base.curve_from_points(list(zip(sizes.tolist(),
                                                 ratios.tolist())))
         flavor = int(rng.integers(1, 8 * GB))
-        inst = migration.Instance('v', flavor, flavor, flavor, curve)
+        # Half with a fault-rate curve's floor (base.miss_floor).
+        floor = (base.MIN_MISS_RATIO if i % 2
+                 else float(10 ** rng.uniform(-6, -1)))
+        inst = migration.Instance('v', flavor, flavor, flavor, curve,
+                                  miss_floor=floor)
         bound = migration.miss_bound_bytes(inst, delta=0.05)
-        model = base.VM('v', flavor, curve)
+        model = base.VM('v', flavor, curve, miss_floor=floor)
         # Every size from the bound to the flavor is within the bound...
         probe = np.concatenate([sizes, [0, flavor]])
         within = probe[(probe >= bound) & (probe <= flavor)]
@@ -352,3 +357,41 @@ def test_one_move_per_host():
     assert plan.held['h3']['reason'] == 'busy'
     plan = migration.plan(hosts, NOW, options=OPTIONS)
     assert [m.source for m in plan.moves] == ['h3', 'h3', 'h1']
+
+
+def sampled(name, demand_gb, bound=0.002):
+    """A 4 GiB VM with the sampled curve of policy_curves.SAMPLED."""
+    model = policy_curves.sampled_vm(name, bound=bound)
+    return migration.Instance(name, 4 * GB, int(demand_gb * GB), 4 * GB,
+                              model.curve, miss_floor=model.miss_floor)
+
+
+def test_a_sampled_vms_miss_bound_is_where_its_faults_meet_the_bound():
+    assert migration.miss_bound_bytes(sampled('s', 1.5)) == (
+        policy_curves.SAMPLED_BOUND_MB * base.MB)
+    # As a curve of misses per access it would be 1300 MiB, faulting
+    # 2.4 times the bound; a bound of 1 %/min allows that.
+    plain = dataclasses.replace(sampled('s', 1.5),
+                                miss_floor=base.MIN_MISS_RATIO)
+    assert migration.miss_bound_bytes(plain) == 1300 * base.MB
+    assert migration.miss_bound_bytes(sampled('s', 1.5, bound=0.01)) == (
+        1300 * base.MB)
+
+
+def test_no_move_squeezes_a_sampled_resident_past_its_fault_bound():
+    # The resident's demand is its 1 GiB working set and kernel; its
+    # eq. 5 share on a 4.4 GiB destination falls from all of it to
+    # 1.0625 * 4.4 / 3.6625 GiB (1307 MiB) once a 2.6 GiB VM lands:
+    # below the 1400 MiB where its faults meet 0.2 % of its working set
+    # per minute, above the 1300 MiB where they meet 1 %.
+    hosts = [host('hot', [vm('mover', 2.6, 4), vm('stay', 3.0, 4),
+                          vm('other', 3.9, 4)], capacity_gb=10),
+             host('dest', [sampled('resident', 1.0625)], capacity_gb=4.4,
+                  since=None)]
+    plan = migration.plan(hosts, NOW, options=OPTIONS)
+    assert plan.moves == ()
+    assert plan.held['hot']['reason'] == 'miss_bound'
+    hosts[1] = host('dest', [sampled('resident', 1.0625, bound=0.01)],
+                    capacity_gb=4.4, since=None)
+    [move] = migration.plan(hosts, NOW, options=OPTIONS).moves
+    assert (move.vm, move.destination) == ('mover', 'dest')

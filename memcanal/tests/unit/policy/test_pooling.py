@@ -2,8 +2,11 @@
 memory servers of others, within every VM's miss bound, and take them
 back when they have room."""
 
+import dataclasses
+
 from memcanal.policy import base
 from memcanal.policy import pooling
+from memcanal.tests.unit.policy import curves
 
 MB = base.MB
 GB = 1024 * MB
@@ -116,3 +119,23 @@ def test_busy_hosts_and_their_servers_are_left_alone():
     options = pooling.Options(busy_hosts=frozenset({'idle'}))
     assert pooling.plan([hot_host(vm('a', 4), vm('b', 8))], [lender()],
                         options).pagings == ()
+
+
+def test_a_sampled_vm_pages_out_down_to_where_its_faults_meet_the_bound():
+    # 4 GiB VMs with 1 GiB working sets (plus the kernel) on a 2 GiB
+    # host: each may go down to 1400 MiB, where its faults are 0.2 % of
+    # its working set per minute; 1300 MiB would fault 2.4 times that.
+    model = curves.sampled_vm()
+    sampled = pooling.Instance(
+        name='s', memory_bytes=4 * GB, resident_bytes=4 * GB,
+        floor_bytes=GB + 64 * MB, flavor_bytes=4 * GB, curve=model.curve,
+        miss_floor=model.miss_floor)
+    assert pooling.least_resident(sampled) == (
+        curves.SAMPLED_BOUND_MB * MB)
+    plain = dataclasses.replace(sampled, miss_floor=base.MIN_MISS_RATIO)
+    assert pooling.least_resident(plain) == 1300 * MB
+    plan = pooling.plan([hot_host(sampled, dataclasses.replace(
+        sampled, name='t'), capacity_gb=2)], [lender()])
+    assert [p.resident_bytes for p in plan.pagings] == [1400 * MB] * 2
+    assert plan.pagings[0].relative_miss_ratio == 1.0
+    assert plan.held['hot']['reason'] == 'not enough cold memory'
