@@ -4,6 +4,8 @@ guardrails on what they may change."""
 from oslo_config import cfg
 from oslo_config import types
 
+from memcanal.policy import base
+
 POLICIES = ('isolated_sharing', 'esx', 'utube', 'none')
 
 optimizer_group = cfg.OptGroup(
@@ -44,6 +46,17 @@ optimizer_opts = [
                  help='isolated_sharing: a VM given less than its flavor '
                       'memory may have at most this fraction more misses '
                       'than with it.'),
+    cfg.FloatOpt('fault_rate_bound', default=base.DEFAULT_FAULT_RATE_BOUND,
+                 min=1e-6, max=1.0,
+                 help='Faults per minute a VM with a fault-rate curve (the '
+                      'sampler\'s: the fraction of first-touch events that '
+                      'fault at each size) may take, as a fraction of its '
+                      'working set; the default is Google\'s far memory\'s '
+                      '0.2 % per minute. Such a VM faults almost never at '
+                      'its flavor memory, so isolated_sharing, esx, '
+                      'migrations and pooling hold its faults at or under '
+                      'this bound instead of delta above those (or at 1 + '
+                      'delta times them, if they are more).'),
     cfg.FloatOpt('tax_rate', default=0.75, min=0.0, max=0.99,
                  help='esx: the idle memory tax rate.'),
     cfg.IntOpt('unit_mb', default=4, min=1,

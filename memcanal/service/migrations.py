@@ -16,7 +16,6 @@ from oslo_log import log as logging
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
 from memcanal import exception
-from memcanal.policy import base as policy_base
 from memcanal.policy import demand
 from memcanal.policy import migration
 from memcanal.service import optimizer as optimizer_service
@@ -38,6 +37,8 @@ class MigrationPlanner:
         self.server_groups = server_groups
         # Host name -> when it was first seen hot in a row (clock()).
         self._hot_since = {}
+        # VM -> the PolicyCurve the last cloud() read: decisions name it.
+        self._curves = {}
 
     def options(self, in_flight, busy):
         """The planner's options: the migrations left under the cap, and
@@ -54,22 +55,25 @@ class MigrationPlanner:
 
     def _instance(self, instance, groups_of):
         memory = optimizer_service.memory_of(instance)
-        _method, points = optimizer_service.first_curve(
-            instance['reports'][0]['mrc'] if instance['reports'] else {})
+        curve = optimizer_service.policy_curve(
+            instance['reports'][0] if instance['reports'] else None,
+            instance['wss_bytes'], self.conf.optimizer.fault_rate_bound)
+        self._curves[instance['uuid']] = curve
         return migration.Instance(
             name=instance['uuid'], memory_bytes=memory,
             demand_bytes=demand.vm_demand(memory, instance['wss_bytes'],
                                           self.rails),
-            flavor_bytes=instance['allocated_bytes'],
-            curve=policy_base.curve_from_points(points) if points else None,
+            flavor_bytes=instance['allocated_bytes'], curve=curve.curve,
             server_groups=groups_of.get(instance['uuid'], ()),
-            movable=instance['resident_target_bytes'] is None)
+            movable=instance['resident_target_bytes'] is None,
+            miss_floor=curve.miss_floor(self.conf.migration.delta))
 
     def cloud(self, context, listed, now, groups_of):
         """The planner's Hosts of the ``listed`` hosts (db_api.list_hosts)
         that are up, with since when each has been above the threshold;
         ``groups_of`` maps a VM to the server groups it is in."""
         hosts = []
+        self._curves = {}
         threshold = self.conf.migration.threshold
         for host in listed:
             if host['state'] != 'up':
@@ -126,7 +130,8 @@ class MigrationPlanner:
                 context, move.vm, uuids[move.destination], POLICY,
                 self.conf.optimizer.mode,
                 {'plan': plan.details, 'held': plan.held},
-                {'move': dict(vars(move))})
+                {'move': dict(vars(move), **self._curves[move.vm].details(
+                    move.destination_memory_bytes))})
         except exception.HostBusy as busy:
             LOG.info('Migration of %s deferred: %s', move.vm, busy)
             return None

@@ -8,6 +8,7 @@ and, when some VM is to change, records a decision with its inputs, its
 policy and the miss ratio predicted for every VM.
 """
 
+import dataclasses
 import datetime
 
 from oslo_log import log as logging
@@ -26,8 +27,9 @@ LOG = logging.getLogger(__name__)
 
 MIB = 2 ** 20
 # Curves by preference: the hypervisor cache's covers sizes below the
-# VM's memory with misses as the guest counts them.
-CURVE_METHODS = ('hcache', 'shards', 'exact', 'aet')
+# VM's memory with misses as the guest counts them; the sampler's, the
+# only one a stock host has, counts faults of first touches.
+CURVE_METHODS = ('hcache', 'shards', 'exact', 'aet', 'sampled')
 _EPOCH = datetime.datetime(1970, 1, 1)
 
 
@@ -47,6 +49,47 @@ def first_curve(mrc):
         if mrc.get(name) is not None:
             return name, mrc[name]
     return None, None
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyCurve:
+    """The curve the policies read for a VM: where it came from
+    (``method``), the curve, and for a fault-rate curve the bound its
+    faults are held to (``faults``, a policy.base.FaultBound)."""
+
+    method: str | None = None
+    curve: object = None
+    faults: policy_base.FaultBound | None = None
+
+    def miss_floor(self, delta):
+        return policy_base.miss_floor(self.faults, delta)
+
+    def details(self, size):
+        """What a decision says of the VM at ``size`` bytes: the curve
+        it used and, for a fault-rate curve, the bound and the faults
+        per minute (as a fraction of the working set) predicted there."""
+        details = {'curve': self.method}
+        if self.faults is not None:
+            details.update(
+                fault_rate_bound=self.faults.bound,
+                predicted_fault_rate_per_min=float(
+                    self.faults.per_minute(self.curve.at(size))))
+        return details
+
+
+def policy_curve(report, wss_bytes, fault_rate_bound):
+    """The PolicyCurve of a VM whose latest report is ``report`` (None:
+    it has none) and measured working set ``wss_bytes``, its faults held
+    to ``fault_rate_bound`` ([optimizer] fault_rate_bound)."""
+    if report is None:
+        return PolicyCurve()
+    method, points = first_curve(report['mrc'])
+    if not points:
+        return PolicyCurve(method)
+    return PolicyCurve(method, policy_base.curve_from_points(points),
+                       policy_base.fault_bound(
+                           method, wss_bytes, report['guest_stats'],
+                           fault_rate_bound))
 
 
 class Optimizer:
@@ -106,13 +149,17 @@ class Optimizer:
             last_change_at=_seconds(instance['target_changed_at']))
 
     def _policy_vm(self, instance, report, limits):
-        method, points = first_curve(report['mrc'])
+        options = self.conf.optimizer
+        curve = policy_curve(report, limits.wss_bytes,
+                             options.fault_rate_bound)
         return policy_base.VM(
             name=instance['uuid'], baseline_bytes=instance['allocated_bytes'],
-            curve=policy_base.curve_from_points(points) if points else None,
+            curve=curve.curve,
             min_bytes=guardrails.floor_of(limits, self.rails),
             max_bytes=limits.ceiling_bytes,
-            memory_bytes=limits.memory_bytes), method
+            memory_bytes=limits.memory_bytes,
+            miss_floor=curve.miss_floor(options.delta),
+            faults=curve.faults), curve
 
     @staticmethod
     def _usage(instance, reports, limits):
@@ -208,7 +255,9 @@ class Optimizer:
     def _outputs(allocation, guarded, participants, curves):
         """Per VM: the target after the guardrails, its miss ratio there as
         the VM's curve predicts it (absolute, comparable with the guest's
-        misses per access) and relative to its flavor memory."""
+        misses per access) and relative to its flavor memory; for a
+        fault-rate curve, the bound and the faults predicted there
+        (PolicyCurve.details)."""
         vms = {}
         for uuid, (vm, limits, _) in participants.items():
             target = guarded.targets.get(uuid, limits.memory_bytes)
@@ -216,7 +265,7 @@ class Optimizer:
                 'target_bytes': int(target),
                 'policy_target_bytes': int(allocation.targets.get(
                     uuid, limits.memory_bytes)),
-                'curve': curves[uuid],
+                **curves[uuid].details(target),
                 'predicted_miss_ratio': (
                     float(vm.curve.at(target)) if vm.curve is not None
                     else None),
@@ -228,6 +277,7 @@ class Optimizer:
 
     @staticmethod
     def _inputs(instances, limits, curves, free):
+        methods = {uuid: curve.method for uuid, curve in curves.items()}
         return {
             'free_bytes': free,
             'instances': {
@@ -239,8 +289,8 @@ class Optimizer:
                     'ceiling_bytes': limits[i['uuid']].ceiling_bytes,
                     'opt_out': limits[i['uuid']].opt_out,
                     'report_sequence': i['reports'][0]['sequence'],
-                    'curve': curves.get(i['uuid']),
-                    'mrc': i['reports'][0]['mrc'].get(curves.get(i['uuid'])),
+                    'curve': methods.get(i['uuid']),
+                    'mrc': i['reports'][0]['mrc'].get(methods.get(i['uuid'])),
                     'guest_stats': i['reports'][0]['guest_stats'],
                 } for i in instances},
         }

@@ -16,7 +16,6 @@ from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
 from memcanal.db import pooling as pooling_db
 from memcanal import exception
-from memcanal.policy import base as policy_base
 from memcanal.policy import demand
 from memcanal.policy import pooling
 from memcanal.service import optimizer as optimizer_service
@@ -30,6 +29,8 @@ class PoolingPlanner:
     def __init__(self, conf, rails):
         self.conf = conf
         self.rails = rails
+        # VM -> the PolicyCurve the last cloud() read: decisions name it.
+        self._curves = {}
 
     def options(self, busy):
         options = self.conf.pooling
@@ -41,17 +42,19 @@ class PoolingPlanner:
 
     def _instance(self, instance, lenders_of):
         memory = optimizer_service.memory_of(instance)
-        _method, points = optimizer_service.first_curve(
-            instance['reports'][0]['mrc'] if instance['reports'] else {})
+        curve = optimizer_service.policy_curve(
+            instance['reports'][0] if instance['reports'] else None,
+            instance['wss_bytes'], self.conf.optimizer.fault_rate_bound)
+        self._curves[instance['uuid']] = curve
         return pooling.Instance(
             name=instance['uuid'], memory_bytes=memory,
             resident_bytes=db_api.resident_of(
                 memory, instance['resident_target_bytes']),
             floor_bytes=demand.vm_demand(memory, instance['wss_bytes'],
                                          self.rails),
-            flavor_bytes=instance['allocated_bytes'],
-            curve=policy_base.curve_from_points(points) if points else None,
-            lender=lenders_of.get(instance['uuid']))
+            flavor_bytes=instance['allocated_bytes'], curve=curve.curve,
+            lender=lenders_of.get(instance['uuid']),
+            miss_floor=curve.miss_floor(self.conf.pooling.delta))
 
     def cloud(self, context, listed):
         """(Hosts, Lenders) of the planner: the ``listed`` hosts that are
@@ -61,6 +64,7 @@ class PoolingPlanner:
         lenders_of = {lease['instance_uuid']: server['host_name']
                       for server in servers for lease in server['leases']}
         hosts, spare = [], {}
+        self._curves = {}
         for host in listed:
             if host['state'] != 'up':
                 continue
@@ -106,7 +110,9 @@ class PoolingPlanner:
                 context, paging.vm, paging.resident_bytes,
                 uuids[paging.lender] if paging.lender else None,
                 paging.lent_bytes, POLICY, self.conf.optimizer.mode,
-                {'held': plan.held}, {'paging': dict(vars(paging))})
+                {'held': plan.held}, {'paging': dict(
+                    vars(paging), **self._curves[paging.vm].details(
+                        paging.resident_bytes))})
         except exception.HostBusy as busy:
             LOG.info('Paging of %s deferred: %s', paging.vm, busy)
             return None
