@@ -6,6 +6,9 @@ recorded. With ``--host`` the input is built from the API: each VM's
 allocated memory is its baseline, its latest report's curve (hcache's,
 else SHARDS') its MRC, its floor and ceiling its bounds; VMs that opted
 out or never reported a curve are left out, as the optimizer leaves them.
+A fault-rate curve (the sampler's) comes with the VM's working set and
+touch rate, so that its faults are bounded as the service bounds them
+(memcanal-plan's default bound, the service's default).
 """
 
 import json
@@ -18,6 +21,7 @@ from osc_lib import exceptions
 from memcanal.cmd import plan
 from memcanal.osc import display
 from memcanal.osc.v1 import hosts
+from memcanal.policy import base
 
 # Miss ratios relative to each VM's at its baseline (memcanal-plan's);
 # four digits, as the curves carry no more.
@@ -28,12 +32,18 @@ COLUMNS = ('Policy', 'VM', 'Target (MiB)', 'Relative Miss Ratio',
 def _vm(instance):
     """memcanal-plan's description of a VM, or None without a curve."""
     report = instance.get('latest_report') or {}
-    _, points = display.preferred_curve(report.get('mrc'))
+    method, points = display.preferred_curve(report.get('mrc'))
     if not points:
         return None
     entry = {'name': instance['uuid'],
              'baseline_mb': instance['allocated_bytes'] / display.MIB,
              'mrc': [[size / display.MIB, ratio] for size, ratio in points]}
+    faults = base.fault_bound(
+        method, instance.get('wss_bytes'), report.get('guest_stats'),
+        base.DEFAULT_FAULT_RATE_BOUND)
+    if faults is not None:
+        entry['fault_rate'] = {'wss_mb': faults.wss_bytes / display.MIB,
+                               'touches_per_s': faults.touches_per_s}
     if instance.get('floor_bytes') is not None:
         entry['min_mb'] = instance['floor_bytes'] / display.MIB
     if instance.get('ceiling_bytes') is not None:

@@ -105,3 +105,49 @@ def test_not_json_exits_2(capsys, tmp_path):
     path.write_text('{')
     assert plan.main([str(path)]) == 2
     assert plan.main([str(tmp_path / 'missing.json')]) == 2
+
+
+# A sampled VM (memcanal.tests.unit.policy.curves.SAMPLED): its 1 GiB
+# working set touched once per 10 s; its faults meet 0.2 % of it per
+# minute from 1400 MiB on. The other VM's misses fall with every MiB.
+SAMPLED = {'unit_mb': 4, 'vms': [
+    {'name': 'sampled', 'baseline_mb': 4096,
+     'mrc': [[1024, 0.05], [1100, 0.01], [1200, 0.002], [1300, 0.0008],
+             [1400, 0.0003], [1600, 0.0001], [1800, 0.00002]],
+     'fault_rate': {'wss_mb': 1024, 'touches_per_s': 26214.4}},
+    {'name': 'hungry', 'baseline_mb': 2048,
+     'mrc': [[size, 0.5 - size / 20000] for size in range(2048, 6145, 4)]}]}
+
+
+def test_a_sampled_vm_is_planned_down_to_its_fault_bound(capsys, tmp_path):
+    code, result, _ = run(capsys, tmp_path, SAMPLED)
+    assert code == 0
+    assert result['fault_rate_bound'] == 0.002
+    for name in ('isolated_sharing_exact', 'isolated_sharing_exhaustive'):
+        planned = result['policies'][name]
+        assert planned['targets_mb']['sampled'] == 1400
+        assert planned['predicted_fault_rate_per_min'] == {
+            'sampled': pytest.approx(0.0018)}
+    assert result['policies']['esx']['active_mb']['sampled'] == 1400
+    # A bound of 1 % of the working set per minute allows 1300 MiB;
+    # without fault_rate the curve counts misses per access.
+    lax = dict(SAMPLED, fault_rate_bound=0.01)
+    code, result, _ = run(capsys, tmp_path, lax)
+    assert result['policies']['isolated_sharing_exact']['targets_mb'][
+        'sampled'] == 1300
+    plain = dict(SAMPLED, vms=[dict(SAMPLED['vms'][0]), SAMPLED['vms'][1]])
+    del plain['vms'][0]['fault_rate']
+    code, result, _ = run(capsys, tmp_path, plain)
+    assert 'fault_rate_bound' not in result
+    assert 'predicted_fault_rate_per_min' not in result['policies']['esx']
+
+
+def test_a_bad_fault_rate_is_refused(capsys, tmp_path):
+    for bad in ({'wss_mb': 0, 'touches_per_s': 1}, {'wss_mb': 1},
+                {'wss_mb': 1, 'touches_per_s': -1, 'x': 1}):
+        description = dict(SAMPLED, vms=[dict(SAMPLED['vms'][0],
+                                              fault_rate=bad)])
+        code, _, err = run(capsys, tmp_path, description)
+        assert code == 2 and 'fault_rate' in err
+    code, _, err = run(capsys, tmp_path, dict(SAMPLED, fault_rate_bound=0))
+    assert code == 2 and 'fault_rate_bound' in err
