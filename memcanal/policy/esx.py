@@ -14,10 +14,12 @@ ESX samples pages to estimate f. Here the miss-ratio curve says it: the
 active memory is the smallest size at which the VM misses, within
 ``tolerance``, no more than with all the memory it could use, so a VM
 that streams through much data without reusing it is a victim although
-its working set is large, which sampling cannot see. The same size says
-who would use more memory: a VM below it, whose misses still fall by
-more than ``tolerance``. Curves are step functions between their points,
-so "lower one unit further" would stall every VM between two points.
+its working set is large, which sampling cannot see (for a fault-rate
+curve the tolerance is the ratio its fault bound allows,
+base.FaultBound.allowed_ratio). The same size says who would use more
+memory: a VM below it, whose misses still fall by more than
+``tolerance``. Curves are step functions between their points, so
+"lower one unit further" would stall every VM between two points.
 
 The tax leaves a victim part of its idle memory: moves stop where its
 taxed claim, S / (active + k * idle), meets the receivers' S / P. With

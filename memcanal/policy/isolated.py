@@ -2,8 +2,10 @@
 
 Divide a host's memory among its VMs to minimise the geometric mean of
 their relative miss ratios (misses at the new size over misses at the
-baseline), under an isolation constraint: a VM given less than its
-baseline may have at most ``1 + delta`` times its baseline misses.
+baseline, each from the VM's ``miss_floor`` up), under an isolation
+constraint: a VM given less than its baseline may have at most
+``1 + delta`` times its baseline misses (for a fault-rate curve: faults
+per minute at most its bound, base.miss_floor).
 
 Three searches over allocations in whole units (4 MB by default):
 

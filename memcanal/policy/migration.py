@@ -18,8 +18,10 @@ only when:
   refuse it;
 - neither the VM nor any destination resident within its miss bound
   falls below it: the bound of a VM is the least memory at which its
-  relative miss ratio (misses over misses at its flavor size) stays
-  within ``1 + delta`` (Lu and Shen's isolation bound);
+  relative miss ratio (misses over misses at its flavor size, both from
+  its ``miss_floor`` up) stays within ``1 + delta`` (Lu and Shen's
+  isolation bound; for a fault-rate curve, where its faults meet their
+  bound: base.miss_floor);
 - the destination is in the VM's availability zone (a live migration
   keeps it) and no hard (anti-)affinity of its server groups breaks;
 - it relieves at least ``min_gain_bytes`` of the source's demand above
