@@ -4,21 +4,23 @@ service's demand, ratios, memory targets, migrations and pooling act on
 it, with faults held to [optimizer] fault_rate_bound."""
 
 import types
+from unittest import mock
 
 import pytest
 
 from memcanal import context as memcanal_context
 from memcanal.db import api as db_api
+from memcanal.db import decisions as decisions_db
 from memcanal.nova import client as nova_client
 from memcanal.policy import demand
 from memcanal.policy import guardrails
 from memcanal.policy import overcommit
+from memcanal.policy import pooling as pooling_policy
 from memcanal.rpc import reports
 from memcanal.service import migrations
 from memcanal.service import optimizer
 from memcanal.service import placement
 from memcanal.service import pooling
-from memcanal.tests.unit.db import test_pooling as pooled
 from memcanal.tests.unit.policy import curves
 
 MIB = 2 ** 20
@@ -186,13 +188,17 @@ def test_no_migration_squeezes_a_sampled_resident_past_its_fault_bound(
 def test_pooling_pages_a_sampled_vm_down_to_its_fault_bound(conf, ctx):
     small = register(ctx, 'small', 2)
     store(ctx, small, 1, sampled(1), sampled(2))
-    lender = register(ctx, 'host-2', 64)
-    db_api.store_report(ctx, pooled.lender_report(lender, 1))
     conf.set_override('enabled', True, 'pooling')
-    conf.set_override('mode', 'auto', 'optimizer')
-    # The first paging locks the host: the other VM waits its turn.
-    [decision] = pooling.PoolingPlanner(conf, RAILS).run(ctx)
-    paging = decision['outputs']['paging']
+    planner = pooling.PoolingPlanner(conf, RAILS)
+    # The planner's inputs, then a lender of its own: which memory
+    # servers may lend is not what this test is about.
+    hosts, _lenders = planner.cloud(ctx, db_api.list_hosts(ctx))
+    plan = pooling_policy.plan(hosts, [pooling_policy.Lender(
+        'host-2', 'host-2', 16 * GIB)], planner.options(()))
+    assert [p.resident_bytes for p in plan.pagings] == [BOUND_MB * MIB] * 2
+    with mock.patch.object(decisions_db, 'create_pooling_decision') as made:
+        planner._record(ctx, plan.pagings[0], {'host-2': uuid(9)}, plan)
+    paging = made.call_args.args[-1]['paging']
     assert paging['resident_bytes'] == BOUND_MB * MIB
     assert (paging['curve'], paging['fault_rate_bound']) == ('sampled',
                                                              0.002)
