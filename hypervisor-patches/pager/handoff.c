@@ -2,13 +2,16 @@
  * The QEMU side of the handoff, shared by its two carriers: the
  * LD_PRELOAD shim (uffd_preload.c, any accelerator) and the TCG plugin
  * (uffd_plugin.c).  Both run inside QEMU, since a userfaultfd is bound
- * to the memory map of the process that creates it.
+ * to the memory map of the process that creates it, and so does zapping
+ * QEMU's page tables for the pager's access sampling (madvise acts on
+ * the caller's own memory map only).
  *
- * Find guest RAM (the largest shared mapping whose path names the
- * backend) and its memfd among our descriptors, create the uffd, send
- * base, length, offset and [uffd, memfd] to the pager with SCM_RIGHTS
- * and wait for its answer.  Messages go to stderr, prefixed
- * "memcanal-uffd:".
+ * Find guest RAM (every shared mapping whose path names the backend)
+ * and the memfds among our descriptors, create the uffd, send the
+ * regions and [uffd, memfds...] to the pager with SCM_RIGHTS and wait
+ * for its answer; then answer its zap requests on the same connection
+ * until it goes away, and offer the uffd again to the next pager.
+ * Messages go to stderr, prefixed "memcanal-uffd:".
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -20,24 +23,34 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "handoff.h"
+
+#define PAGE 4096ULL
+/* Smaller shared mappings of a memfd are not guest RAM. */
+#define MIN_REGION (2ULL << 20)
+#define RESEND_MS 200
+#define ZAP_CHUNK 1024   /* runs read at a time */
 
 int memcanal_find_ram(const char *backend, struct memcanal_ram *ram)
 {
 	FILE *maps = fopen("/proc/self/maps", "re");
 	char line[4096];
-	int found = 0;
+	uint64_t n = 0;
 
+	memset(ram, 0, sizeof(*ram));
 	if (!maps)
 		return 0;
 	while (fgets(line, sizeof(line), maps)) {
 		unsigned long start, end, off, ino;
+		struct memcanal_region *last = n ? &ram->region[n - 1] : NULL;
 		char perms[8];
 		int path = 0;
 
@@ -46,14 +59,31 @@ int memcanal_find_ram(const char *backend, struct memcanal_ram *ram)
 			continue;
 		if (strcmp(perms, "rw-s") || !strstr(line + path, backend))
 			continue;
-		if (end - start > ram->len) {
-			*ram = (struct memcanal_ram){ start, end - start, off,
-						      ino };
-			found = 1;
+		/* One backend split into several VMAs is still one region. */
+		if (last && ram->inode[n - 1] == ino &&
+		    last->base + last->len == start &&
+		    last->offset + last->len == off) {
+			last->len += end - start;
+			continue;
 		}
+		if (n && ram->region[n - 1].len < MIN_REGION)
+			n--;
+		if (n == MEMCANAL_MAX_REGIONS) {
+			fprintf(stderr, "memcanal-uffd: more than %d regions: "
+				"the rest is not paged\n", MEMCANAL_MAX_REGIONS);
+			break;
+		}
+		ram->region[n] = (struct memcanal_region){ start, end - start,
+							   off };
+		ram->inode[n++] = ino;
 	}
+	if (n && ram->region[n - 1].len < MIN_REGION)
+		n--;
 	fclose(maps);
-	return found;
+	memset(&ram->region[n], 0,
+	       (MEMCANAL_MAX_REGIONS - n) * sizeof(ram->region[0]));
+	ram->nregions = n;
+	return n;
 }
 
 /* Our descriptor of the file with inode `inode`, or -1. */
@@ -106,73 +136,187 @@ static int new_uffd(void)
 	return uffd;
 }
 
+/* The pager's connection once it answered, or -1. */
 static int send_handoff(const char *path, const struct memcanal_ram *ram,
-			int uffd, int memfd)
+			const int *fds)
 {
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	struct memcanal_handoff h = { .magic = MEMCANAL_HANDOFF_MAGIC,
-		.pid = getpid(), .base = ram->base, .len = ram->len,
-		.offset = ram->offset };
+		.pid = getpid(), .nregions = ram->nregions };
 	struct iovec iov = { &h, sizeof(h) };
+	size_t nfds = ram->nregions + 1;
 	union {
-		char buf[CMSG_SPACE(2 * sizeof(int))];
+		char buf[CMSG_SPACE((MEMCANAL_MAX_REGIONS + 1) * sizeof(int))];
 		struct cmsghdr align;
 	} u;
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
-		.msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-	int fds[2] = { uffd, memfd }, s, rc;
+		.msg_control = u.buf,
+		.msg_controllen = CMSG_SPACE(nfds * sizeof(int)) };
+	struct cmsghdr *c;
+	int s, rc;
 	char ack;
 
+	memcpy(h.region, ram->region, sizeof(h.region));
 	memset(u.buf, 0, sizeof(u.buf));
+	c = CMSG_FIRSTHDR(&msg);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(fds));
-	memcpy(CMSG_DATA(c), fds, sizeof(fds));
+	c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+	memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
 	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path);
 	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return -1;
 	rc = connect(s, (struct sockaddr *)&addr, sizeof(addr));
 	if (!rc)
-		rc = sendmsg(s, &msg, 0) == sizeof(h) ? 0 : -1;
-	/* The pager answers once the range is registered. */
+		rc = sendmsg(s, &msg, MSG_NOSIGNAL) == sizeof(h) ? 0 : -1;
+	/* The pager answers once the regions are registered. */
 	if (!rc)
 		rc = read(s, &ack, 1) == 1 ? 0 : -1;
+	if (!rc)
+		return s;
 	close(s);
-	return rc;
+	return -1;
 }
 
 int memcanal_hand_over(const char *path, const struct memcanal_ram *ram,
 		       int uffd)
 {
-	int memfd = find_fd(ram->inode);
+	int fds[MEMCANAL_MAX_REGIONS + 1] = { uffd };
 
-	if (memfd < 0) {
-		fprintf(stderr, "memcanal-uffd: no descriptor for inode "
-			"%llu\n", (unsigned long long)ram->inode);
-		errno = EBADF;
-		return -1;
+	for (uint64_t i = 0; i < ram->nregions; i++) {
+		fds[i + 1] = find_fd(ram->inode[i]);
+		if (fds[i + 1] < 0) {
+			fprintf(stderr, "memcanal-uffd: no descriptor for "
+				"inode %llu\n",
+				(unsigned long long)ram->inode[i]);
+			errno = EBADF;
+			return -1;
+		}
 	}
-	return send_handoff(path, ram, uffd, memfd);
+	return send_handoff(path, ram, fds);
 }
 
-int memcanal_hand_off(const char *path, const struct memcanal_ram *ram)
+int memcanal_hand_off(const char *path, const struct memcanal_ram *ram,
+		      int *conn)
 {
 	int uffd = new_uffd();
+	uint64_t mib = 0;
 
 	if (uffd < 0) {
 		perror("memcanal-uffd: userfaultfd");
 		return -1;
 	}
-	if (memcanal_hand_over(path, ram, uffd) < 0) {
+	*conn = memcanal_hand_over(path, ram, uffd);
+	if (*conn < 0) {
 		fprintf(stderr, "memcanal-uffd: handoff to %s failed: %s\n",
 			path, strerror(errno));
 		close(uffd);
 		return -1;
 	}
-	fprintf(stderr, "memcanal-uffd: %llu MiB at %#llx handed to %s\n",
-		(unsigned long long)ram->len >> 20,
-		(unsigned long long)ram->base, path);
+	for (uint64_t i = 0; i < ram->nregions; i++)
+		mib += ram->region[i].len >> 20;
+	fprintf(stderr, "memcanal-uffd: %llu MiB in %llu regions at %#llx "
+		"handed to %s\n", (unsigned long long)mib,
+		(unsigned long long)ram->nregions,
+		(unsigned long long)ram->region[0].base, path);
 	return uffd;
+}
+
+static int read_all(int fd, void *buf, size_t len)
+{
+	for (size_t done = 0; done < len;) {
+		ssize_t n = read(fd, (char *)buf + done, len - done);
+
+		if (n <= 0) {
+			if (n < 0 && errno == EINTR)
+				continue;
+			return -1;
+		}
+		done += n;
+	}
+	return 0;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+/* Zap pages first..first+count-1, split at region boundaries. */
+static void zap_run(const struct memcanal_ram *ram, uint64_t first,
+		    uint64_t count, struct memcanal_zapped *done)
+{
+	uint64_t start = 0;
+
+	for (uint64_t i = 0; i < ram->nregions && count; i++) {
+		const struct memcanal_region *r = &ram->region[i];
+		uint64_t end = start + r->len / PAGE, n;
+
+		if (first < end) {
+			n = end - first < count ? end - first : count;
+			if (madvise((void *)(uintptr_t)(r->base + (first - start)
+							* PAGE), n * PAGE,
+				    MADV_DONTNEED) == 0)
+				done->pages += n;
+			else if (!done->error)
+				done->error = -errno;
+			first += n;
+			count -= n;
+		}
+		start = end;
+	}
+}
+
+/* Answer zap requests until the connection ends: 0, or -1 on a broken
+ * request. */
+static int serve_zaps(int conn, const struct memcanal_ram *ram)
+{
+	static uint64_t runs[2 * ZAP_CHUNK];
+	struct memcanal_zap req;
+
+	while (!read_all(conn, &req, sizeof(req))) {
+		struct memcanal_zapped done = { .magic = MEMCANAL_ZAP_MAGIC };
+		uint64_t t0 = now_ns();
+
+		if (req.magic != MEMCANAL_ZAP_MAGIC)
+			return -1;
+		for (uint64_t i = 0; i < req.nruns; i += ZAP_CHUNK) {
+			uint64_t n = req.nruns - i < ZAP_CHUNK ? req.nruns - i :
+				     ZAP_CHUNK;
+
+			if (read_all(conn, runs, n * 2 * sizeof(*runs)))
+				return -1;
+			for (uint64_t j = 0; j < n; j++)
+				zap_run(ram, runs[2 * j], runs[2 * j + 1], &done);
+		}
+		done.ns = now_ns() - t0;
+		if (send(conn, &done, sizeof(done), MSG_NOSIGNAL) !=
+		    sizeof(done))
+			return -1;
+	}
+	return 0;
+}
+
+void memcanal_serve(const char *path, const struct memcanal_ram *ram,
+		    int uffd, int conn)
+{
+	struct timespec resend = { 0, RESEND_MS * 1000000L };
+
+	/* The uffd stays open on purpose (see memcanal_hand_off).  A live
+	 * pager has unlinked its socket; a pager listening there again is
+	 * taking over from one that died: it gets the same uffd. */
+	for (;;) {
+		if (serve_zaps(conn, ram))
+			fprintf(stderr, "memcanal-uffd: bad zap request\n");
+		close(conn);
+		do
+			nanosleep(&resend, NULL);
+		while ((conn = memcanal_hand_over(path, ram, uffd)) < 0);
+		fprintf(stderr, "memcanal-uffd: handed over again to %s\n",
+			path);
+	}
 }

@@ -11,13 +11,16 @@
  * vCPU exists, so qemu_plugin_install does the handoff (handoff.c) at
  * once and waits for the pager: the range is registered before the
  * guest runs.  A plugin failing to install stops QEMU, so a guest meant
- * to be paged never runs unpaged.  TCG only; the LD_PRELOAD shim
- * (uffd_preload.c) is the carrier for KVM.
+ * to be paged never runs unpaged.  Then a thread of its own answers the
+ * pager's zap requests (access sampling) and, once the pager is gone,
+ * offers the uffd to the next one, as the shim does (handoff.c).  TCG
+ * only; the LD_PRELOAD shim (uffd_preload.c) is the carrier for KVM.
  *
  * The uffd stays open for QEMU's lifetime: if the pager dies, guest
  * accesses to pages it dropped hang instead of reading zeros.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,13 +30,27 @@
 
 QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 
+/* What the serving thread needs: it outlives qemu_plugin_install. */
+static struct {
+	char socket[108];
+	struct memcanal_ram ram;
+	int uffd, conn;
+} handed;
+
+static void *serve(void *arg)
+{
+	memcanal_serve(handed.socket, &handed.ram, handed.uffd, handed.conn);
+	return NULL;
+}
+
 QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
 					   const qemu_info_t *info,
 					   int argc, char **argv)
 {
 	const char *socket = NULL, *backend = MEMCANAL_DEFAULT_BACKEND;
-	struct memcanal_ram ram = { 0 };
-	int i;
+	pthread_attr_t attr;
+	pthread_t thread;
+	int i, failed;
 
 	for (i = 0; i < argc; i++) {
 		if (!strncmp(argv[i], "socket=", 7))
@@ -51,10 +68,21 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
 			"system emulation\n");
 		return -1;
 	}
-	if (!memcanal_find_ram(backend, &ram)) {
+	if (!memcanal_find_ram(backend, &handed.ram)) {
 		fprintf(stderr, "memcanal-uffd: no shared mapping of %s "
 			"(-object memory-backend-memfd,share=on)\n", backend);
 		return -1;
 	}
-	return memcanal_hand_off(socket, &ram) < 0 ? -1 : 0;
+	snprintf(handed.socket, sizeof(handed.socket), "%s", socket);
+	handed.uffd = memcanal_hand_off(socket, &handed.ram, &handed.conn);
+	if (handed.uffd < 0)
+		return -1;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	failed = pthread_create(&thread, &attr, serve, NULL);
+	pthread_attr_destroy(&attr);
+	if (failed)
+		fprintf(stderr, "memcanal-uffd: no thread: the pager cannot "
+			"sample, nor be taken over\n");
+	return 0;
 }
