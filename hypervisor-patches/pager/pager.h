@@ -1,10 +1,13 @@
 /*
- * pager: swap a shared memfd's pages out to stores and serve them back
- * on fault, through a userfaultfd registered on a mapping of the memfd.
+ * pager: swap shared memfds' pages out to stores and serve them back on
+ * fault, through a userfaultfd registered on mappings of the memfds; and
+ * sample which pages are accessed (sampler.c), from the same faults.
  *
- * The mapping may belong to another process (QEMU): base is an address
- * in the uffd's memory map, and the memfd is read and punched through
- * its own descriptor.  See README.md for the protocol and its races.
+ * The mappings may belong to another process (QEMU): a region's base is
+ * an address in the uffd's memory map, and its memfd is read and punched
+ * through its own descriptor.  Pages are numbered in one index space,
+ * region 0's first, then region 1's...  See README.md for the protocol
+ * and its races.
  */
 #ifndef PAGER_H
 #define PAGER_H
@@ -15,6 +18,7 @@
 
 #define PAGER_PAGE 4096UL
 #define PAGER_MAX_STORES 4
+#define PAGER_MAX_REGIONS 8
 /* Faults (and cancels) kept for pager_take_events. */
 #define PAGER_EVENT_LOG 65536
 
@@ -55,6 +59,8 @@ int pager_tcp_store_reclaim_all(struct pager_store *s);
 enum pager_source { PAGER_SRC_POOL, PAGER_SRC_FILE, PAGER_SRC_TCP,
 		    PAGER_NSOURCES };
 extern const char *const pager_source_names[PAGER_NSOURCES];
+/* pager_fault_latency of MINOR faults (UFFDIO_CONTINUE), not a source. */
+#define PAGER_LAT_MINOR PAGER_NSOURCES
 
 struct pager_stats {
 	uint64_t swapped_out;       /* pages dropped from the memfd */
@@ -62,6 +68,8 @@ struct pager_stats {
 	uint64_t not_resident;      /* asked for, but a hole already */
 	uint64_t faults_missing;
 	uint64_t faults_wp;
+	uint64_t faults_minor;      /* mapping zapped, page in the memfd */
+	uint64_t deferred;          /* faults waiting for a store added later */
 	uint64_t zero_fills;        /* never-populated pages filled */
 	uint64_t wakes;             /* EEXIST answered with UFFDIO_WAKE */
 	uint64_t wp_on_out;         /* writes that raced the punch */
@@ -115,7 +123,7 @@ void pager_pool_close(struct pager_pool *q);
  * Optional parts.  state_path: a file mapping each page's state and
  * copies' checksums, updated before the step each change describes, so
  * that a pager started after a crash can take over (see pager_init).
- * registration names the registration (QEMU's pid, the memfd's inode)
+ * pid names the registration, with the memfds' inodes and the regions,
  * so that a state file of another one is never adopted.  pool_pages,
  * pool_path: the shared cache pool (above) that swapped-out pages go
  * to, served before any store; pool_owner keys this pager's pages in
@@ -123,44 +131,74 @@ void pager_pool_close(struct pager_pool *q);
  */
 struct pager_opts {
 	const char *state_path;
-	uint64_t registration[2];
+	uint64_t pid;
 	size_t pool_pages;
 	const char *pool_path;
 	uint64_t pool_owner;
 };
 
+/* One mapping of a memfd: len bytes at base (in the uffd's memory map),
+ * from offset in memfd. */
+struct pager_region {
+	uint64_t base, len;
+	off_t offset;
+	int memfd;
+};
+
+/* What a state file says it describes (pager_state_registration). */
+struct pager_registration {
+	uint64_t pid, features, nregions, npages;
+	struct pager_registered {
+		uint64_t base, len, offset, inode;
+	} region[PAGER_MAX_REGIONS];
+};
+
 struct pager;
 
 /*
- * Take charge of len bytes mapped at base (an address in the uffd's
- * memory map) backed by memfd from offset.  Does UFFDIO_API and
- * UFFDIO_REGISTER (MISSING | WP) on the uffd and starts the fault
- * thread.  A page goes out only once `copies` stores (1..nstores) hold
- * it.  The pager does not own uffd, memfd or the stores.
+ * Take charge of the regions (1..PAGER_MAX_REGIONS).  Does UFFDIO_API
+ * (MISSING_SHMEM | WP_HUGETLBFS_SHMEM | MINOR_SHMEM, without MINOR if
+ * the kernel refuses it) and UFFDIO_REGISTER (MISSING | WP | MINOR) of
+ * every region on the uffd, and starts the fault thread.  A page goes
+ * out only once `copies` stores hold it (0: every store there is then).
+ * nstores may be 0: pager_add_store adds stores later.  The pager does
+ * not own uffd, memfds or stores.
  *
  * A uffd already set up (its pager died) is adopted instead, if
- * opts->state_path describes the same registration: no second API or
- * REGISTER; pages SWAPPING go back IN, OUT pages still resident too,
- * every IN page is un-protected, and the whole range is woken so that
- * threads whose faults the dead pager had read fault again.  The stores
- * must be the same, in the same order.  opts may be NULL.
+ * opts->state_path describes the same registration: no second API; the
+ * features the state file records are registered again (the kernel
+ * keeps ranges the same uffd holds); pages SWAPPING go back IN, OUT
+ * pages still resident too, every IN page is un-protected, and every
+ * region is woken so that threads whose faults (MINOR ones included)
+ * the dead pager had read fault again.  The stores must be the same,
+ * in the same order (added later is fine: a fault on a page only they
+ * hold waits for them).  opts may be NULL.
  */
-struct pager *pager_init(int uffd, uint64_t base, size_t len, int memfd,
-			 off_t offset, struct pager_store **stores,
+struct pager *pager_init(int uffd, const struct pager_region *regions,
+			 int nregions, struct pager_store **stores,
 			 int nstores, int copies,
 			 const struct pager_opts *opts);
 
 /*
  * The registration a state file describes, for a pager that must find
- * the uffd and memfd again (pidfd_getfd): 0, or -1 if there is none.
+ * the uffd and memfds again (pidfd_getfd): 0, or -1 if there is none.
  */
-int pager_state_registration(const char *state_path, uint64_t reg[2],
-			     uint64_t *base, uint64_t *len, uint64_t *offset);
+int pager_state_registration(const char *state_path,
+			     struct pager_registration *reg);
+
+/* Append a store (-1, ENOSPC: PAGER_MAX_STORES already); faults waiting
+ * for it go on. */
+int pager_add_store(struct pager *p, struct pager_store *s);
+
+/* Pages in the index space; 1 if MINOR faults are registered. */
+uint64_t pager_npages(struct pager *p);
+int pager_has_minor(struct pager *p);
 
 /*
  * Swap out the listed page indexes (any order; pages already out, or
  * not resident, are skipped).  One caller at a time.  Returns the
- * number of pages dropped, or -1 on a fatal error.
+ * number of pages dropped, or -1 on a fatal error (ENODEV: fewer stores
+ * than copies).
  */
 long pager_swap_out(struct pager *p, const uint64_t *pages, size_t n);
 
@@ -183,16 +221,74 @@ size_t pager_take_events(struct pager *p, int cancelled, uint64_t *pages,
 void pager_get_stats(struct pager *p, struct pager_stats *out);
 
 /*
- * Service time of faults answered from `source` (-1: any), in
+ * Service time of faults answered from `source` (-1: any source), in
  * microseconds, from reading the fault to the UFFDIO_COPY that wakes the
- * faulting thread, over the latest samples.  Returns the number of
- * samples.
+ * faulting thread, over the latest samples; PAGER_LAT_MINOR: MINOR
+ * faults, from reading the fault to the UFFDIO_CONTINUE.  Returns the
+ * number of samples.
  */
 size_t pager_fault_latency(struct pager *p, int source, double *p50,
 			   double *p99);
 
 /* Pages currently out. */
 uint64_t pager_pages_out(struct pager *p);
+
+/*
+ * Access sampling (sampler.c).  Every interval, the pages of a fixed
+ * hashed sample (SHARDS' hash of the page index and salt, below
+ * rate * 2^24; memcanal.estimation.mrc.sample_mask gives the same set)
+ * have their mappings zapped by `zap` (QEMU's shim: madvise), so the
+ * next access to each is a MINOR fault; every full_pass_every-th
+ * interval zaps every page instead.  Every fault of any kind is recorded
+ * as an access of the interval it comes in (a write if it says so or
+ * is a WP fault); sampled pages read are mapped write-protected, so a
+ * later write is seen too.
+ */
+struct pager_sampling {
+	double rate;                  /* (0, 1] */
+	uint64_t salt;
+	unsigned interval_ms;         /* 0: intervals end on pager_sample_tick */
+	unsigned full_pass_every;     /* 0: never */
+};
+
+/* Zap the runs ({first, count} page index pairs): 0 and *zapped, or -1
+ * (the sampler goes on recording faults, zapping nothing). */
+typedef int (*pager_zap_fn)(void *arg, const uint64_t *runs, size_t nruns,
+			    uint64_t *zapped);
+
+/* A completed interval: runs are sorted {first, count} pairs. */
+struct pager_interval {
+	uint64_t index, start_ns, end_ns, zapped, zap_ns;
+	int full;
+	size_t ntouched, nwritten;
+	uint64_t *touched, *written;
+};
+
+struct pager_sampling_stats {
+	struct pager_sampling cfg;
+	uint64_t sampled_pages;
+	uint64_t current;             /* the interval under way */
+	uint64_t zapped, zap_ns;      /* the current interval's zap */
+	uint64_t zap_requests, zap_ns_total, zap_failed;
+};
+
+/* Start sampling: the first interval's zap now, then a thread ending
+ * intervals every interval_ms.  0, or -1 (ENOTSUP: no MINOR faults;
+ * EALREADY; EINVAL). */
+int pager_start_sampling(struct pager *p, const struct pager_sampling *cfg,
+			 pager_zap_fn zap, void *arg);
+/* 1 and *st if sampling, else 0. */
+int pager_sampling_stats(struct pager *p, struct pager_sampling_stats *st);
+/* End the interval under way and zap for the next one now. */
+int pager_sample_tick(struct pager *p);
+/* The completed intervals since the last call, oldest first (free them
+ * with pager_free_intervals); *overflow: how many the bounded queue
+ * dropped meanwhile. */
+size_t pager_take_intervals(struct pager *p, struct pager_interval **out,
+			    uint64_t *overflow);
+void pager_free_intervals(struct pager_interval *v, size_t n);
+/* The sample as runs; returns how many runs. */
+size_t pager_sample_runs(struct pager *p, const uint64_t **runs);
 
 /*
  * Stop the fault thread and free the pager.  Pages still out stay

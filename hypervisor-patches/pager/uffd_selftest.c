@@ -18,10 +18,13 @@
  * pages keyed by its pid), created by the first.  -r 1 restarts the pager at a
  * quarter of the run, as after a crash: the first one stops (its uffd
  * stays set up, with pages out and writers faulting), the second adopts
- * the registration from the state file and must serve every page.
+ * the registration from the state file and must serve every page.  -R 2
+ * maps the memfd's two halves in swapped order, as two regions (the
+ * second half first): page indexes then differ from memfd offsets.
  *
  *   uffd_selftest [-m MiB] [-s seconds] [-w writers] [-d dir] [-k 0|1]
  *                 [-n 1|2] [-t host:port] [-p MiB] [-P path] [-r 0|1]
+ *                 [-R 1|2]
  *
  * Exit status 1 on any wrong word, lost page or swap-out error.  -n 1 (one store, no
  * redundancy) with -k 1 must lose pages: the check of the checker.
@@ -139,11 +142,11 @@ static double now(void)
 int main(int argc, char **argv)
 {
 	long mib = 64, secs = 4, kill_store = 1, pool_mib = 0, restart = 0;
-	int nstores = 2;
+	int nstores = 2, nregions = 1;
 	const char *dir = "/tmp", *server = NULL, *pool_path = NULL;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "m:s:w:d:k:n:t:p:P:r:")) != -1) {
+	while ((opt = getopt(argc, argv, "m:s:w:d:k:n:t:p:P:r:R:")) != -1) {
 		switch (opt) {
 		case 'm': mib = atol(optarg); break;
 		case 's': secs = atol(optarg); break;
@@ -155,17 +158,18 @@ int main(int argc, char **argv)
 		case 'p': pool_mib = atol(optarg); break;
 		case 'P': pool_path = optarg; break;
 		case 'r': restart = atol(optarg); break;
+		case 'R': nregions = atoi(optarg); break;
 		default:
 			fprintf(stderr, "usage: %s [-m MiB] [-s seconds] "
 				"[-w writers] [-d dir] [-k 0|1] [-n 1|2] "
-				"[-t host:port] [-p MiB] [-r 0|1]\n",
+				"[-t host:port] [-p MiB] [-r 0|1] [-R 1|2]\n",
 				argv[0]);
 			return 2;
 		}
 	}
-	if (nwriters < 1 || nwriters > MAX_WRITERS || mib < 1 ||
-	    nstores < 1 || nstores > 2) {
-		fprintf(stderr, "bad -w, -m or -n\n");
+	if (nwriters < 1 || nwriters > MAX_WRITERS || mib < 2 ||
+	    nstores < 1 || nstores > 2 || nregions < 1 || nregions > 2) {
+		fprintf(stderr, "bad -w, -m, -n or -R\n");
 		return 2;
 	}
 	size_t len = (size_t)mib << 20;
@@ -177,7 +181,24 @@ int main(int argc, char **argv)
 		perror("memfd");
 		return 2;
 	}
+	struct pager_region regions[2];
+	size_t half = len / 2;
+
 	mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	regions[0] = (struct pager_region){ (uint64_t)(uintptr_t)mem, len, 0,
+					    memfd };
+	if (nregions == 2 && mem != MAP_FAILED &&
+	    (mmap(mem, half, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+		  memfd, half) == MAP_FAILED ||
+	     mmap((char *)mem + half, half, PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_FIXED, memfd, 0) == MAP_FAILED))
+		mem = MAP_FAILED;
+	if (nregions == 2) {
+		regions[0] = (struct pager_region){ (uint64_t)(uintptr_t)mem,
+						    half, half, memfd };
+		regions[1] = (struct pager_region){ regions[0].base + half,
+						    half, 0, memfd };
+	}
 	version = malloc(npages * sizeof(*version));
 	if (mem == MAP_FAILED || !version) {
 		perror("mmap");
@@ -228,7 +249,7 @@ int main(int argc, char **argv)
 	char state_path[4096];
 	struct pager_opts opts = {
 		.state_path = state_path,
-		.registration = { getpid(), memfd },
+		.pid = getpid(),
 		.pool_pages = (pool_mib << 20) / PAGER_PAGE,
 		.pool_path = pool_path,
 		.pool_owner = getpid(),
@@ -236,9 +257,8 @@ int main(int argc, char **argv)
 
 	snprintf(state_path, sizeof(state_path), "%s/uffd_selftest.%d.state",
 		 dir, (int)getpid());
-	struct pager *p = pager_init(uffd, (uint64_t)(uintptr_t)mem, len,
-				     memfd, 0, stores, nstores, nstores,
-				     &opts);
+	struct pager *p = pager_init(uffd, regions, nregions, stores, nstores,
+				     nstores, &opts);
 	struct pager_stats gone = { 0 };
 	uint64_t out_at_restart = 0;
 
@@ -281,9 +301,8 @@ int main(int argc, char **argv)
 			out_at_restart = pager_pages_out(p);
 			pager_fini(p);
 			usleep(100000);
-			p = pager_init(uffd, (uint64_t)(uintptr_t)mem, len,
-				       memfd, 0, stores, nstores, nstores,
-				       &opts);
+			p = pager_init(uffd, regions, nregions, stores,
+				       nstores, nstores, &opts);
 			if (!p)
 				return 1;
 			restarted_at = now() - t0;
@@ -324,10 +343,10 @@ int main(int argc, char **argv)
 	pager_get_stats(p, &st);
 	st.lost += gone.lost;
 	nlat = pager_fault_latency(p, -1, &p50, &p99);
-	printf("memory: %ld MiB, %llu pages, %d writers, %ld s, %llu swap-out "
-	       "rounds of %llu pages\n", mib, (unsigned long long)npages,
-	       nwriters, secs, (unsigned long long)rounds,
-	       (unsigned long long)range);
+	printf("memory: %ld MiB in %d regions, %llu pages, %d writers, %ld s, "
+	       "%llu swap-out rounds of %llu pages\n", mib, nregions,
+	       (unsigned long long)npages, nwriters, secs,
+	       (unsigned long long)rounds, (unsigned long long)range);
 	printf("writes: %llu page rewrites\n",
 	       (unsigned long long)atomic_load(&writes));
 	printf("swapped out: %llu pages (cancelled by validate: %llu, "

@@ -1,0 +1,81 @@
+/*
+ * The pager's insides, shared by pager.c (swap-out and fault service)
+ * and pager_setup.c (taking charge of a registration, fresh or from a
+ * pager that died, and letting go of it).  Not an interface.
+ */
+#ifndef PAGER_INTERNAL_H
+#define PAGER_INTERNAL_H
+
+#include <pthread.h>
+
+#include "pager.h"
+#include "state.h"
+
+enum { PG_IN = 0, PG_SWAPPING = 1, PG_OUT = 2 };
+
+#define BATCH 512
+#define MAX_SAMPLES (1 << 18)   /* per source, the latest kept */
+#define NO_SLOT UINT32_MAX
+#define LATENCIES (PAGER_NSOURCES + 1)    /* sources, then MINOR */
+
+struct region {
+	uint64_t base, first, npages;   /* first: its first page's index */
+	off_t offset;
+	int memfd;
+};
+
+/* The memfd extent last found to hold data (see pager_resident). */
+struct cursor {
+	const struct region *r;
+	off_t lo, hi;
+};
+
+/* A bounded log of page numbers: head counts writes, tail takes. */
+struct event_log {
+	uint64_t pages[PAGER_EVENT_LOG];
+	uint64_t head, tail;
+};
+
+/* This pager's view of the shared cache pool (pool.c). */
+struct pool {
+	struct pager_pool *shared;  /* NULL: no pool */
+	uint64_t owner;
+	uint32_t *slot_of;          /* per page: the slot it went to, or
+				     * NO_SLOT; another pager may have
+				     * reused that slot since */
+};
+
+struct pager {
+	int uffd, stopfd;
+	struct region region[PAGER_MAX_REGIONS];
+	int nregions;
+	uint64_t npages, features, pid;
+	struct pager_store *stores[PAGER_MAX_STORES];
+	int nstores, copies;        /* copies 0: every store */
+	struct sampler *sampler;    /* set under the lock, once */
+
+	pthread_mutex_t lock;       /* states, sums, have, stats */
+	pthread_mutex_t swap_lock;  /* one swap-out at a time; stores */
+	struct page_states ps;
+	uint64_t pages_out;
+	struct pager_stats st;
+	struct pool pool;
+	struct event_log *faults, *cancels;
+	int source[PAGER_MAX_STORES];
+	uint64_t down_until[PAGER_MAX_STORES], backoff[PAGER_MAX_STORES];
+
+	uint32_t *samples[LATENCIES];   /* fault service times, ns */
+	uint64_t nsamples[LATENCIES];
+
+	pthread_t thread;
+	char *fault_buf;            /* one page, fault thread only */
+	char *swap_buf;             /* BATCH pages, swap-out only */
+};
+
+/* pager.c */
+void *pager_fault_thread(void *arg);
+int pager_write_protect(struct pager *p, uint64_t pg, uint64_t n, int on);
+void pager_wake(struct pager *p, uint64_t pg, uint64_t n);
+int pager_resident(struct pager *p, uint64_t pg, struct cursor *c);
+
+#endif
