@@ -1,44 +1,58 @@
 /*
- * memcanal-pager: page a QEMU guest's RAM out to stores and back.
+ * memcanal-pager: page a QEMU guest's RAM out to stores and back, and
+ * sample which of its pages the guest accesses.
  *
- *   memcanal-pager --socket PATH --store tcp:HOST:PORT --store file:PATH
- *                  [--copies N] [--owner N] [--state PATH] [--pool-mb N]
- *                  [--pool PATH]
+ *   memcanal-pager --socket PATH [--store SPEC]... [--copies N]
+ *                  [--owner N] [--state PATH] [--pool-mb N] [--pool PATH]
+ *                  [--control PATH] [--sample-rate R] [--sample-salt S]
+ *                  [--sample-interval-ms MS] [--full-pass-every N]
  *
  * It waits on the Unix socket PATH for libmemcanal-uffd.so (preloaded
- * into QEMU) to hand over [uffd, memfd] of guest RAM, takes charge of it
- * with pager_init, and then reads commands on stdin, one a line:
+ * into QEMU), or a relay of its handoff, to hand over the uffd and the
+ * memfds of guest RAM (every memory backend), takes charge of them with
+ * pager_init, and answers commands, one a line, one JSON line each (with
+ * "event", the command's name), on stdin/stdout or, with --control, on
+ * that Unix socket (one client at a time; the next is accepted once it
+ * leaves; stdin is not read):
  *
- *   swapout START COUNT   swap out memfd pages START..START+COUNT-1
- *                         (page indexes from the mapping's offset; pages
- *                         not resident are skipped)
+ *   hello                 attached yet?  The guest's regions if so
+ *   store SPEC            add a store (file:PATH, tcp:HOST:PORT)
+ *   swapout START COUNT   swap out pages START..START+COUNT-1 (indexes in
+ *                         the regions concatenated; pages not resident
+ *                         are skipped)
  *   swapin START COUNT    bring the OUT pages of that range back in
  *                         without a fault (prefetch)
  *   faults                the pages faulted in from OUT, and those whose
  *                         swap-out a write cancelled, since the last
  *                         `faults` (a bounded log: `overflow` were lost)
- *   stats                 print the counters
- *   quit                  stop serving faults and exit (pages still out
- *                         stay out: QEMU's accesses to them hang)
+ *   samples               the sampled intervals completed since the last
+ *                         `samples`: pages touched and written in each
+ *   stats                 the counters
+ *   quit                  stop and exit (pages still out stay out: QEMU's
+ *                         accesses to them hang until a pager takes over)
+ *
+ * and two for tests: `tick` ends the interval under way now (with
+ * --sample-interval-ms 0 intervals end only so), `sampleset` prints the
+ * sample.  With --sample-rate R (0 < R <= 1) the pager has a hashed
+ * sample of the pages zapped by the shim every MS (default 10000), every
+ * page every Nth interval (--full-pass-every), and records every fault
+ * (pager.h, sampler.c).
  *
  * With --state PATH the pages' states live in PATH, and a pager started
- * with the same --state and --store after one died takes over without a
- * handoff: PATH names QEMU's pid and memfd, and the uffd and memfd are
- * duplicated out of QEMU with pidfd_getfd (root), the registration
- * adopted and reconciled (pager_init).  --pool-mb N keeps up to N MiB of
- * swapped-out pages in memory, served before any store.  With --pool PATH
- * that memory is the file PATH (/dev/shm/...), shared by every pager
- * given the same PATH: the host-wide pool, created N MiB by the first,
- * pages keyed by --owner, which must then differ per guest (as it must
- * for a shared memory server).
+ * with the same --state and stores after one died takes over: the shim
+ * offers it the uffd again on PATH's socket, or else it duplicates the
+ * uffd and memfds out of QEMU with pidfd_getfd (root).  --pool-mb N
+ * keeps up to N MiB of swapped-out pages in memory, served before any
+ * store; with --pool PATH that memory is the file PATH (/dev/shm/...),
+ * shared by every pager given the same PATH, pages keyed by --owner,
+ * which must then differ per guest.
  *
- * Every answer is one JSON line on stdout.  At end of input the pager
- * keeps serving faults until QEMU exits: it must outlive the guest.
- * Stores are tried in the order given; a page goes out once `copies`
- * (default: all) of them hold it.
+ * "listening", "attached" and "exit" events go to stdout.  The pager
+ * runs until QEMU exits (it must outlive the guest) or `quit`.  Stores
+ * are tried in the order given; a page goes out once `copies` (default:
+ * all) of them hold it.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -54,17 +68,36 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "handoff.h"
+#include "guest.h"
 #include "pager.h"
-
-struct guest {
-	struct memcanal_handoff h;
-	int uffd, memfd;
-};
 
 /* How long a pager taking over waits for the shim to hand it the uffd
  * again (it offers it every 200 ms) before taking it out of QEMU. */
 #define RESEND_WAIT_MS 2000
+#define LINE_MAX_LEN 4096
+#define DEFAULT_SALT 0x6d656d63616e616cULL   /* mrc.DEFAULT_SALT */
+
+/* Where commands come from and answers go: stdin/stdout, or a client of
+ * the control socket. */
+struct client {
+	int fd;          /* -1: none */
+	FILE *out;
+	char buf[LINE_MAX_LEN];
+	size_t len;
+};
+
+struct daemon {
+	struct pager *p;             /* NULL until attached */
+	struct guest g;
+	int handed_over, pidfd, quit;
+	struct pager_store *stores[PAGER_MAX_STORES];
+	int nstores, copies;         /* copies 0: every store */
+	uint64_t owner;
+	struct pager_opts opts;
+	struct pager_sampling sampling;
+	struct client client;
+	int control;                 /* listening, or -1: stdin */
+};
 
 static void die(const char *what)
 {
@@ -96,205 +129,181 @@ static struct pager_store *open_store(const char *spec, uint64_t owner)
 	return pager_tcp_store(buf, port, owner);
 }
 
-/*
- * The registration `state_path` describes, if its QEMU still runs: the
- * uffd and memfd duplicated out of it (pidfd_getfd), found among its
- * descriptors by kind and by inode.  0 on success.
- */
-static int recover_guest(const char *state_path, struct guest *g)
+static void print_u64s(FILE *f, const char *key, const uint64_t *v, size_t n)
 {
-	uint64_t reg[2];
-	char dir[64], link[384], target[64];
-	struct dirent *e;
-	struct stat st;
-	int pidfd;
-	DIR *fds;
-
-	g->uffd = g->memfd = -1;
-	if (pager_state_registration(state_path, reg, &g->h.base, &g->h.len,
-				     &g->h.offset))
-		return -1;
-	g->h.pid = reg[0];
-	pidfd = syscall(SYS_pidfd_open, (pid_t)reg[0], 0);
-	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)reg[0]);
-	fds = pidfd < 0 ? NULL : opendir(dir);
-	while (fds && (e = readdir(fds))) {
-		int fd = atoi(e->d_name);
-		ssize_t n;
-
-		snprintf(link, sizeof(link), "%s/%s", dir, e->d_name);
-		n = readlink(link, target, sizeof(target) - 1);
-		target[n > 0 ? n : 0] = 0;
-		if (g->uffd < 0 && !strcmp(target, "anon_inode:[userfaultfd]"))
-			g->uffd = syscall(SYS_pidfd_getfd, pidfd, fd, 0);
-		else if (g->memfd < 0 && !stat(link, &st) &&
-			 S_ISREG(st.st_mode) && st.st_ino == reg[1])
-			g->memfd = syscall(SYS_pidfd_getfd, pidfd, fd, 0);
-	}
-	if (fds)
-		closedir(fds);
-	if (pidfd >= 0)
-		close(pidfd);
-	if (g->uffd >= 0 && g->memfd >= 0)
-		return 0;
-	if (g->uffd >= 0)
-		close(g->uffd);
-	if (g->memfd >= 0)
-		close(g->memfd);
-	return -1;
-}
-
-/* Listen on `path` for QEMU's handoff. */
-static int listen_on(const char *path)
-{
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
-	int s;
-
-	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path);
-	unlink(path);
-	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (s < 0 || bind(s, (struct sockaddr *)&addr, sizeof(addr)) ||
-	    listen(s, 1))
-		die(path);
-	printf("{\"event\": \"listening\", \"socket\": \"%s\"}\n", path);
-	fflush(stdout);
-	return s;
-}
-
-/*
- * Accept one handoff on `s` within timeout_ms (-1: no limit): the
- * header and [uffd, memfd].  Returns the connection, -1 on timeout.
- */
-static int accept_handoff(int s, int timeout_ms, struct guest *g)
-{
-	union {
-		char buf[CMSG_SPACE(2 * sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { &g->h, sizeof(g->h) };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
-		.msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
-	struct pollfd pfd = { .fd = s, .events = POLLIN };
-	struct cmsghdr *c;
-	int conn, ready;
-
-	while ((ready = poll(&pfd, 1, timeout_ms)) < 0 && errno == EINTR)
-		;
-	if (ready <= 0)
-		return -1;
-	conn = accept4(s, NULL, NULL, SOCK_CLOEXEC);
-	if (conn < 0)
-		die("accept");
-	if (recvmsg(conn, &msg, MSG_CMSG_CLOEXEC) != sizeof(g->h) ||
-	    g->h.magic != MEMCANAL_HANDOFF_MAGIC)
-		die("bad handoff");
-	c = CMSG_FIRSTHDR(&msg);
-	if (!c || c->cmsg_type != SCM_RIGHTS ||
-	    c->cmsg_len != CMSG_LEN(2 * sizeof(int))) {
-		errno = EPROTO;
-		die("handoff without [uffd, memfd]");
-	}
-	memcpy(&g->uffd, CMSG_DATA(c), sizeof(int));
-	memcpy(&g->memfd, CMSG_DATA(c) + sizeof(int), sizeof(int));
-	return conn;
-}
-
-/*
- * QEMU's [uffd, memfd]: handed over on `path` (first, or again by the
- * shim to a pager taking over), else, when the state file names a QEMU
- * that is still running and nothing came within RESEND_WAIT_MS,
- * duplicated out of it.  Returns the connection to answer, or -1.
- */
-static int get_guest(const char *path, const char *state_path,
-		     struct guest *g)
-{
-	uint64_t reg[2], base, len, offset;
-	int s = listen_on(path), conn = -1;
-	int running = state_path &&
-		!pager_state_registration(state_path, reg, &base, &len,
-					  &offset) &&
-		!kill((pid_t)reg[0], 0);
-
-	if (running)
-		conn = accept_handoff(s, RESEND_WAIT_MS, g);
-	if (conn < 0 && (!running || recover_guest(state_path, g)))
-		conn = accept_handoff(s, -1, g);
-	close(s);
-	unlink(path);
-	return conn;
-}
-
-static uint64_t memfd_kib(int memfd)
-{
-	struct stat st;
-
-	return fstat(memfd, &st) ? 0 : (uint64_t)st.st_blocks / 2;
-}
-
-static void print_list(const char *key, const uint64_t *v, size_t n)
-{
-	printf(", \"%s\": [", key);
+	fprintf(f, ", \"%s\": [", key);
 	for (size_t i = 0; i < n; i++)
-		printf("%s%" PRIu64, i ? ", " : "", v[i]);
-	printf("]");
+		fprintf(f, "%s%" PRIu64, i ? ", " : "", v[i]);
+	fprintf(f, "]");
 }
 
-/* p50/p99 of a fault source, as JSON numbers or null. */
-static void print_source(struct pager *p, int source, uint64_t faults)
+static void print_error(FILE *f, const char *what)
+{
+	fprintf(f, "{\"event\": \"error\", \"line\": \"%s\"}\n", what);
+	fflush(f);
+}
+
+/* p50/p99 of a latency, as JSON numbers or null. */
+static void print_latency(FILE *f, struct pager *p, int which,
+			  const char *prefix)
 {
 	double p50, p99;
 
-	printf("%s\"%s\": {\"faults\": %" PRIu64, source ? ", " : "",
-	       pager_source_names[source], faults);
-	if (pager_fault_latency(p, source, &p50, &p99))
-		printf(", \"p50_us\": %.1f, \"p99_us\": %.1f}", p50, p99);
+	if (pager_fault_latency(p, which, &p50, &p99))
+		fprintf(f, ", \"%sp50_us\": %.1f, \"%sp99_us\": %.1f", prefix,
+			p50, prefix, p99);
 	else
-		printf(", \"p50_us\": null, \"p99_us\": null}");
+		fprintf(f, ", \"%sp50_us\": null, \"%sp99_us\": null", prefix,
+			prefix);
+}
+
+static void print_sampling(FILE *f, struct pager *p,
+			   const struct pager_stats *st)
+{
+	struct pager_sampling_stats ss = { 0 };
+	int on = pager_sampling_stats(p, &ss);
+
+	fprintf(f, ", \"sampling\": {\"enabled\": %s, \"rate\": %.10g, "
+		"\"interval_ms\": %u, \"full_pass_every\": %u, \"intervals\": "
+		"%" PRIu64 ", \"sampled_pages\": %" PRIu64 ", \"minor_faults\": "
+		"%" PRIu64, on ? "true" : "false", ss.cfg.rate,
+		ss.cfg.interval_ms, ss.cfg.full_pass_every, ss.current,
+		ss.sampled_pages, st->faults_minor);
+	print_latency(f, p, PAGER_LAT_MINOR, "minor_");
+	fprintf(f, ", \"zap_requests\": %" PRIu64 ", \"zap_ns\": %" PRIu64
+		", \"zap_failed\": %" PRIu64 "}", ss.zap_requests,
+		ss.zap_ns_total, ss.zap_failed);
+}
+
+static uint64_t memfd_kib(const struct guest *g)
+{
+	uint64_t kib = 0;
+	struct stat st;
+
+	for (uint64_t i = 0; i < g->h.nregions; i++)
+		if (!fstat(g->memfd[i], &st))
+			kib += (uint64_t)st.st_blocks / 2;
+	return kib;
 }
 
 /* The counters, as the rest of a JSON object already opened. */
-static void print_stats(struct pager *p, const struct guest *g, int nstores)
+static void print_stats(FILE *f, struct daemon *d)
 {
+	struct pager *p = d->p;
 	struct pager_stats st;
-	double p50 = 0, p99 = 0;
 	uint64_t out = pager_pages_out(p);
+	double p50 = 0, p99 = 0;
 	size_t samples;
 
 	pager_get_stats(p, &st);
 	samples = pager_fault_latency(p, -1, &p50, &p99);
-	printf(", \"pages_out\": %" PRIu64 ", \"out_pages\": %" PRIu64
-	       ", \"pool_pages\": %" PRIu64 ", \"pool_capacity\": %" PRIu64
-	       ", \"pool_recovered\": %" PRIu64 ", \"memfd_kib\": %" PRIu64
-	       ", \"swapped_out\": %" PRIu64 ", \"swapped_in\": %" PRIu64
-	       ", \"cancelled\": %" PRIu64
-	       ", \"faults_missing\": %" PRIu64 ", \"faults_wp\": %" PRIu64
-	       ", \"zero_fills\": %" PRIu64 ", \"wp_on_out\": %" PRIu64
-	       ", \"put_failed_batches\": %" PRIu64 ", \"lost\": %" PRIu64
-	       ", \"adopted\": %s, \"reconciled\": %" PRIu64
-	       ", \"fault_samples\": %zu, \"fault_p50_us\": %.1f"
-	       ", \"fault_p99_us\": %.1f",
-	       out, out, st.pool_pages, st.pool_capacity, st.pool_recovered,
-	       memfd_kib(g->memfd), st.swapped_out,
-	       st.swapped_in, st.cancelled, st.faults_missing, st.faults_wp,
-	       st.zero_fills, st.wp_on_out, st.put_failed_batches, st.lost,
-	       st.adopted ? "true" : "false", st.reconciled, samples, p50,
-	       p99);
-	print_list("served", st.served, nstores);
-	print_list("get_failed", st.get_failed, nstores);
-	print_list("skipped_down", st.skipped_down, nstores);
-	print_list("bad_sum", st.bad_sum, nstores);
-	print_list("put_failed", st.put_failed, nstores);
-	printf(", \"sources\": {");
-	for (int s = 0; s < PAGER_NSOURCES; s++)
-		print_source(p, s, st.source_faults[s]);
-	printf("}}\n");
-	fflush(stdout);
+	fprintf(f, ", \"pages_out\": %" PRIu64 ", \"out_pages\": %" PRIu64
+		", \"pool_pages\": %" PRIu64 ", \"pool_capacity\": %" PRIu64
+		", \"pool_recovered\": %" PRIu64 ", \"memfd_kib\": %" PRIu64
+		", \"swapped_out\": %" PRIu64 ", \"swapped_in\": %" PRIu64
+		", \"cancelled\": %" PRIu64
+		", \"faults_missing\": %" PRIu64 ", \"faults_wp\": %" PRIu64
+		", \"faults_minor\": %" PRIu64 ", \"deferred\": %" PRIu64
+		", \"zero_fills\": %" PRIu64 ", \"wp_on_out\": %" PRIu64
+		", \"put_failed_batches\": %" PRIu64 ", \"lost\": %" PRIu64
+		", \"adopted\": %s, \"reconciled\": %" PRIu64
+		", \"fault_samples\": %zu, \"fault_p50_us\": %.1f"
+		", \"fault_p99_us\": %.1f",
+		out, out, st.pool_pages, st.pool_capacity, st.pool_recovered,
+		memfd_kib(&d->g), st.swapped_out, st.swapped_in, st.cancelled,
+		st.faults_missing, st.faults_wp, st.faults_minor, st.deferred,
+		st.zero_fills, st.wp_on_out, st.put_failed_batches, st.lost,
+		st.adopted ? "true" : "false", st.reconciled, samples, p50,
+		p99);
+	print_u64s(f, "served", st.served, d->nstores);
+	print_u64s(f, "get_failed", st.get_failed, d->nstores);
+	print_u64s(f, "skipped_down", st.skipped_down, d->nstores);
+	print_u64s(f, "bad_sum", st.bad_sum, d->nstores);
+	print_u64s(f, "put_failed", st.put_failed, d->nstores);
+	fprintf(f, ", \"sources\": {");
+	for (int s = 0; s < PAGER_NSOURCES; s++) {
+		fprintf(f, "%s\"%s\": {\"faults\": %" PRIu64, s ? ", " : "",
+			pager_source_names[s], st.source_faults[s]);
+		print_latency(f, p, s, "");
+		fprintf(f, "}");
+	}
+	fprintf(f, "}");
+	print_sampling(f, p, &st);
+	fprintf(f, ", \"regions\": [");
+	for (uint64_t i = 0; i < d->g.h.nregions; i++)
+		fprintf(f, "%s[%" PRIu64 ", %" PRIu64 ", %" PRIu64 "]",
+			i ? ", " : "", d->g.h.region[i].base,
+			d->g.h.region[i].len, d->g.h.region[i].offset);
+	fprintf(f, "], \"pages\": %" PRIu64 "}\n", pager_npages(p));
+	fflush(f);
+}
+
+static void print_stores(FILE *f, struct daemon *d)
+{
+	fprintf(f, ", \"copies\": %d, \"stores\": [",
+		d->copies ? d->copies : d->nstores);
+	for (int i = 0; i < d->nstores; i++)
+		fprintf(f, "%s\"%s\"", i ? ", " : "", d->stores[i]->name);
+	fprintf(f, "]");
+}
+
+/* `attached`, or `hello` once attached: the guest and the counters. */
+static void print_attached(FILE *f, struct daemon *d, const char *event)
+{
+	const struct memcanal_handoff *h = &d->g.h;
+	uint64_t len = 0;
+
+	for (uint64_t i = 0; i < h->nregions; i++)
+		len += h->region[i].len;
+	fprintf(f, "{\"event\": \"%s\", \"attached\": true, \"handed_over\": "
+		"%s, \"pid\": %d, \"base\": %" PRIu64 ", \"len\": %" PRIu64
+		", \"offset\": %" PRIu64, event,
+		d->handed_over ? "true" : "false", (int)d->g.pid,
+		h->region[0].base, len, h->region[0].offset);
+	print_stores(f, d);
+	print_stats(f, d);
+}
+
+static void print_samples(FILE *f, struct daemon *d)
+{
+	struct pager_sampling_stats ss;
+	struct pager_interval *v;
+	uint64_t overflow;
+	size_t n;
+
+	if (!d->p || !pager_sampling_stats(d->p, &ss)) {
+		fprintf(f, "{\"event\": \"samples\", \"sampling\": false, "
+			"\"overflow\": 0, \"intervals\": []}\n");
+		fflush(f);
+		return;
+	}
+	n = pager_take_intervals(d->p, &v, &overflow);
+	fprintf(f, "{\"event\": \"samples\", \"sampling\": true, \"rate\": "
+		"%.10g, \"salt\": %" PRIu64 ", \"interval_ms\": %u, "
+		"\"full_pass_every\": %u, \"sampled_pages\": %" PRIu64
+		", \"current\": %" PRIu64 ", \"overflow\": %" PRIu64
+		", \"intervals\": [", ss.cfg.rate, ss.cfg.salt,
+		ss.cfg.interval_ms, ss.cfg.full_pass_every, ss.sampled_pages,
+		ss.current, overflow);
+	for (size_t i = 0; i < n; i++) {
+		fprintf(f, "%s{\"index\": %" PRIu64 ", \"start_ns\": %" PRIu64
+			", \"end_ns\": %" PRIu64 ", \"full\": %s, \"zapped\": %"
+			PRIu64 ", \"zap_ns\": %" PRIu64, i ? ", " : "",
+			v[i].index, v[i].start_ns, v[i].end_ns,
+			v[i].full ? "true" : "false", v[i].zapped, v[i].zap_ns);
+		print_u64s(f, "touched", v[i].touched, 2 * v[i].ntouched);
+		print_u64s(f, "written", v[i].written, 2 * v[i].nwritten);
+		fprintf(f, "}");
+	}
+	fprintf(f, "]}\n");
+	fflush(f);
+	pager_free_intervals(v, n);
 }
 
 /* START COUNT clipped to the guest's pages. */
-static void clip(const struct guest *g, uint64_t *start, uint64_t *count)
+static void clip(struct pager *p, uint64_t *start, uint64_t *count)
 {
-	uint64_t npages = g->h.len / PAGER_PAGE;
+	uint64_t npages = pager_npages(p);
 
 	if (*start > npages)
 		*start = npages;
@@ -302,174 +311,399 @@ static void clip(const struct guest *g, uint64_t *start, uint64_t *count)
 		*count = npages - *start;
 }
 
-static void swapin(struct pager *p, const struct guest *g, uint64_t start,
-		   uint64_t count)
+static void swapout(FILE *f, struct daemon *d, uint64_t start,
+		    uint64_t count)
 {
-	clip(g, &start, &count);
-	printf("{\"event\": \"swapin\", \"fetched\": %ld}\n",
-	       pager_swap_in(p, start, count));
-	fflush(stdout);
+	uint64_t *pages;
+	double t0;
+	long dropped;
+
+	clip(d->p, &start, &count);
+	pages = malloc((count ? count : 1) * sizeof(*pages));
+	if (!pages)
+		die("malloc");
+	for (uint64_t n = 0; n < count; n++)
+		pages[n] = start + n;
+	t0 = now_s();
+	dropped = pager_swap_out(d->p, pages, count);
+	t0 = now_s() - t0;
+	free(pages);
+	if (dropped < 0 && errno == ENODEV) {
+		print_error(f, "swapout: fewer stores than copies");
+		return;
+	}
+	fprintf(f, "{\"event\": \"swapout\", \"asked\": %" PRIu64
+		", \"dropped\": %ld, \"seconds\": %.3f, \"mb_per_s\": %.1f",
+		count, dropped, t0,
+		dropped > 0 ? dropped * PAGER_PAGE / 1e6 / t0 : 0.0);
+	print_stats(f, d);
 }
 
-static void faults(struct pager *p)
+static void faults(FILE *f, struct pager *p)
 {
 	static uint64_t pages[PAGER_EVENT_LOG];
 	uint64_t lost, more;
 	size_t n = pager_take_events(p, 0, pages, PAGER_EVENT_LOG, &lost);
 
-	printf("{\"event\": \"faults\"");
-	print_list("faults", pages, n);
+	fprintf(f, "{\"event\": \"faults\"");
+	print_u64s(f, "faults", pages, n);
 	n = pager_take_events(p, 1, pages, PAGER_EVENT_LOG, &more);
-	print_list("cancelled", pages, n);
-	printf(", \"overflow\": %" PRIu64 "}\n", lost + more);
-	fflush(stdout);
+	print_u64s(f, "cancelled", pages, n);
+	fprintf(f, ", \"overflow\": %" PRIu64 "}\n", lost + more);
+	fflush(f);
 }
 
-static void swapout(struct pager *p, const struct guest *g, int nstores,
-		    uint64_t start, uint64_t count)
+static void add_store(FILE *f, struct daemon *d, const char *spec)
 {
-	uint64_t *pages, n = 0;
-	double t0;
-	long dropped;
+	struct pager_store *s;
 
-	clip(g, &start, &count);
-	pages = malloc((count ? count : 1) * sizeof(*pages));
-	if (!pages)
-		die("malloc");
-	for (n = 0; n < count; n++)
-		pages[n] = start + n;
-	t0 = now_s();
-	dropped = pager_swap_out(p, pages, count);
-	t0 = now_s() - t0;
-	free(pages);
-	printf("{\"event\": \"swapout\", \"asked\": %" PRIu64
-	       ", \"dropped\": %ld, \"seconds\": %.3f, \"mb_per_s\": %.1f",
-	       count, dropped, t0,
-	       dropped > 0 ? dropped * PAGER_PAGE / 1e6 / t0 : 0.0);
-	print_stats(p, g, nstores);
-}
-
-/* Serve faults until QEMU exits. */
-static void outlive(pid_t pid)
-{
-	int pidfd = syscall(SYS_pidfd_open, pid, 0);
-	struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
-
-	if (pidfd < 0)
+	if (d->nstores == PAGER_MAX_STORES) {
+		print_error(f, "store: too many stores");
 		return;
-	while (poll(&pfd, 1, -1) < 0 && errno == EINTR)
-		;
-	close(pidfd);
+	}
+	s = open_store(spec, d->owner);
+	if (!s) {
+		print_error(f, "store: cannot open it");
+		return;
+	}
+	if (d->p && pager_add_store(d->p, s)) {
+		s->destroy(s);
+		print_error(f, "store: refused");
+		return;
+	}
+	d->stores[d->nstores++] = s;
+	fprintf(f, "{\"event\": \"store\"");
+	print_stores(f, d);
+	fprintf(f, "}\n");
+	fflush(f);
+}
+
+static void tick(FILE *f, struct daemon *d)
+{
+	struct pager_sampling_stats ss;
+
+	if (!d->p || pager_sample_tick(d->p) || !pager_sampling_stats(d->p, &ss)) {
+		print_error(f, "tick: not sampling");
+		return;
+	}
+	fprintf(f, "{\"event\": \"tick\", \"current\": %" PRIu64
+		", \"zapped\": %" PRIu64 ", \"zap_ns\": %" PRIu64 "}\n",
+		ss.current, ss.zapped, ss.zap_ns);
+	fflush(f);
+}
+
+static void sampleset(FILE *f, struct daemon *d)
+{
+	const uint64_t *runs = NULL;
+	size_t n = d->p ? pager_sample_runs(d->p, &runs) : 0;
+
+	fprintf(f, "{\"event\": \"sampleset\", \"pages\": %" PRIu64,
+		d->p ? pager_npages(d->p) : 0);
+	print_u64s(f, "runs", runs, 2 * n);
+	fprintf(f, "}\n");
+	fflush(f);
+}
+
+/* One command line, answered on f. */
+static void command(struct daemon *d, char *line, FILE *f)
+{
+	uint64_t start, count;
+	char spec[LINE_MAX_LEN];
+
+	if (!strcmp(line, "hello") && !d->p) {
+		fprintf(f, "{\"event\": \"hello\", \"attached\": false}\n");
+		fflush(f);
+	} else if (!strcmp(line, "hello")) {
+		print_attached(f, d, "hello");
+	} else if (!strncmp(line, "store ", 6) &&
+		   sscanf(line + 6, "%4095s", spec) == 1) {
+		add_store(f, d, spec);
+	} else if (!strcmp(line, "quit")) {
+		d->quit = 1;
+	} else if (!d->p) {
+		print_error(f, "not attached");
+	} else if (sscanf(line, "swapout %" SCNu64 " %" SCNu64, &start,
+			  &count) == 2) {
+		swapout(f, d, start, count);
+	} else if (sscanf(line, "swapin %" SCNu64 " %" SCNu64, &start,
+			  &count) == 2) {
+		clip(d->p, &start, &count);
+		fprintf(f, "{\"event\": \"swapin\", \"fetched\": %ld}\n",
+			pager_swap_in(d->p, start, count));
+		fflush(f);
+	} else if (!strcmp(line, "faults")) {
+		faults(f, d->p);
+	} else if (!strcmp(line, "samples")) {
+		print_samples(f, d);
+	} else if (!strcmp(line, "stats")) {
+		fprintf(f, "{\"event\": \"stats\"");
+		print_stats(f, d);
+	} else if (!strcmp(line, "tick")) {
+		tick(f, d);
+	} else if (!strcmp(line, "sampleset")) {
+		sampleset(f, d);
+	} else {
+		print_error(f, "bad command");
+	}
+}
+
+/*
+ * Read what the client sent and run its complete lines.  0, or -1 at
+ * its end of input (a last line without newline is run first).
+ */
+static int serve_client(struct daemon *d)
+{
+	struct client *c = &d->client;
+	ssize_t n = read(c->fd, c->buf + c->len, sizeof(c->buf) - c->len);
+	char *nl;
+
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return 0;
+	if (n > 0)
+		c->len += n;
+	else if (c->len)
+		c->buf[c->len++] = '\n';   /* never full: see below */
+	while (!d->quit && (nl = memchr(c->buf, '\n', c->len))) {
+		size_t used = nl - c->buf + 1;
+
+		*nl = 0;
+		if (nl > c->buf && nl[-1] == '\r')
+			nl[-1] = 0;
+		if (*c->buf)
+			command(d, c->buf, c->out);
+		memmove(c->buf, c->buf + used, c->len - used);
+		c->len -= used;
+	}
+	if (c->len == sizeof(c->buf)) {     /* no newline in a whole buffer */
+		c->len = 0;
+		print_error(c->out, "line too long");
+	}
+	return n <= 0 || ferror(c->out) ? -1 : 0;
+}
+
+static void drop_client(struct daemon *d)
+{
+	if (d->control >= 0) {
+		fclose(d->client.out);
+		close(d->client.fd);
+	}
+	d->client.fd = -1;
+	d->client.len = 0;
+}
+
+static void accept_client(struct daemon *d)
+{
+	int fd = accept4(d->control, NULL, NULL, SOCK_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	d->client.out = fdopen(dup(fd), "w");
+	if (!d->client.out) {
+		close(fd);
+		return;
+	}
+	d->client.fd = fd;
+}
+
+static int listen_control(const char *path)
+{
+	mode_t old = umask(0077);   /* mode 0600: the socket commands paging */
+	int s = guest_listen(path);
+
+	umask(old);
+	if (s < 0)
+		die(path);
+	return s;
+}
+
+/* Take charge of the guest d->g holds. */
+static void attach(struct daemon *d, int handed_over)
+{
+	struct pager_region r[MEMCANAL_MAX_REGIONS];
+	struct guest *g = &d->g;
+
+	/* The fault thread polls: a blocking uffd polls as POLLERR only. */
+	if (fcntl(g->uffd, F_SETFL, fcntl(g->uffd, F_GETFL) | O_NONBLOCK))
+		die("uffd O_NONBLOCK");
+	for (uint64_t i = 0; i < g->h.nregions; i++)
+		r[i] = (struct pager_region){ g->h.region[i].base,
+			g->h.region[i].len, (off_t)g->h.region[i].offset,
+			g->memfd[i] };
+	d->opts.pid = g->pid;
+	d->p = pager_init(g->uffd, r, (int)g->h.nregions, d->stores,
+			  d->nstores, d->copies, &d->opts);
+	if (!d->p)
+		die("pager_init");
+	d->handed_over = handed_over;
+	if (guest_answer(g))
+		fprintf(stderr, "memcanal-pager: QEMU's connection is gone\n");
+	if (d->sampling.rate > 0 &&
+	    pager_start_sampling(d->p, &d->sampling, guest_zap, g))
+		fprintf(stderr, "memcanal-pager: no sampling: %s\n",
+			g->shim < 0 ? "no connection to QEMU's shim" :
+			!pager_has_minor(d->p) ? "no MINOR faults on shmem" :
+			strerror(errno));
+	d->pidfd = syscall(SYS_pidfd_open, g->pid, 0);
+	print_attached(stdout, d, "attached");
+}
+
+/*
+ * A pager taking over (PATH's QEMU still runs): the shim hands it the
+ * uffd again within RESEND_WAIT_MS, else it is taken out of QEMU.
+ */
+static void take_over(struct daemon *d, int s)
+{
+	struct pager_registration reg;
+	double deadline = now_s() + RESEND_WAIT_MS / 1000.0;
+
+	if (!d->opts.state_path ||
+	    pager_state_registration(d->opts.state_path, &reg) ||
+	    kill((pid_t)reg.pid, 0))
+		return;
+	while (now_s() < deadline) {
+		if (guest_accept(s, (int)((deadline - now_s()) * 1000) + 1,
+				 &d->g) == 1) {
+			attach(d, 1);
+			return;
+		}
+	}
+	if (!guest_recover(d->opts.state_path, &d->g))
+		attach(d, 0);
+}
+
+/* Serve until QEMU exits or `quit`. */
+static void serve(struct daemon *d, const char *socket)
+{
+	int s = guest_listen(socket);
+
+	if (s < 0)
+		die(socket);
+	printf("{\"event\": \"listening\", \"socket\": \"%s\"}\n", socket);
+	fflush(stdout);
+	take_over(d, s);
+	while (!d->quit) {
+		struct pollfd fds[3];
+		int n = 0, wait_guest = !d->p, wait_client;
+
+		if (!wait_guest && s >= 0) {  /* a live pager unlinks it */
+			close(s);
+			unlink(socket);
+			s = -1;
+		}
+		wait_client = d->client.fd >= 0 || d->control >= 0;
+		if (wait_guest)
+			fds[n++] = (struct pollfd){ .fd = s, .events = POLLIN };
+		if (d->client.fd >= 0)
+			fds[n++] = (struct pollfd){ .fd = d->client.fd,
+						    .events = POLLIN };
+		else if (d->control >= 0)
+			fds[n++] = (struct pollfd){ .fd = d->control,
+						    .events = POLLIN };
+		if (d->p && d->pidfd >= 0)
+			fds[n++] = (struct pollfd){ .fd = d->pidfd,
+						    .events = POLLIN };
+		else if (d->p && !wait_client)
+			return;           /* no QEMU to outlive */
+		if (poll(fds, n, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			die("poll");
+		}
+		for (int i = 0; i < n && !d->quit; i++) {
+			if (!fds[i].revents)
+				continue;
+			if (fds[i].fd == d->pidfd)
+				return;          /* QEMU exited */
+			if (fds[i].fd == s && guest_accept(s, 0, &d->g) == 1)
+				attach(d, 1);
+			else if (fds[i].fd == d->control)
+				accept_client(d);
+			else if (fds[i].fd == d->client.fd && serve_client(d))
+				drop_client(d);
+		}
+	}
+}
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: memcanal-pager --socket PATH [--store "
+		"file:PATH|tcp:HOST:PORT]... [--copies N] [--owner N] "
+		"[--state PATH] [--pool-mb N] [--pool PATH] [--control PATH] "
+		"[--sample-rate R] [--sample-salt S] [--sample-interval-ms MS] "
+		"[--full-pass-every N]\n");
+	return 2;
 }
 
 int main(int argc, char **argv)
 {
-	struct pager_store *stores[PAGER_MAX_STORES];
-	const char *specs[PAGER_MAX_STORES], *path = NULL;
-	int nstores = 0, copies = 0, conn = -1, quit = 0;
-	uint64_t owner = 1, pool_mb = 0;
-	struct pager_opts opts = { 0 };
-	struct guest g;
-	struct pager *p;
-	struct stat st;
-	char line[256];
+	struct daemon d = { .pidfd = -1, .control = -1, .owner = 1,
+		.client = { .fd = 0 },
+		.sampling = { .salt = DEFAULT_SALT, .interval_ms = 10000 } };
+	const char *path = NULL, *control = NULL, *specs[PAGER_MAX_STORES];
+	int nspecs = 0;
+	uint64_t pool_mb = 0;
 
-	/* A peer that went away (QEMU, a store) is an error to handle, not
-	 * a signal that kills the pager and leaves its guest hung. */
+	/* A peer that went away (QEMU, a store, a client) is an error to
+	 * handle, not a signal that kills the pager and hangs its guest. */
 	signal(SIGPIPE, SIG_IGN);
-	for (int i = 1; i < argc; i++) {
-		const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+	for (int i = 1; i < argc; i += 2) {
+		const char *arg = argv[i], *val = argv[i + 1];
 
 		if (!val)
-			goto usage;
+			return usage();
 		if (!strcmp(arg, "--socket"))
 			path = val;
-		else if (!strcmp(arg, "--store") && nstores < PAGER_MAX_STORES)
-			specs[nstores++] = val;
+		else if (!strcmp(arg, "--store") && nspecs < PAGER_MAX_STORES)
+			specs[nspecs++] = val;
 		else if (!strcmp(arg, "--copies"))
-			copies = atoi(val);
+			d.copies = atoi(val);
 		else if (!strcmp(arg, "--owner"))
-			owner = strtoull(val, NULL, 0);
+			d.owner = strtoull(val, NULL, 0);
 		else if (!strcmp(arg, "--state"))
-			opts.state_path = val;
+			d.opts.state_path = val;
 		else if (!strcmp(arg, "--pool-mb"))
 			pool_mb = strtoull(val, NULL, 0);
 		else if (!strcmp(arg, "--pool"))
-			opts.pool_path = val;
+			d.opts.pool_path = val;
+		else if (!strcmp(arg, "--control"))
+			control = val;
+		else if (!strcmp(arg, "--sample-rate"))
+			d.sampling.rate = strtod(val, NULL);
+		else if (!strcmp(arg, "--sample-salt"))
+			d.sampling.salt = strtoull(val, NULL, 0);
+		else if (!strcmp(arg, "--sample-interval-ms"))
+			d.sampling.interval_ms = strtoul(val, NULL, 0);
+		else if (!strcmp(arg, "--full-pass-every"))
+			d.sampling.full_pass_every = strtoul(val, NULL, 0);
 		else
-			goto usage;
-		i++;
+			return usage();
 	}
-	if (!path || !nstores)
-		goto usage;
-	if (!copies)
-		copies = nstores;
-	conn = get_guest(path, opts.state_path, &g);
-	/* The fault thread polls: a blocking uffd polls as POLLERR only. */
-	if (fcntl(g.uffd, F_SETFL, fcntl(g.uffd, F_GETFL) | O_NONBLOCK))
-		die("uffd O_NONBLOCK");
-	for (int i = 0; i < nstores; i++) {
-		stores[i] = open_store(specs[i], owner);
-		if (!stores[i])
+	if (!path || d.copies < 0 || d.copies > PAGER_MAX_STORES ||
+	    !(d.sampling.rate >= 0 && d.sampling.rate <= 1))
+		return usage();
+	for (int i = 0; i < nspecs; i++) {
+		d.stores[d.nstores] = open_store(specs[i], d.owner);
+		if (!d.stores[d.nstores++])
 			die(specs[i]);
 	}
-	if (fstat(g.memfd, &st))
-		die("memfd");
-	opts.registration[0] = g.h.pid;
-	opts.registration[1] = st.st_ino;
-	opts.pool_pages = (pool_mb << 20) / PAGER_PAGE;
-	opts.pool_owner = owner;
-	p = pager_init(g.uffd, g.h.base, g.h.len, g.memfd, g.h.offset, stores,
-		       nstores, copies, &opts);
-	if (!p)
-		die("pager_init");
-	if (conn >= 0 && write(conn, "k", 1) != 1)
-		die("handoff answer");
-	printf("{\"event\": \"attached\", \"handed_over\": %s",
-	       conn >= 0 ? "true" : "false");
-	if (conn >= 0)
-		close(conn);
-	printf(", \"pid\": %" PRIu64 ", \"base\": %"
-	       PRIu64 ", \"len\": %" PRIu64 ", \"offset\": %" PRIu64
-	       ", \"copies\": %d, \"stores\": [",
-	       g.h.pid, g.h.base, g.h.len, g.h.offset, copies);
-	for (int i = 0; i < nstores; i++)
-		printf("%s\"%s\"", i ? ", " : "", stores[i]->name);
-	printf("]");
-	print_stats(p, &g, nstores);
-
-	while (!quit && fgets(line, sizeof(line), stdin)) {
-		uint64_t start, count;
-
-		if (sscanf(line, "swapout %" SCNu64 " %" SCNu64, &start,
-			   &count) == 2) {
-			swapout(p, &g, nstores, start, count);
-		} else if (sscanf(line, "swapin %" SCNu64 " %" SCNu64, &start,
-				  &count) == 2) {
-			swapin(p, &g, start, count);
-		} else if (!strncmp(line, "faults", 6)) {
-			faults(p);
-		} else if (!strncmp(line, "stats", 5)) {
-			printf("{\"event\": \"stats\"");
-			print_stats(p, &g, nstores);
-		} else if (!strncmp(line, "quit", 4)) {
-			quit = 1;
-		} else {
-			printf("{\"event\": \"error\", \"line\": \"bad command\"}\n");
-			fflush(stdout);
-		}
+	d.opts.pool_pages = (pool_mb << 20) / PAGER_PAGE;
+	d.opts.pool_owner = d.owner;
+	d.client.out = stdout;
+	if (control) {
+		d.control = listen_control(control);
+		d.client.fd = -1;
 	}
-	if (!quit)
-		outlive(g.h.pid);
+	serve(&d, path);
 	printf("{\"event\": \"exit\"");
-	print_stats(p, &g, nstores);
-	pager_fini(p);
-	for (int i = 0; i < nstores; i++)
-		stores[i]->destroy(stores[i]);
+	if (d.p) {
+		print_stats(stdout, &d);
+		pager_fini(d.p);
+	} else {
+		printf("}\n");
+	}
+	if (control)
+		unlink(control);
+	for (int i = 0; i < d.nstores; i++)
+		d.stores[i]->destroy(d.stores[i]);
 	return 0;
-usage:
-	fprintf(stderr, "usage: memcanal-pager --socket PATH --store "
-		"file:PATH|tcp:HOST:PORT [--store ...] [--copies N] "
-		"[--owner N] [--state PATH] [--pool-mb N] [--pool PATH]\n");
-	return 2;
 }
