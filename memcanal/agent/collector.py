@@ -4,16 +4,24 @@ Each VM gets one InstanceCollector for as long as it runs, because the
 estimators are stateful: PRL's cumulative buffer and hot-page history, the
 PML dirty bits, ESX's sample, the window of the miss-ratio curves. It runs
 memcanal.estimation's VmObserver, the same pipeline memcanal-trace and the
-benchmarks use, once per report interval (the estimators' mu).
+benchmarks use, once per report interval (the estimators' mu). Where the
+driver's pager samples the VM's accesses, a SampledAccesses
+(memcanal.estimation.sampling) turns its intervals into the "sampled"
+working set and fault-rate curve.
 """
 
 import dataclasses
+import math
 import zlib
 
 from memcanal.agent import tracing
 from memcanal.estimation import mrc
 from memcanal.estimation import observer
 from memcanal.estimation import packed_curve
+from memcanal.estimation import sampling
+
+SAMPLED = 'sampled'
+SAMPLED_WRITE = 'sampled_write'
 
 
 def settings(conf, page_size):
@@ -60,6 +68,13 @@ class InstanceCollector:
         self.paging = tracing.PagingCurve(options.mrc_window,
                                           self.max_mrc_points, page_size)
         self._now_ns = 0
+        self._conf = conf
+        self._pages = memory_bytes // page_size
+        self.sampled = None
+        # The latest Sample's driver.AccessSamples (None without one):
+        # the pages the pager saw accessed, interval by interval, for a
+        # paging detector (memcanal.estimation.sampling.ColdPageFeed).
+        self.accesses = None
 
     def collect(self, sample):
         """WSS by estimator, MRC by method and what the logs did, after one
@@ -69,7 +84,10 @@ class InstanceCollector:
         goes through the emulated logs first. A sample with neither (a
         driver that cannot see references) yields only its guest
         statistics and any hypervisor-cache or paging curve. Estimators
-        that have not converged yet are left out of ``wss``.
+        that have not converged yet are left out of ``wss``. Whatever
+        else it holds, a sample with sampled accesses (``accesses``) adds
+        the "sampled" working sets (``sampled``: over PRL's window;
+        ``sampled_write``: written), curve, and statistics.
         """
         if sample.logs is not None:
             logs = sample.logs
@@ -91,8 +109,65 @@ class InstanceCollector:
         self.paging.add(sample.paging_trace)
         summary['mrc'].update(self.tracing.curves())
         summary['mrc'].update(self.paging.curves())
-        return dict(summary, guest_stats=sample.guest_stats,
+        guest_stats = sample.guest_stats
+        self.accesses = sample.accesses
+        if self._add_accesses(sample.accesses):
+            guest_stats = dict(guest_stats, **self._sampled_stats())
+            self._report_sampled(summary)
+        return dict(summary, guest_stats=guest_stats,
                     mrc=packed_curves(summary['mrc']))
+
+    def _add_accesses(self, accesses):
+        """Add the sampled intervals; whether the VM has been sampled.
+
+        The estimators start with the first interval, and afresh when the
+        pager's rate or salt changes (another sample).
+        """
+        if accesses is not None and accesses.intervals and (
+                self.sampled is None
+                or (self.sampled.rate, self.sampled.salt)
+                != (accesses.rate, accesses.salt)):
+            self.sampled = self._sampled_accesses(accesses)
+        for interval in accesses.intervals if accesses else ():
+            self.sampled.add_interval(interval.touched, interval.written,
+                                      interval.full, interval.seconds)
+        return self.sampled is not None
+
+    def _sampled_accesses(self, accesses):
+        """A SampledAccesses for the pager's intervals, PRL's window in
+        intervals of the length they last."""
+        seconds = [interval.seconds for interval in accesses.intervals]
+        interval_s = (sum(seconds) / len(seconds)
+                      or self._conf.agent.report_interval)
+        options = self._conf.estimation
+        return sampling.SampledAccesses(
+            self._pages, accesses.rate, accesses.salt, interval_s,
+            max(1, math.ceil(options.prl_stability_window / interval_s
+                             - 1e-9)),
+            self.page_size, options.sampling_window,
+            options.sampling_max_reuse)
+
+    def _report_sampled(self, summary):
+        for name, size in ((SAMPLED, self.sampled.window_wss_bytes()),
+                           (SAMPLED_WRITE,
+                            self.sampled.written_wss_bytes())):
+            if size is not None:
+                summary['wss'][name] = size
+        curve = self.sampled.curve()
+        if curve is not None:
+            summary['mrc'][SAMPLED] = curve.compact(self.max_mrc_points,
+                                                    self.page_size)
+
+    def _sampled_stats(self):
+        """Sampling's guest statistics: first touches per second of the
+        whole VM (a sampled curve's ratio times it is faults per second),
+        the rate and the intervals' length."""
+        stats = {'sampling_rate': self.sampled.rate,
+                 'sampling_interval_s': self.sampled.interval_s}
+        touches = self.sampled.touches_per_s()
+        if touches is not None:
+            stats['sampled_touches_per_s'] = touches
+        return stats
 
     def handle_logs(self, prl_gpas, pml_gpas, now_ns, dirty_log=None):
         """The agent's own work for one interval of delivered logs: the

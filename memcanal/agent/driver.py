@@ -101,6 +101,34 @@ class LogDelivery:
 
 
 @dataclasses.dataclass(frozen=True)
+class AccessInterval:
+    """One sampling interval a pager closed (doc/estimation.md, "Sampled
+    accesses"): the page indexes whose access it saw (``touched``: a
+    sampled page on its first access after each zap, any page on its
+    first access after a full pass, a paged-out page that faulted) and
+    those it saw written, whether the interval began with a full pass
+    (every page zapped), and how long it lasted."""
+
+    touched: np.ndarray
+    written: np.ndarray
+    full: bool
+    seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
+class AccessSamples:
+    """What a pager's access sampling saw of one VM since the previous
+    collection: the AccessIntervals it closed, oldest first (none when
+    its interval is longer than the agent's), and its ``rate`` and
+    ``salt`` (memcanal.estimation.mrc.sample_mask(pages, rate, salt) is
+    the sample)."""
+
+    intervals: tuple
+    rate: float
+    salt: int
+
+
+@dataclasses.dataclass(frozen=True)
 class Sample:
     """What one VM's memory did during one collection interval.
 
@@ -112,7 +140,9 @@ class Sample:
     runs in tracing mode; ``paging_trace`` while the VM is paged: its
     swap-outs are the admitted evictions and its faults the reads (page
     numbers), ``direct_pages`` its resident pages and ``accesses`` its
-    page accesses in the interval.
+    page accesses in the interval. ``accesses`` is what the pager's
+    access sampling saw, an AccessSamples, where it samples the VM; the
+    agent turns it into the "sampled" working set and curve.
     """
 
     page_size: int
@@ -121,6 +151,7 @@ class Sample:
     cache_trace: CacheTrace | None = None
     logs: LogDelivery | None = None
     paging_trace: CacheTrace | None = None
+    accesses: AccessSamples | None = None
 
 
 class HypervisorDriver(abc.ABC):

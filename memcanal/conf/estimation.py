@@ -45,6 +45,15 @@ estimation_opts = [
     cfg.IntOpt('mrc_window', default=4, min=1,
                help='Report intervals of logged references each miss-ratio '
                     'curve covers.'),
+    cfg.IntOpt('sampling_window', default=12, min=1,
+               help='Sampling intervals ([sampling] interval) whose first '
+                    'touches the "sampled" fault-rate curve counts.'),
+    cfg.IntOpt('sampling_max_reuse', default=12, min=1,
+               help='Longest reuse time, in sampling intervals, the '
+                    '"sampled" curve tells apart: its sizes are the '
+                    'working sets of 1 to this many intervals (12 '
+                    'intervals of 10 s: the 2 minutes of Google\'s cold '
+                    'age); longer reuses miss at every size.'),
 ]
 
 

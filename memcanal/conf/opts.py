@@ -15,12 +15,13 @@ from memcanal.conf import placement
 from memcanal.conf import pooling
 from memcanal.conf import qemu
 from memcanal.conf import retention
+from memcanal.conf import sampling
 from memcanal.conf import service
 from memcanal.conf import simulated
 
 _MODULES = (base, agent, api, database, estimation, hcache, libvirt,
             migration, nova, optimizer, pager, placement, pooling, qemu,
-            retention, service, simulated)
+            retention, sampling, service, simulated)
 
 
 def list_opts():
