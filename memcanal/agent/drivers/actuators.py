@@ -28,8 +28,10 @@ ResizeFailed and changes nothing; targets are at least one page.
 
 import numpy as np
 
+from memcanal.agent.drivers import simulated_sampling
 from memcanal import estimation
 from memcanal.estimation import coldpages
+from memcanal.estimation import sampling
 from memcanal import exception
 
 MIB = 2 ** 20
@@ -266,10 +268,18 @@ class Pager:
     saves a fault, not a miss of the resident memory, so the curve stays
     the VM's demand curve). References to pages beyond the VM's memory
     (a guest reading its storage) are not memory accesses: left out.
+
+    With ``sampling_settings`` (simulated_sampling.Settings) it samples
+    the VM's accesses as memcanal-pager does (simulated_sampling.Sampler,
+    which ``run`` then needs each reference's write flag and time for),
+    and the detector learns from those samples alone, as on a real host:
+    each sampling interval, as it closes, feeds it through a
+    sampling.ColdPageFeed, which also keeps pages in doubt out of the
+    cold ones. ``take_samples`` gives what the agent gets.
     """
 
     def __init__(self, pages, interval_seconds, scans=4, pool_pages=0,
-                 uuid=None):
+                 uuid=None, sampling_settings=None):
         self.pages = int(pages)
         self.uuid = uuid
         self.pool_pages = int(pool_pages)
@@ -295,6 +305,14 @@ class Pager:
         self._swap_outs = 0
         self._blocks, self._reads = [], []
         self._faults, self._fault_seconds = 0, 0.0
+        # The detector's time of the current scan.
+        self._now = 0.0
+        self.sampler = self.feed = None
+        if sampling_settings is not None:
+            self.sampler = simulated_sampling.Sampler(
+                self.pages, sampling_settings, self._learn)
+            self.feed = sampling.ColdPageFeed(
+                self.detector, sampling_settings.rate, sampling_settings.salt)
 
     @property
     def paged(self):
@@ -322,7 +340,7 @@ class Pager:
         be copied."""
         if count <= 0:
             return 0
-        cold = self.detector.cold()
+        cold = (self.detector if self.feed is None else self.feed).cold()
         cold = cold[self._last_use[cold] < self._scan_start][:count]
         rest = np.flatnonzero(self.resident)
         rest = rest[np.isin(rest, cold, invert=True)]
@@ -335,6 +353,8 @@ class Pager:
         self.resident[victims] = False
         self.resident_pages -= victims.size
         self.detector.swapped_out(victims)
+        if self.sampler is not None:
+            self.sampler.swapped_out(victims)
         # A prefetched page never used still has its copies: it is only
         # dropped, and stays where it was in the list of evicted pages,
         # as it would without the prefetch.
@@ -357,6 +377,8 @@ class Pager:
         seconds = self._fetch_seconds(latest)
         self._bring_in(latest)
         self.detector.fetched(latest)
+        if self.sampler is not None:
+            self.sampler.fetched(latest)
         return seconds
 
     def _bring_in(self, pages):
@@ -376,27 +398,41 @@ class Pager:
         self._blocks.append(np.asarray(pages, np.int64))
         self._reads.append(np.full(len(pages), read))
 
-    def run(self, pages):
-        """One interval's references, in order; how many were memory
-        accesses."""
+    def run(self, pages, writes=None, times_ns=None):
+        """One interval's references, in order (with a sampler, whether
+        each writes and its time in ns); how many were memory accesses."""
         pages = np.asarray(pages, np.int64)
-        pages = pages[pages < self.pages]
-        for scan in np.array_split(pages, self.scans):
+        inside = pages < self.pages
+        pages = pages[inside]
+        columns = [pages]
+        if self.sampler is not None:
+            columns += [np.asarray(writes, bool)[inside],
+                        np.asarray(times_ns, np.int64)[inside]]
+        for scan in zip(*(np.array_split(column, self.scans)
+                          for column in columns)):
             self._scans_done += 1
             self._scan(scan, self._scans_done * self.scan_seconds)
         return int(pages.size)
 
-    def _scan(self, pages, now):
+    def _scan(self, references, now):
+        """One scan period's references: (pages) or, with a sampler,
+        (pages, writes, times)."""
+        pages = references[0]
+        self._now = now
         self._scan_start = self._references
         done = 0
         while done < pages.size:
             stop = self._fault_in(pages, done, now) if self.paged else (
                 pages.size)
+            if self.sampler is not None:
+                self.sampler.access(*(column[done:stop]
+                                      for column in references))
             self._use(pages[done:stop])
             done = stop
             if self.paged and stop < pages.size:
                 self._swap_out(self.resident_pages - self.target_pages)
-        self.detector.observe(pages, now)
+        if self.sampler is None:
+            self.detector.observe(pages, now)
         if self.paged:
             self._scan_start = self._references
             self._swap_out(self.resident_pages - self.target_pages)
@@ -420,6 +456,8 @@ class Pager:
                 continue
             self._faults += 1
             prefetched = self.detector.fault(page, now)
+            if self.sampler is not None:
+                self.sampler.fetched(prefetched)
             self._fault_seconds += self._fetch_seconds(
                 np.concatenate([[page], prefetched]))
             self._bring_in(np.concatenate([[page], prefetched]))
@@ -429,6 +467,19 @@ class Pager:
             if self.resident_pages - self.target_pages >= batch:
                 return start + index + 1
         return pages.size
+
+    def _learn(self, interval):
+        """A sampling interval closed: what the detector learns of it."""
+        self.feed.add_interval(interval.touched, interval.full, self._now)
+
+    def take_samples(self, until_ns):
+        """The sampling intervals that ended by ``until_ns`` (VM time)
+        since the last call, driver.AccessIntervals oldest first; None
+        without a sampler."""
+        if self.sampler is None:
+            return None
+        self.sampler.advance(until_ns)
+        return self.sampler.take()
 
     def take_events(self):
         """The GhostEvents (blocks, reads) since the last call, the faults

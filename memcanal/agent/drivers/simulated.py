@@ -49,6 +49,12 @@ carries a ``paging_trace`` and two more statistics:
 which count the first use of a prefetched page too), and
 ``paging_fault_seconds``, the time its vCPUs waited for them. The
 host's memory in use counts the resident memory of paged VMs.
+
+Every VM's pager samples its accesses as memcanal-pager samples a real
+guest's ([sampling] options; simulated_sampling): each Sample carries
+the sampling intervals that ended in it (``accesses``), from which the
+agent reports the "sampled" working set and curve, and the pager's
+cold-page detector learns from them alone, paged or not.
 """
 
 import json
@@ -64,6 +70,7 @@ import numpy as np
 
 from memcanal.agent import driver
 from memcanal.agent.drivers import actuators
+from memcanal.agent.drivers import simulated_sampling
 from memcanal import estimation
 from memcanal.estimation import guest as guest_model
 from memcanal.estimation import hcache
@@ -156,7 +163,7 @@ class SimulatedVM:
 
     def __init__(self, host, index, memory_bytes, seed, interval_ns,
                  references_per_interval, kernel_bytes=0, files_ratio=0.125,
-                 paging_scans=4, paging_pool_bytes=0):
+                 paging_scans=4, paging_pool_bytes=0, sampling=None):
         self.uuid = instance_uuid(host, index)
         self.project_id = PROJECTS[index % len(PROJECTS)]
         self.allocated_bytes = memory_bytes
@@ -177,10 +184,12 @@ class SimulatedVM:
         self._intervals = 0
         self.used_bytes = 0
         self._actuators = {}
+        # Its pager's sampling (simulated_sampling.Settings), or None.
+        self.sampling = sampling
         self.pager = actuators.Pager(
             memory_bytes // estimation.PAGE_SIZE, interval_ns / 1e9,
             paging_scans, paging_pool_bytes // estimation.PAGE_SIZE,
-            uuid=self.uuid)
+            uuid=self.uuid, sampling_settings=sampling)
         self._paged_accesses = 0
         rng = np.random.default_rng(
             [seed, zlib.crc32(self.uuid.encode()), index])
@@ -243,7 +252,8 @@ class SimulatedVM:
             # committed nor in swap.
             self._written[self.workload.base_page + allocated:] = False
         self._mark_referenced(trace.pages)
-        self._paged_accesses = self.pager.run(trace.pages)
+        self._paged_accesses = self.pager.run(trace.pages, trace.writes,
+                                              trace.times_ns())
         guest_blocks = self.guest.resident_blocks()
         referenced = np.flatnonzero(
             self._last_interval > self._intervals - ACTIVE_INTERVALS)
@@ -358,6 +368,16 @@ class SimulatedVM:
         return driver.CacheTrace(blocks, reads, self.guest.capacity,
                                  accesses)
 
+    def access_samples(self, until_ns):
+        """What the pager's sampling saw in the intervals that ended by
+        ``until_ns`` (the VM's time) since the last call, a
+        driver.AccessSamples; None when it does not sample."""
+        intervals = self.pager.take_samples(until_ns)
+        if intervals is None:
+            return None
+        return driver.AccessSamples(intervals, self.sampling.rate,
+                                    self.sampling.salt)
+
     def paging_trace(self):
         """What the pager did since the last call, its faults and the
         seconds they took, or None when the VM is not paged."""
@@ -399,6 +419,7 @@ class SimulatedDriver(driver.HypervisorDriver):
         self._memserver_bytes = options.memserver_mb * 2 ** 20
         self._vms = {}
         interval_ns = int(conf.agent.report_interval * 1e9)
+        sampling = simulated_sampling.Settings.of(conf)
         for index in range(options.instances):
             vm = SimulatedVM(host, index, options.instance_memory_mb * 2 ** 20,
                              options.seed, interval_ns,
@@ -406,7 +427,7 @@ class SimulatedDriver(driver.HypervisorDriver):
                              options.guest_kernel_mb * 2 ** 20,
                              options.file_server_memory_ratio,
                              options.paging_scans_per_interval,
-                             options.paging_pool_mb * 2 ** 20)
+                             options.paging_pool_mb * 2 ** 20, sampling)
             self._vms[vm.uuid] = vm
         self._lock = threading.Lock()
         self._resize_log = options.resize_log
@@ -462,6 +483,10 @@ class SimulatedDriver(driver.HypervisorDriver):
             stats = vm.run_guest(trace)
             cache_trace = vm.cache_trace(len(trace))
             paging = vm.paging_trace()
+            # The VM's time when its next reference is due.
+            accesses = vm.access_samples(
+                int(trace.times_ns()[-1]) + vm.workload.reference_ns
+                if len(trace) else 0)
         stats.update(references=float(len(trace)),
                      writes=float(trace.writes.sum()))
         paging_trace = None
@@ -471,7 +496,8 @@ class SimulatedDriver(driver.HypervisorDriver):
                          paging_fault_seconds=fault_seconds)
         return driver.Sample(
             page_size=estimation.PAGE_SIZE, trace=trace, guest_stats=stats,
-            cache_trace=cache_trace, paging_trace=paging_trace)
+            cache_trace=cache_trace, paging_trace=paging_trace,
+            accesses=accesses)
 
     def migrate_instance(self, instance_uuid, destination_host):
         """Hand the VM, with its memory and workload, to the simulated

@@ -88,7 +88,8 @@ def test_reports_carry_each_vms_estimates_once_they_converge(agent, conf):
         if workload.__class__.__name__ == 'PrlSyntheticApp':
             # The array is the working set, to the page.
             assert estimates['prl'] == workload.working_set_pages * 4096
-        assert set(estimates) <= {'prl', 'pml', 'esx'}
+        assert set(estimates) <= {'prl', 'pml', 'esx', 'sampled',
+                                  'sampled_write'}
         assert 'esx' in estimates
         assert agent.estimators(uuid).prl.rounds >= 1
 
