@@ -76,14 +76,16 @@ def _bytes(mib):
 
 
 def _vm(entry, delta, bound):
+    baseline = _bytes(entry['baseline_mb'])
+    curve = base.curve_from_points(
+        [[_bytes(size), ratio] for size, ratio in entry['mrc']])
     faults = None
     if 'fault_rate' in entry:
         faults = base.FaultBound(entry['fault_rate']['touches_per_s'],
                                  _bytes(entry['fault_rate']['wss_mb']), bound)
+        curve = base.fault_curve(curve, baseline)
     return base.VM(
-        name=entry['name'], baseline_bytes=_bytes(entry['baseline_mb']),
-        curve=base.curve_from_points(
-            [[_bytes(size), ratio] for size, ratio in entry['mrc']]),
+        name=entry['name'], baseline_bytes=baseline, curve=curve,
         min_bytes=_bytes(entry.get('min_mb', 0)),
         max_bytes=(None if entry.get('max_mb') is None
                    else _bytes(entry['max_mb'])),

@@ -86,17 +86,31 @@ def fault_bound(method, wss_bytes, guest_stats, bound):
     return FaultBound(float(touches), int(wss_bytes), float(bound))
 
 
+def fault_curve(curve, flavor_bytes):
+    """A fault-rate curve as the policies read it for a VM of
+    ``flavor_bytes``: with all its memory a VM takes no fault (its pager
+    holds none of its pages), so the ratio is 0 from there on. Below, it
+    is the curve's, and past the curve's last point (the working set of
+    the longest reuse the sampler tells apart) its last ratio: longer
+    reuses and first touches fault there. A VM whose faults exceed the
+    bound at every measured size therefore keeps its flavor memory,
+    rather than its bound being taken relative to that extrapolation."""
+    below = curve.sizes < flavor_bytes
+    return mrc.MissRatioCurve(np.append(curve.sizes[below], flavor_bytes),
+                              np.append(curve.miss_ratios[below], 0.0),
+                              curve.references)
+
+
 def miss_floor(faults, delta):
     """The VM.miss_floor of a VM with ``faults`` (a FaultBound or None)
     under isolation bound ``delta``.
 
-    For a fault-rate curve it is the ratio allowed by the bound over
-    ``1 + delta``: a VM whose faults at its flavor size are under it may
-    then have a relative miss ratio of ``1 + delta`` exactly where its
-    faults meet the bound, so every policy's isolation bound holds its
-    faults there; sizes faulting at most ``bound / (1 + delta)`` cost
-    nothing in the geometric mean. A VM faulting more at its flavor size
-    keeps the relative bound: ``1 + delta`` times those faults.
+    For a fault-rate curve (read through fault_curve: no faults at the
+    flavor size) it is the ratio allowed by the bound over ``1 + delta``:
+    a relative miss ratio of ``1 + delta`` is then exactly where the
+    VM's faults meet the bound, so every policy's isolation bound holds
+    its faults there; sizes faulting at most ``bound / (1 + delta)`` cost
+    nothing in the geometric mean.
     """
     if faults is None:
         return MIN_MISS_RATIO

@@ -77,19 +77,22 @@ class PolicyCurve:
         return details
 
 
-def policy_curve(report, wss_bytes, fault_rate_bound):
-    """The PolicyCurve of a VM whose latest report is ``report`` (None:
-    it has none) and measured working set ``wss_bytes``, its faults held
-    to ``fault_rate_bound`` ([optimizer] fault_rate_bound)."""
+def policy_curve(report, wss_bytes, flavor_bytes, fault_rate_bound):
+    """The PolicyCurve of a VM of ``flavor_bytes`` whose latest report is
+    ``report`` (None: it has none) and measured working set
+    ``wss_bytes``, its faults held to ``fault_rate_bound`` ([optimizer]
+    fault_rate_bound)."""
     if report is None:
         return PolicyCurve()
     method, points = first_curve(report['mrc'])
     if not points:
         return PolicyCurve(method)
-    return PolicyCurve(method, policy_base.curve_from_points(points),
-                       policy_base.fault_bound(
-                           method, wss_bytes, report['guest_stats'],
-                           fault_rate_bound))
+    curve = policy_base.curve_from_points(points)
+    faults = policy_base.fault_bound(method, wss_bytes, report['guest_stats'],
+                                     fault_rate_bound)
+    if faults is not None:
+        curve = policy_base.fault_curve(curve, flavor_bytes)
+    return PolicyCurve(method, curve, faults)
 
 
 class Optimizer:
@@ -151,6 +154,7 @@ class Optimizer:
     def _policy_vm(self, instance, report, limits):
         options = self.conf.optimizer
         curve = policy_curve(report, limits.wss_bytes,
+                             instance['allocated_bytes'],
                              options.fault_rate_bound)
         return policy_base.VM(
             name=instance['uuid'], baseline_bytes=instance['allocated_bytes'],

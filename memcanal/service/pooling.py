@@ -44,7 +44,8 @@ class PoolingPlanner:
         memory = optimizer_service.memory_of(instance)
         curve = optimizer_service.policy_curve(
             instance['reports'][0] if instance['reports'] else None,
-            instance['wss_bytes'], self.conf.optimizer.fault_rate_bound)
+            instance['wss_bytes'], instance['allocated_bytes'],
+            self.conf.optimizer.fault_rate_bound)
         self._curves[instance['uuid']] = curve
         return pooling.Instance(
             name=instance['uuid'], memory_bytes=memory,

@@ -46,8 +46,11 @@ SAMPLED_BOUND_MB = 1400
 
 
 def sampled_vm(name='sampled', baseline=4096, bound=0.002, delta=0.05,
-               **kwargs):
-    """A VM with the SAMPLED curve, its faults held to ``bound``."""
+               points=SAMPLED, **kwargs):
+    """A VM with a sampled curve (SAMPLED's), read as the service reads
+    it, its faults held to ``bound``."""
     faults = base.fault_bound('sampled', SAMPLED_WSS, SAMPLED_STATS, bound)
-    return vm(name, SAMPLED, baseline=baseline, faults=faults,
-              miss_floor=base.miss_floor(faults, delta), **kwargs)
+    curve = base.fault_curve(base.curve_from_points(
+        [[size * MB, ratio] for size, ratio in points]), baseline * MB)
+    return base.VM(name, baseline * MB, curve, faults=faults,
+                   miss_floor=base.miss_floor(faults, delta), **kwargs)

@@ -55,13 +55,24 @@ def test_relative_miss_ratio_meets_one_plus_delta_where_faults_meet_bound():
     assert relative[sizes >= 1400 * MB].tolist() == [1.0, 1.0, 1.0]
 
 
-def test_a_vm_faulting_past_the_bound_at_its_flavor_keeps_the_relative_one():
-    # All its 4 GiB still fault 5 % of first touches: the bound cannot
-    # hold anywhere, so the VM may fault 1 + delta times that.
-    faults = base.fault_bound('sampled', curves.SAMPLED_WSS,
-                              curves.SAMPLED_STATS, 0.002)
-    vm = curves.vm('streaming', [(1024, 0.5), (2048, 0.052), (4096, 0.05)],
-                   baseline=4096, faults=faults,
-                   miss_floor=base.miss_floor(faults, 0.05))
-    assert vm.relative_miss_ratio(2048 * MB) == pytest.approx(1.04)
-    assert vm.relative_miss_ratio(1024 * MB) == pytest.approx(10.0)
+def test_a_fault_rate_curve_takes_no_fault_with_all_the_memory():
+    curve = base.curve_from_points([[1024 * MB, 0.5], [2048 * MB, 0.01],
+                                    [8192 * MB, 0.005]])
+    read = base.fault_curve(curve, 4096 * MB)
+    # Past its last point the sampler only knows that longer reuses and
+    # first touches fault: up to the flavor they do; from it, nothing.
+    assert read.at(np.array([2048, 4095, 4096, 9000]) * MB).tolist() == [
+        0.01, 0.01, 0.0, 0.0]
+    assert base.fault_curve(curve, 16384 * MB).at(12000 * MB) == 0.005
+
+
+def test_a_vm_faulting_past_the_bound_at_every_measured_size_keeps_its_flavor():
+    # 1 % of its first touches are reuses longer than the sampler tells
+    # apart: 6 % of its working set per minute below its 4 GiB. Taken
+    # relative to that extrapolation it could shrink to 2 GiB; against
+    # the bound it cannot shrink at all.
+    vm = curves.sampled_vm(points=[(1024, 0.5), (2048, 0.0102),
+                                   (3072, 0.01)])
+    sizes = np.array([2048, 3072, 4092, 4096]) * MB
+    assert (vm.relative_miss_ratio(sizes[:3]) > 1.05).all()
+    assert vm.relative_miss_ratio(sizes[3]) == 1.0

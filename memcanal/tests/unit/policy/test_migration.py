@@ -359,9 +359,9 @@ def test_one_move_per_host():
     assert [m.source for m in plan.moves] == ['h3', 'h3', 'h1']
 
 
-def sampled(name, demand_gb, bound=0.002):
-    """A 4 GiB VM with the sampled curve of policy_curves.SAMPLED."""
-    model = policy_curves.sampled_vm(name, bound=bound)
+def sampled(name, demand_gb, bound=0.002, points=policy_curves.SAMPLED):
+    """A 4 GiB VM with a sampled curve (policy_curves.SAMPLED)."""
+    model = policy_curves.sampled_vm(name, bound=bound, points=points)
     return migration.Instance(name, 4 * GB, int(demand_gb * GB), 4 * GB,
                               model.curve, miss_floor=model.miss_floor)
 
@@ -376,6 +376,9 @@ def test_a_sampled_vms_miss_bound_is_where_its_faults_meet_the_bound():
     assert migration.miss_bound_bytes(plain) == 1300 * base.MB
     assert migration.miss_bound_bytes(sampled('s', 1.5, bound=0.01)) == (
         1300 * base.MB)
+    # Faulting past the bound at every measured size: its flavor.
+    streaming = sampled('s', 1.5, points=[(1024, 0.5), (2048, 0.01)])
+    assert migration.miss_bound_bytes(streaming) == 4 * GB
 
 
 def test_no_move_squeezes_a_sampled_resident_past_its_fault_bound():

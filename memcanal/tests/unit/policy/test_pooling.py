@@ -139,3 +139,7 @@ def test_a_sampled_vm_pages_out_down_to_where_its_faults_meet_the_bound():
     assert [p.resident_bytes for p in plan.pagings] == [1400 * MB] * 2
     assert plan.pagings[0].relative_miss_ratio == 1.0
     assert plan.held['hot']['reason'] == 'not enough cold memory'
+    # One faulting past the bound at every measured size pages nothing.
+    streaming = curves.sampled_vm(points=[(1024, 0.5), (2048, 0.01)])
+    assert pooling.least_resident(dataclasses.replace(
+        sampled, curve=streaming.curve)) == 4 * GB
