@@ -6,14 +6,18 @@ it, with faults held to [optimizer] fault_rate_bound."""
 import types
 from unittest import mock
 
+import numpy as np
 import pytest
 
 from memcanal import context as memcanal_context
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
+from memcanal.estimation import sampling
 from memcanal.nova import client as nova_client
+from memcanal.policy import base as policy_base
 from memcanal.policy import demand
 from memcanal.policy import guardrails
+from memcanal.policy import isolated
 from memcanal.policy import overcommit
 from memcanal.policy import pooling as pooling_policy
 from memcanal.rpc import reports
@@ -204,3 +208,36 @@ def test_pooling_pages_a_sampled_vm_down_to_its_fault_bound(conf, ctx):
                                                              0.002)
     assert paging['predicted_fault_rate_per_min'] == pytest.approx(
         fault_rate(BOUND_MB))
+
+
+def test_the_samplers_own_curve_gives_the_workloads_true_fault_rate():
+    # 20,000 hot pages touched every 10 s interval, 60,000 warm ones in
+    # six slices, a slice an interval: each interval 10,000 pages come
+    # back after 6 intervals. In less memory than hot and warm together
+    # they fault back: 60,000 per minute, twice the 30,000-page working
+    # set. Sampled at 10 %, as a report carries it.
+    accesses = sampling.SampledAccesses(1 << 20, 0.1, interval_s=10.0)
+    hot = np.arange(20_000)
+    for interval in range(30):
+        warm = 20_000 + 10_000 * (interval % 6) + np.arange(10_000)
+        accesses.add_interval(np.concatenate([hot, warm]))
+    report = {'mrc': {'sampled': accesses.curve().compact(256, 4096)},
+              'guest_stats': {'sampled_touches_per_s':
+                              accesses.touches_per_s()}}
+    wss = accesses.window_wss_bytes()
+    curve = optimizer.policy_curve(report, wss, 4 * GIB, 0.002)
+    assert wss == pytest.approx(30_000 * 4096, rel=0.05)
+    assert curve.details(50_000 * 4096)['predicted_fault_rate_per_min'] == (
+        pytest.approx(2.0, rel=0.1))
+    # Beside a VM whose misses fall with every MiB up to 5 GiB, it may
+    # lose only what holds neither set: down to its 80,000 pages.
+    vm = policy_base.VM('vm', 4 * GIB, curve.curve, faults=curve.faults,
+                        miss_floor=curve.miss_floor(0.05))
+    sizes = np.arange(1024, 5121, 4)
+    hungry = curves.vm('hungry', list(zip(sizes.tolist(), (
+        0.05 + 0.45 * np.exp(-(sizes - 1024) / 1024)).tolist())),
+        baseline=1024)
+    allocation = isolated.isolated_sharing([vm, hungry], 5 * GIB, 0.05)
+    assert allocation.targets['vm'] == pytest.approx(80_000 * 4096, rel=0.05)
+    assert curve.details(allocation.targets['vm'])[
+        'predicted_fault_rate_per_min'] <= 0.002
