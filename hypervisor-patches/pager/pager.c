@@ -166,27 +166,40 @@ static int zero_page(struct pager *p, uint64_t pg, uint64_t mode)
 	return 0;
 }
 
+/* In the sampler's sample?  Its accesses must all be seen. */
+static int sampled(struct pager *p, uint64_t pg)
+{
+	return p->sampler && sampler_sampled(p->sampler, pg);
+}
+
 /*
- * A never-populated page: zeros, and zeros for the never-populated IN
- * pages of its aligned ZERO_BLOCK too (either direction), since first
- * touches come in runs; each would otherwise be a fault of its own.
+ * A never-populated page: zeros (write-protected if wp, so that a write
+ * after this read is seen), and zeros for the never-populated IN pages
+ * of its aligned ZERO_BLOCK too (either direction), since first touches
+ * come in runs; each would otherwise be a fault of its own.  Not for
+ * sampled pages: their first access would go unseen.
  */
-static void zero_fill(struct pager *p, uint64_t pg)
+static void zero_fill(struct pager *p, uint64_t pg, int wp)
 {
 	uint64_t first = pg & ~(uint64_t)(ZERO_BLOCK - 1);
 
-	if (zero_page(p, pg, 0) < 0)
+	if (zero_page(p, pg, wp ? UFFDIO_ZEROPAGE_MODE_DONTWAKE : 0) < 0) {
 		pager_wake(p, pg, 1);   /* EEXIST: filled since the fault */
+	} else if (wp) {
+		pager_write_protect(p, pg, 1, 1);
+		pager_wake(p, pg, 1);
+	}
 	for (uint64_t n = first; n < first + ZERO_BLOCK && n < p->npages; n++)
-		if (n != pg && p->ps.state[n] == PG_IN)
+		if (n != pg && p->ps.state[n] == PG_IN && !sampled(p, n))
 			zero_page(p, n, UFFDIO_ZEROPAGE_MODE_DONTWAKE);
 }
 
-static void copy_in(struct pager *p, uint64_t pg, const void *buf)
+/* pg's data back in the memfd and mapped (write-protected if wp). */
+static void copy_in(struct pager *p, uint64_t pg, const void *buf, int wp)
 {
 	struct uffdio_copy c = {
 		.dst = addr_of(p, pg), .src = (uint64_t)(uintptr_t)buf,
-		.len = PAGER_PAGE,
+		.len = PAGER_PAGE, .mode = wp ? UFFDIO_COPY_MODE_WP : 0,
 	};
 
 	while (ioctl(p->uffd, UFFDIO_COPY, &c) < 0) {
@@ -217,7 +230,7 @@ static void continue_page(struct pager *p, uint64_t pg, int wp)
 		if (errno == EEXIST)
 			pager_wake(p, pg, 1);
 		else if (errno == EFAULT)
-			zero_fill(p, pg);
+			zero_fill(p, pg, wp);
 		else
 			perror("pager: UFFDIO_CONTINUE");
 		return;
@@ -350,11 +363,11 @@ static void add_sample(struct pager *p, int src, uint64_t ns)
 }
 
 /*
- * Bring an OUT page back in; a fault's is timed and logged.  0, or -1
- * if only stores not added yet hold it: the fault is left unanswered
- * until pager_add_store wakes it.
+ * Bring an OUT page back in (write-protected if wp); a fault's is timed
+ * and logged.  0, or -1 if only stores not added yet hold it: the fault
+ * is left unanswered until pager_add_store wakes it.
  */
-static int fetch(struct pager *p, uint64_t pg, int fault)
+static int fetch(struct pager *p, uint64_t pg, int fault, int wp)
 {
 	uint64_t t0 = now_ns();
 	int src = find_copy(p, pg);
@@ -371,7 +384,7 @@ static int fetch(struct pager *p, uint64_t pg, int fault)
 		memset(p->fault_buf, 0, PAGER_PAGE);
 		p->st.lost++;
 	}
-	copy_in(p, pg, p->fault_buf);
+	copy_in(p, pg, p->fault_buf, wp);
 	if (fault && src >= 0)
 		add_sample(p, src, now_ns() - t0);
 	if (fault)
@@ -399,20 +412,18 @@ static void cancel(struct pager *p, uint64_t pg)
 }
 
 /* MINOR: the mapping was zapped, the memfd has the page (unless the
- * punch of a swap-out came first: OUT). */
-static void minor_fault(struct pager *p, uint64_t pg, int write)
+ * punch of a swap-out came first: OUT).  wp: a read of a sampled page. */
+static void minor_fault(struct pager *p, uint64_t pg, int write, int wp)
 {
-	int sampled = p->sampler && sampler_sampled(p->sampler, pg);
-
 	p->st.faults_minor++;
 	if (p->ps.state[pg] == PG_OUT) {
-		fetch(p, pg, 1);
+		fetch(p, pg, 1, wp);
 		return;
 	}
 	if (write && p->ps.state[pg] == PG_SWAPPING)
 		cancel(p, pg);
-	continue_page(p, pg, !write && (sampled ||
-					p->ps.state[pg] == PG_SWAPPING));
+	continue_page(p, pg, wp || (!write &&
+				    p->ps.state[pg] == PG_SWAPPING));
 }
 
 static void handle_fault(struct pager *p, const struct uffd_msg *m)
@@ -420,33 +431,36 @@ static void handle_fault(struct pager *p, const struct uffd_msg *m)
 	uint64_t t0 = now_ns(), flags = m->arg.pagefault.flags;
 	uint64_t pg = page_at(p, m->arg.pagefault.address);
 	int write = !!(flags & (UFFD_PAGEFAULT_FLAG_WRITE |
-				UFFD_PAGEFAULT_FLAG_WP));
+				UFFD_PAGEFAULT_FLAG_WP)), wp;
 
 	if (pg == UINT64_MAX)
 		return;
 	pthread_mutex_lock(&p->lock);
 	if (p->sampler)
 		sampler_record(p->sampler, pg, write);
+	/* A sampled page is mapped write-protected on a read, whatever the
+	 * fault: its next write in the interval must fault too. */
+	wp = !write && sampled(p, pg);
 	if (flags & UFFD_PAGEFAULT_FLAG_WP) {
 		p->st.faults_wp++;
 		if (p->ps.state[pg] == PG_OUT) {
 			/* Validate won: the page is punched, give it back. */
 			p->st.wp_on_out++;
-			fetch(p, pg, 1);
+			fetch(p, pg, 1, 0);
 		} else {
 			if (p->ps.state[pg] == PG_SWAPPING)
 				cancel(p, pg);
 			pager_write_protect(p, pg, 1, 0);   /* also wakes */
 		}
 	} else if (flags & UFFD_PAGEFAULT_FLAG_MINOR) {
-		minor_fault(p, pg, write);
+		minor_fault(p, pg, write, wp);
 		add_sample(p, PAGER_LAT_MINOR, now_ns() - t0);
 	} else {
 		p->st.faults_missing++;
 		if (p->ps.state[pg] == PG_OUT)
-			fetch(p, pg, 1);
+			fetch(p, pg, 1, wp);
 		else
-			zero_fill(p, pg);
+			zero_fill(p, pg, wp);
 	}
 	pthread_mutex_unlock(&p->lock);
 }
@@ -705,7 +719,10 @@ long pager_swap_in(struct pager *p, uint64_t first, uint64_t count)
 	for (uint64_t pg = first; pg < p->npages && pg - first < count;
 	     pg++) {
 		pthread_mutex_lock(&p->lock);   /* per page: faults go first */
-		if (p->ps.state[pg] == PG_OUT && !fetch(p, pg, 0)) {
+		/* A sampled page is left to fault: mapped now, the
+		 * guest's next access to it would go unseen. */
+		if (p->ps.state[pg] == PG_OUT && !sampled(p, pg) &&
+		    !fetch(p, pg, 0, 0)) {
 			p->st.swapped_in++;
 			fetched++;
 		}

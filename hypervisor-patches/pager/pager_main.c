@@ -537,8 +537,10 @@ static void attach(struct daemon *d, int handed_over)
 	d->handed_over = handed_over;
 	if (guest_answer(g))
 		fprintf(stderr, "memcanal-pager: QEMU's connection is gone\n");
-	if (d->sampling.rate > 0 &&
-	    pager_start_sampling(d->p, &d->sampling, guest_zap, g))
+	/* Sampling zaps through QEMU's shim: a pager that took the uffd
+	 * out of QEMU itself has no connection to it. */
+	if (d->sampling.rate > 0 && (g->shim < 0 ||
+	    pager_start_sampling(d->p, &d->sampling, guest_zap, g)))
 		fprintf(stderr, "memcanal-pager: no sampling: %s\n",
 			g->shim < 0 ? "no connection to QEMU's shim" :
 			!pager_has_minor(d->p) ? "no MINOR faults on shmem" :
