@@ -6,15 +6,28 @@ it while writer threads rewrite and check whole pages. Every page goes to
 two stores before it is dropped; halfway through, one store loses
 everything, and faults must fall back to the other copy. The stores are
 two files, or a real memcanal-memserver (emptied by RECLAIM) and a file.
+
+Access sampling (issue #24): sample_guest stands in for QEMU, under the
+real shim (libmemcanal-uffd.so): two memfd regions, pages checksummed,
+phases that read, write, or read then write known pages from several
+threads. memcanal-pager samples it through its control socket, intervals
+ended by hand (``tick``), so each phase is exactly one interval.
 """
 
+import json
+import os
+import queue
 import re
 import signal
+import socket
 import subprocess
+import threading
 import time
 
+import numpy as np
 import pytest
 
+from memcanal.estimation import mrc
 from memcanal.tests.functional import services
 # The memserver test module owns building and starting the real server.
 
@@ -61,9 +74,13 @@ def check_store_0_lost_midway(result):
     return out
 
 
-def test_a_file_store_lost_midway_loses_nothing(selftest, tmp_path):
+@pytest.mark.parametrize('regions', ['1', '2'])
+def test_a_file_store_lost_midway_loses_nothing(selftest, tmp_path, regions):
+    """-R 2: the memfd's halves mapped in swapped order, two regions whose
+    page indexes are not their memfd offsets."""
     out = check_store_0_lost_midway(
-        run(selftest, tmp_path, '-k', '1', '-n', '2'))
+        run(selftest, tmp_path, '-k', '1', '-n', '2', '-R', regions))
+    assert 'in %s regions' % regions in out, out
     assert 'store 0 (file) emptied' in out, out
     assert not list(tmp_path.iterdir()), 'store files left behind'
 
@@ -184,3 +201,350 @@ def test_the_pool_file_is_shared_by_owner_and_survives_a_killed_holder(
     assert 'FAILED' not in result.stdout
     assert result.stdout.count('ok: ') == 10, result.stdout
     assert number(r'died holding the mutex: (\d+)', result.stdout) > 0
+
+
+def lines_of(stream):
+    """A queue the lines of ``stream`` arrive on (None at its end)."""
+    lines = queue.Queue()
+
+    def pump():
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def next_json(lines, timeout=60, what='a line'):
+    try:
+        line = lines.get(timeout=timeout)
+    except queue.Empty:
+        pytest.fail('no %s within %ss' % (what, timeout))
+    assert line is not None, 'ended before %s' % what
+    return json.loads(line)
+
+
+def pages_of(runs):
+    """[first, count, first, count...] as a sorted array of pages; runs
+    must be sorted and apart, so no page is counted twice."""
+    firsts, counts = np.asarray(runs[::2]), np.asarray(runs[1::2])
+    assert (firsts[1:] > firsts[:-1] + counts[:-1]).all(), runs
+    return np.concatenate([np.arange(f, f + n) for f, n in zip(
+        firsts.tolist(), counts.tolist())] or [np.zeros(0, np.int64)])
+
+
+class SampledProcess:
+    """sample_guest under the shim, paged and sampled by memcanal-pager
+    (a file store, a state file, intervals ended by ``tick``), which is
+    driven through its control socket."""
+
+    def __init__(self, build, directory, rate, full_every=0, salt=None,
+                 shim_socket=None):
+        self.build, self.directory = build, directory
+        self.socket = os.path.join(directory, 'pager.sock')
+        self.store = 'file:%s' % os.path.join(directory, 'pages')
+        self.options = [
+            '--state', os.path.join(directory, 'pager.state'),
+            '--sample-rate', str(rate), '--sample-interval-ms', '0',
+            '--full-pass-every', str(full_every)]
+        if salt is not None:
+            self.options += ['--sample-salt', str(salt)]
+        self.rate, self.salt = rate, mrc.DEFAULT_SALT if salt is None else salt
+        self.pager = None
+        self.start_pager()
+        self.child = subprocess.Popen(
+            [str(build / 'sample_guest'), '-m', '64', '-r', '2', '-t', '4'],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            bufsize=1, env=dict(
+                os.environ, MEMCANAL_PAGER_SOCKET=shim_socket or self.socket,
+                LD_PRELOAD=str(build / 'libmemcanal-uffd.so')))
+        self.child_lines = lines_of(self.child.stdout)
+        self.pages = next_json(self.child_lines, what='ready')['pages']
+        self.attached = self.event('attached')
+        assert self.attached['pid'] == self.child.pid, self.attached
+        self.sample = mrc.sample_mask(self.pages, rate, self.salt).astype(
+            bool)
+
+    def start_pager(self, socket=None, store=True):
+        """A pager on ``socket`` (default: the shim's) with the same state
+        file, and the store unless not ``store``: after a kill, it takes
+        over."""
+        self.control_path = os.path.join(self.directory, 'control.%d' % (
+            self.pager.pid + 1 if self.pager else 0))
+        self.pager = subprocess.Popen(
+            [str(self.build / 'memcanal-pager'), '--socket',
+             socket or self.socket, '--control', self.control_path,
+             *self.options, *(['--store', self.store] if store else [])],
+            stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.pager_lines = lines_of(self.pager.stdout)
+        self.event('listening')
+        self.control = socket_file(self.control_path)
+
+    def event(self, name, timeout=60):
+        while True:
+            event = next_json(self.pager_lines, timeout, name)
+            if event['event'] == name:
+                return event
+
+    def command(self, line):
+        self.control.write(line + '\n')
+        self.control.flush()
+        return json.loads(self.control.readline())
+
+    def send(self, line):
+        """A command to the guest; its answer comes with answer()."""
+        self.child.stdin.write(line + '\n')
+        self.child.stdin.flush()
+
+    def answer(self, timeout=120):
+        return next_json(self.child_lines, timeout, 'the guest\'s answer')
+
+    def phase(self, k):
+        """The pages phase k touched and wrote, as boolean masks."""
+        self.send('touch %d' % k)
+        done = self.answer()
+        assert done['phase'] == k and done['bad'] == 0, done
+        return self.mask(done['touched']), self.mask(done['written'])
+
+    def mask(self, runs):
+        mask = np.zeros(self.pages, bool)
+        mask[pages_of(runs)] = True
+        return mask
+
+    def interval(self):
+        """End the interval under way; it, as (touched, written, record)."""
+        current = self.command('tick')['current']
+        last = self.command('samples')['intervals'][-1]
+        assert last['index'] == current - 1, last
+        return self.mask(last['touched']), self.mask(last['written']), last
+
+    def kill_pager(self):
+        self.pager.kill()
+        self.pager.wait(10)
+
+    def stop(self):
+        for process in (self.child, self.pager):
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)
+
+
+def socket_file(path):
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection.connect(path)
+    return connection.makefile('rw')
+
+
+@pytest.fixture
+def sampled(selftest, short_tmp_path):
+    processes = []
+
+    def start(rate, **kwargs):
+        processes.append(SampledProcess(selftest.parent, short_tmp_path,
+                                        rate, **kwargs))
+        return processes[-1]
+    yield start
+    for process in processes:
+        process.stop()
+
+
+def test_the_sample_is_mrc_sample_mask(sampled):
+    """The pager's hashed sample is the estimators' (memcanal.estimation
+    .mrc.sample_mask, SHARDS' hash), salt included, over both regions."""
+    process = sampled(0.01, salt=12345)
+    answer = process.command('sampleset')
+    assert answer['pages'] == process.pages
+    expected = np.flatnonzero(process.sample)
+    assert expected.size > 0
+    np.testing.assert_array_equal(pages_of(answer['runs']), expected)
+    assert process.command('stats')['sampling']['sampled_pages'] == (
+        expected.size)
+
+
+@pytest.mark.parametrize('rate', [1.0, 0.1])
+def test_every_sampled_access_is_seen_once_an_interval(sampled, rate):
+    """Each phase is one interval: the pages it touched and wrote that
+    are sampled are exactly those the interval records, read-then-write
+    pages among the written. In a full pass (every third interval) every
+    page touched is recorded; before the first, nothing else is; after
+    it, unsampled pages it left unmapped are, on their first access, and
+    never a page the phase did not touch. No page is corrupted."""
+    process = sampled(rate, full_every=3)
+    assert process.attached['regions'][0][0] < (
+        process.attached['regions'][1][0]), process.attached
+    process.command('tick')
+    for k in range(1, 6):
+        touched, written = process.phase(k)
+        seen, seen_written, record = process.interval()
+        full = k % 3 == 2
+        assert record['full'] == full, record
+        assert record['zapped'] == (process.pages if full
+                                    else process.sample.sum()), record
+        np.testing.assert_array_equal(seen & process.sample,
+                                      touched & process.sample)
+        np.testing.assert_array_equal(seen_written & process.sample,
+                                      written & process.sample)
+        assert not (seen & ~touched).any()
+        assert not (seen_written & ~written).any()
+        if full or k == 1:
+            np.testing.assert_array_equal(
+                seen, touched if full else touched & process.sample)
+    process.send('check')
+    assert process.answer() == {'check': 0}
+    stats = process.command('stats')
+    assert stats['sampling']['minor_faults'] > 0, stats
+    assert stats['sampling']['minor_p50_us'] is not None, stats
+
+
+def test_sampling_while_paging_loses_nothing(sampled):
+    """Swap-outs (and a swap-in) run while the guest's phases do: every
+    access to a sampled page is still seen in its interval, a page
+    fetched from the store is seen too, sampled or not, and nothing
+    another interval did or no one did is recorded."""
+    process = sampled(0.1)
+    third = process.pages // 3
+    fetched_unsampled = 0
+    process.command('tick')
+    for k in range(1, 7):
+        process.send('touch %d' % k)
+        first = (k * third // 2) % (process.pages - third)
+        paged = process.command('swapout %d %d' % (first, third))
+        assert paged['event'] == 'swapout' and paged['lost'] == 0, paged
+        if k == 4:
+            assert process.command('swapin 0 %d' % third)['event'] == 'swapin'
+        done = process.answer()
+        assert done['bad'] == 0, done
+        touched, written = (process.mask(done['touched']),
+                            process.mask(done['written']))
+        seen, seen_written, _ = process.interval()
+        assert not (seen & ~touched).any()
+        assert not (seen_written & ~written).any()
+        np.testing.assert_array_equal(seen & process.sample,
+                                      touched & process.sample)
+        np.testing.assert_array_equal(seen_written & process.sample,
+                                      written & process.sample)
+        fetched_unsampled += (seen & ~process.sample).sum()
+    assert fetched_unsampled > 0
+    process.send('check')
+    assert process.answer() == {'check': 0}
+    stats = process.command('stats')
+    assert stats['lost'] == 0 and stats['swapped_out'] > 0, stats
+    assert stats['sources']['file']['faults'] > 0, stats
+
+
+def blocked(process):
+    """The guest's answer does not come: its threads wait on faults."""
+    with pytest.raises(pytest.fail.Exception, match='no .* within'):
+        process.answer(timeout=1)
+    return True
+
+
+def deferring(process):
+    """Wait until the pager (without the store) holds faults unanswered."""
+    return services.wait_for(
+        lambda: process.command('stats')['deferred'] > 0, 30,
+        'faults waiting for a store')
+
+
+def test_a_pager_killed_mid_interval_is_taken_over(sampled):
+    """The pager dies with every page zapped and some swapped out; the
+    guest's threads block on MINOR and MISSING faults until a new pager
+    with the state file takes over (the shim hands it the uffd again):
+    the guest's data is intact and sampling goes on. Then a pager lacking
+    the store reads the faults on swapped-out pages and leaves them
+    unanswered; killed, the next one, on another socket, takes the uffd
+    and both memfds out of the process (pidfd_getfd) and wakes the
+    threads the dead one held: no sampling, but every fault answered."""
+    process = sampled(1.0)
+    process.command('tick')
+    process.command('swapout %d %d' % (process.pages // 4,
+                                       process.pages // 2))
+    process.kill_pager()
+    process.send('touch 1')
+    assert blocked(process)
+    process.start_pager()
+    attached = process.event('attached')
+    assert attached['adopted'] and attached['handed_over'], attached
+    assert attached['out_pages'] > 0, attached
+    assert process.answer()['bad'] == 0
+
+    process.command('tick')
+    touched, written = process.phase(2)
+    seen, seen_written, _ = process.interval()
+    np.testing.assert_array_equal(seen, touched)
+    np.testing.assert_array_equal(seen_written, written)
+
+    process.command('swapout 0 %d' % process.pages)
+    process.kill_pager()
+    process.start_pager(store=False)
+    assert process.event('attached')['handed_over']
+    process.send('touch 3')
+    deferring(process)
+    process.kill_pager()
+    process.start_pager(socket=os.path.join(process.directory, 'other'))
+    attached = process.event('attached')
+    assert attached['adopted'] and not attached['handed_over'], attached
+    assert len(attached['regions']) == 2, attached
+    assert process.answer()['bad'] == 0
+    assert not process.command('samples')['sampling']
+    process.send('check')
+    assert process.answer() == {'check': 0}
+    stats = process.command('stats')
+    assert stats['lost'] == 0 and stats['faults_missing'] > 0, stats
+
+
+def test_faults_on_pages_out_wait_for_the_store_added_later(sampled):
+    """A pager started without the store it swapped pages to (the agent
+    adds stores when it first pages) holds the faults on them; `store`
+    adds it and they are answered."""
+    process = sampled(0.1)
+    process.command('swapout 0 %d' % process.pages)
+    process.kill_pager()
+    process.start_pager(store=False)
+    attached = process.event('attached')
+    assert attached['stores'] == [] and attached['out_pages'] > 0, attached
+    assert process.command('swapout 0 10')['event'] == 'error'
+    process.send('touch 1')
+    deferring(process)
+    assert blocked(process)
+    added = process.command('store %s' % process.store)
+    assert added == {'event': 'store', 'copies': 1,
+                     'stores': [process.store[len('file:'):]]}, added
+    assert process.answer()['bad'] == 0
+    process.send('check')
+    assert process.answer() == {'check': 0}
+    assert process.command('stats')['lost'] == 0
+
+
+def test_a_relayed_handoff_is_sampled(sampled, short_tmp_path):
+    """A relay (the agent's handoff listener) forwards the handoff with
+    QEMU's connection appended: the pager answers both, and its zaps go
+    to QEMU over that connection."""
+    relay_path = os.path.join(short_tmp_path, 'relay.sock')
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(relay_path)
+    listener.listen(1)
+    relayed = {}
+
+    def relay():
+        connection, _ = listener.accept()
+        header, fds, _, _ = socket.recv_fds(connection, 4096, 16)
+        relayed['pid'] = connection.getsockopt(
+            socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as pager:
+            pager.connect(os.path.join(short_tmp_path, 'pager.sock'))
+            socket.send_fds(pager, [header], fds + [connection.fileno()])
+            relayed['answer'] = pager.recv(1)
+        for fd in fds:
+            os.close(fd)
+        connection.close()          # the pager holds QEMU's connection
+    threading.Thread(target=relay, daemon=True).start()
+    process = sampled(1.0, shim_socket=relay_path)
+    assert relayed['answer'] == b'k'
+    assert process.attached['handed_over'], process.attached
+    process.command('tick')
+    touched, written = process.phase(1)
+    seen, seen_written, record = process.interval()
+    assert record['zapped'] == process.pages, record
+    np.testing.assert_array_equal(seen, touched)
+    np.testing.assert_array_equal(seen_written, written)
