@@ -1,420 +1,309 @@
 /*
  * memcanal-memserver: lend this host's idle memory to remote pagers.
  *
- * Serves 4 KiB pages keyed by (owner, page) over TCP, in one arena
- * preallocated for --max-pages pages. TMemCanal treats remote memory as
- * non-reliable storage the lending host may take back at any moment, so
- * this server drops pages freely: the oldest written first when full, and
- * on SIGUSR1 or a RECLAIM request. A client must never hold its only copy
- * here. Protocol: README.md.
+ * Serves 4 KiB pages keyed by (owner, page) in one arena preallocated for
+ * --max-pages pages. TMemCanal treats remote memory as non-reliable
+ * storage the lending host may take back at any moment, so this server
+ * drops pages freely: a lease's oldest when it writes past its quota, and
+ * on SIGUSR1 or an operator's RECLAIM. Protocol and threat model:
+ * README.md.
  *
- * One thread per connection; one mutex guards the table and the arena.
- * Payloads are read before and written after the lock is held, so a slow
- * client never stalls the others.
+ * One thread, one epoll loop: the listener, the admin socket, a signalfd
+ * and every connection. Memory is the arena plus a fixed overhead: at
+ * most --max-connections clients (each a bounded buffer and an OpenSSL
+ * session), none idle longer than --idle-timeout.
  */
 #define _GNU_SOURCE
-#include <endian.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <pthread.h>
 #include <signal.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
-#define PAGE_SIZE 4096u
-#define MAGIC 0x534D434Du /* 'MCMS' */
-#define REQUEST_SIZE 32
-#define REPLY_SIZE 16
-#define MAX_BATCH 1024u /* pages per PUT/GET/DELETE: 4 MiB */
-#define NIL UINT32_MAX
+#include <openssl/err.h>
 
-enum op { OP_PUT = 1, OP_GET = 2, OP_DELETE = 3, OP_STAT = 4, OP_RECLAIM = 5 };
-enum status { ST_OK = 0, ST_MISSING = 1, ST_FULL = 2, ST_BAD_REQUEST = 3 };
+#include "conn.h"
+#include "store.h"
 
-struct request {
-	uint8_t op;
-	uint64_t owner;
-	uint64_t page;
-	uint32_t count;
-};
-
-/* One stored page. Slots are chained in a hash bucket and, while used,
- * in the age list (oldest written at the head), else in the free list. */
-struct slot {
-	uint64_t owner;
-	uint64_t page;
-	uint32_t hash_next;
-	uint32_t older, newer;
-	uint8_t used;
-};
+/* Operator connections (the agent's STAT), besides the clients'. */
+#define ADMIN_CONNECTIONS 4
+/* A client must finish TLS and HELLO within this (or the idle timeout,
+ * if shorter): a connection that never authenticates holds a slot. */
+#define HELLO_TIMEOUT_MS 10000
+#define ACCEPTS_PER_WAKE 64
 
 static struct {
-	pthread_mutex_t lock;
-	uint8_t *arena;
-	struct slot *slots;
-	uint32_t *buckets;
-	uint32_t bucket_mask;
-	uint32_t max_pages;
-	uint32_t held;
-	uint32_t oldest, newest; /* age list */
-	uint32_t free_head;      /* chained through hash_next */
-	uint64_t dropped;        /* evicted or reclaimed, never deleted */
-} store = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	int epfd, listener, admin_listener, signals;
+	const char *admin_path;
+	uint32_t max_connections, clients, admins;
+	uint64_t idle_ms, hello_ms, now_ms;
+	struct conn *conns;       /* max_connections + ADMIN_CONNECTIONS */
+	struct conn **free_conns; /* a stack */
+	uint32_t nfree;
+	struct link pending; /* before HELLO, oldest accepted first */
+	struct link idle;    /* the rest, least recently active first */
+	struct link runnable;/* with work left after their budget */
+} loop;
 
-static uint32_t bucket_of(uint64_t owner, uint64_t page)
+/* epoll tags of the non-connection descriptors. */
+static char tag_listener, tag_admin, tag_signals;
+
+/* ---- lists ---- */
+
+static void link_init(struct link *x)
 {
-	uint64_t h = owner * 0x9E3779B97F4A7C15ull ^ page;
-	h ^= h >> 33;
-	h *= 0xFF51AFD7ED558CCDull;
-	h ^= h >> 33;
-	return (uint32_t)h & store.bucket_mask;
+	x->prev = x->next = x;
 }
 
-static uint8_t *slot_data(uint32_t s)
+static int linked(const struct link *x)
 {
-	return store.arena + (size_t)s * PAGE_SIZE;
+	return x->next != x;
 }
 
-static uint32_t lookup(uint64_t owner, uint64_t page)
+static void link_remove(struct link *x)
 {
-	uint32_t s = store.buckets[bucket_of(owner, page)];
-	while (s != NIL && (store.slots[s].owner != owner ||
-			    store.slots[s].page != page))
-		s = store.slots[s].hash_next;
-	return s;
+	x->prev->next = x->next;
+	x->next->prev = x->prev;
+	link_init(x);
 }
 
-static void age_unlink(uint32_t s)
+static void link_append(struct link *list, struct link *x)
 {
-	struct slot *x = &store.slots[s];
-	if (x->older != NIL)
-		store.slots[x->older].newer = x->newer;
+	x->prev = list->prev;
+	x->next = list;
+	list->prev->next = x;
+	list->prev = x;
+}
+
+#define conn_of(l, member) \
+	((struct conn *)((char *)(l) - offsetof(struct conn, member)))
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- connections ---- */
+
+static void drop(struct conn *c)
+{
+	link_remove(&c->age);
+	if (linked(&c->run))
+		link_remove(&c->run);
+	if (c->admin)
+		loop.admins--;
 	else
-		store.oldest = x->newer;
-	if (x->newer != NIL)
-		store.slots[x->newer].older = x->older;
-	else
-		store.newest = x->older;
+		loop.clients--;
+	conn_close(c);
+	loop.free_conns[loop.nfree++] = c;
 }
 
-static void age_append(uint32_t s)
+static void want(struct conn *c, uint32_t events)
 {
-	struct slot *x = &store.slots[s];
-	x->older = store.newest;
-	x->newer = NIL;
-	if (store.newest != NIL)
-		store.slots[store.newest].newer = s;
-	else
-		store.oldest = s;
-	store.newest = s;
+	struct epoll_event ev = { .events = events, .data.ptr = c };
+	if (events != c->events &&
+	    !epoll_ctl(loop.epfd, EPOLL_CTL_MOD, c->fd, &ev))
+		c->events = events;
 }
 
-/* Unlink a used slot from its bucket and the age list; free it. With
- * give_back, its memory returns to the host (the point of a reclaim). */
-static void release(uint32_t s, int give_back)
+static void serve(struct conn *c)
 {
-	struct slot *x = &store.slots[s];
-	uint32_t *link = &store.buckets[bucket_of(x->owner, x->page)];
-	while (*link != s)
-		link = &store.slots[*link].hash_next;
-	*link = x->hash_next;
-	age_unlink(s);
-	x->used = 0;
-	x->hash_next = store.free_head;
-	store.free_head = s;
-	store.held--;
-	if (give_back)
-		madvise(slot_data(s), PAGE_SIZE, MADV_DONTNEED);
-}
-
-/* Drop up to n pages, oldest written first; how many were dropped. */
-static uint32_t drop_oldest(uint32_t n, int give_back)
-{
-	uint32_t done = 0;
-	while (done < n && store.oldest != NIL) {
-		release(store.oldest, give_back);
-		done++;
+	int was_authed = c->authed;
+	c->progressed = 0;
+	int r = conn_run(c);
+	if (r == CONN_CLOSED) {
+		drop(c);
+		return;
 	}
-	store.dropped += done;
-	return done;
-}
-
-/* Store one page, overwriting an older copy; evicts the oldest if full. */
-static void put_page(uint64_t owner, uint64_t page, const uint8_t *data)
-{
-	uint32_t s = lookup(owner, page);
-	if (s != NIL) {
-		age_unlink(s);
+	if (c->progressed || c->authed != was_authed) {
+		c->active_ms = loop.now_ms;
+		link_remove(&c->age);
+		link_append(c->authed ? &loop.idle : &loop.pending, &c->age);
+	}
+	if (r == CONN_MORE) {
+		if (!linked(&c->run))
+			link_append(&loop.runnable, &c->run);
 	} else {
-		if (store.free_head == NIL)
-			drop_oldest(1, 0);
-		s = store.free_head;
-		store.free_head = store.slots[s].hash_next;
-		uint32_t b = bucket_of(owner, page);
-		store.slots[s] = (struct slot){ .owner = owner, .page = page,
-						.hash_next = store.buckets[b],
-						.used = 1 };
-		store.buckets[b] = s;
-		store.held++;
+		want(c, (uint32_t)r);
 	}
-	age_append(s);
-	memcpy(slot_data(s), data, PAGE_SIZE);
 }
 
-static int store_init(uint32_t max_pages)
+/* Make room for one more client by closing the oldest that has not
+ * authenticated yet: 0, or -1 if every client has. */
+static int evict_pending(void)
 {
-	uint32_t buckets = 1;
-	while (buckets < max_pages && buckets < (1u << 31))
-		buckets <<= 1;
-	store.max_pages = max_pages;
-	store.bucket_mask = buckets - 1;
-	/* Untouched arena pages cost nothing until a PUT writes them. */
-	store.arena = mmap(NULL, (size_t)max_pages * PAGE_SIZE,
-			   PROT_READ | PROT_WRITE,
-			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	store.slots = calloc(max_pages, sizeof(*store.slots));
-	store.buckets = malloc((size_t)buckets * sizeof(*store.buckets));
-	if (store.arena == MAP_FAILED || !store.slots || !store.buckets)
+	if (!linked(&loop.pending))
 		return -1;
-	memset(store.buckets, 0xff, (size_t)buckets * sizeof(*store.buckets));
-	for (uint32_t s = 0; s < max_pages; s++)
-		store.slots[s].hash_next = s + 1 < max_pages ? s + 1 : NIL;
-	store.free_head = 0;
-	store.oldest = store.newest = NIL;
+	struct conn *c = conn_of(loop.pending.next, age);
+	note("%s: closed before HELLO to admit a newer client", c->peer);
+	drop(c);
 	return 0;
 }
 
-/* ---- wire ---- */
-
-static int read_full(int fd, void *buf, size_t len)
+static void admit(int fd, int admin, const char *peer)
 {
-	uint8_t *p = buf;
-	while (len) {
-		ssize_t n = recv(fd, p, len, 0);
-		if (n == 0)
-			return -1;
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
+	struct conn *c = loop.free_conns[--loop.nfree];
+	if (conn_start(c, fd, admin, peer)) {
+		close(fd);
+		loop.free_conns[loop.nfree++] = c;
+		return;
+	}
+	c->started_ms = c->active_ms = loop.now_ms;
+	c->events = EPOLLIN;
+	link_init(&c->run);
+	link_init(&c->age);
+	link_append(c->authed ? &loop.idle : &loop.pending, &c->age);
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+	if (epoll_ctl(loop.epfd, EPOLL_CTL_ADD, fd, &ev)) {
+		link_remove(&c->age);
+		conn_close(c);
+		loop.free_conns[loop.nfree++] = c;
+		return;
+	}
+	if (admin)
+		loop.admins++;
+	else
+		loop.clients++;
+}
+
+static void accept_clients(void)
+{
+	for (int i = 0; i < ACCEPTS_PER_WAKE; i++) {
+		struct sockaddr_storage addr;
+		socklen_t len = sizeof(addr);
+		char host[INET6_ADDRSTRLEN + 8], port[8], peer[80];
+		int fd = accept4(loop.listener, (struct sockaddr *)&addr, &len,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE)
+				note("accept: %s", strerror(errno));
+			return;
 		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static int write_full(int fd, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-	while (len) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-	uint32_t v;
-	memcpy(&v, p, 4);
-	return le32toh(v);
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-	uint64_t v;
-	memcpy(&v, p, 8);
-	return le64toh(v);
-}
-
-static void put_u32(uint8_t *p, uint32_t v)
-{
-	v = htole32(v);
-	memcpy(p, &v, 4);
-}
-
-static void put_u64(uint8_t *p, uint64_t v)
-{
-	v = htole64(v);
-	memcpy(p, &v, 8);
-}
-
-static int reply(int fd, uint8_t status, uint32_t count,
-		 const void *body, size_t body_len)
-{
-	uint8_t head[REPLY_SIZE] = { 0 };
-	put_u32(head, MAGIC);
-	head[4] = status;
-	put_u32(head + 8, count);
-	if (write_full(fd, head, sizeof(head)))
-		return -1;
-	return body_len ? write_full(fd, body, body_len) : 0;
-}
-
-/* Decode and check a header; 0 if it is a request this server serves. */
-static int parse(const uint8_t *raw, struct request *req)
-{
-	if (get_u32(raw) != MAGIC)
-		return -1;
-	req->op = raw[4];
-	req->owner = get_u64(raw + 8);
-	req->page = get_u64(raw + 16);
-	req->count = get_u32(raw + 24);
-	switch (req->op) {
-	case OP_PUT:
-	case OP_GET:
-	case OP_DELETE:
-		if (req->count == 0 || req->count > MAX_BATCH ||
-		    req->page > UINT64_MAX - (req->count - 1))
-			return -1;
-		return 0;
-	case OP_STAT:
-	case OP_RECLAIM:
-		return 0;
-	default:
-		return -1;
-	}
-}
-
-/* ---- requests ---- */
-
-static int serve_put(int fd, const struct request *req, uint8_t *buf)
-{
-	size_t len = (size_t)req->count * PAGE_SIZE;
-	if (read_full(fd, buf, len))
-		return -1;
-	if (req->count > store.max_pages) /* could never all be held */
-		return reply(fd, ST_FULL, 0, NULL, 0);
-	pthread_mutex_lock(&store.lock);
-	for (uint32_t i = 0; i < req->count; i++)
-		put_page(req->owner, req->page + i, buf + (size_t)i * PAGE_SIZE);
-	pthread_mutex_unlock(&store.lock);
-	return reply(fd, ST_OK, req->count, NULL, 0);
-}
-
-static int serve_get(int fd, const struct request *req, uint8_t *buf)
-{
-	int missing = 0;
-	pthread_mutex_lock(&store.lock);
-	for (uint32_t i = 0; i < req->count && !missing; i++) {
-		uint32_t s = lookup(req->owner, req->page + i);
-		if (s == NIL)
-			missing = 1;
-		else
-			memcpy(buf + (size_t)i * PAGE_SIZE, slot_data(s),
-			       PAGE_SIZE);
-	}
-	pthread_mutex_unlock(&store.lock);
-	if (missing)
-		return reply(fd, ST_MISSING, 0, NULL, 0);
-	return reply(fd, ST_OK, req->count, buf,
-		     (size_t)req->count * PAGE_SIZE);
-}
-
-static int serve_delete(int fd, const struct request *req)
-{
-	uint32_t deleted = 0;
-	pthread_mutex_lock(&store.lock);
-	for (uint32_t i = 0; i < req->count; i++) {
-		uint32_t s = lookup(req->owner, req->page + i);
-		if (s != NIL) {
-			release(s, 0);
-			deleted++;
-		}
-	}
-	pthread_mutex_unlock(&store.lock);
-	return reply(fd, ST_OK, deleted, NULL, 0);
-}
-
-static int serve_stat(int fd)
-{
-	uint8_t body[16];
-	uint32_t held;
-	pthread_mutex_lock(&store.lock);
-	held = store.held;
-	put_u64(body, store.max_pages);
-	put_u64(body + 8, store.dropped);
-	pthread_mutex_unlock(&store.lock);
-	return reply(fd, ST_OK, held, body, sizeof(body));
-}
-
-static int serve_reclaim(int fd, const struct request *req)
-{
-	uint32_t dropped;
-	pthread_mutex_lock(&store.lock);
-	dropped = drop_oldest(req->count, 1);
-	pthread_mutex_unlock(&store.lock);
-	return reply(fd, ST_OK, dropped, NULL, 0);
-}
-
-static void *serve_client(void *arg)
-{
-	int fd = (int)(intptr_t)arg;
-	uint8_t *buf = malloc((size_t)MAX_BATCH * PAGE_SIZE);
-	uint8_t raw[REQUEST_SIZE];
-	struct request req;
-	int failed = !buf;
-
-	while (!failed && !read_full(fd, raw, sizeof(raw))) {
-		if (parse(raw, &req)) {
-			reply(fd, ST_BAD_REQUEST, 0, NULL, 0);
-			break;
-		}
-		switch (req.op) {
-		case OP_PUT:
-			failed = serve_put(fd, &req, buf);
-			break;
-		case OP_GET:
-			failed = serve_get(fd, &req, buf);
-			break;
-		case OP_DELETE:
-			failed = serve_delete(fd, &req);
-			break;
-		case OP_STAT:
-			failed = serve_stat(fd);
-			break;
-		case OP_RECLAIM:
-			failed = serve_reclaim(fd, &req);
-			break;
-		}
-	}
-	free(buf);
-	close(fd);
-	return NULL;
-}
-
-/* SIGUSR1 is blocked everywhere and taken here: the host wants its
- * memory back, so every page goes and the arena is returned. */
-static void *reclaim_on_signal(void *arg)
-{
-	sigset_t *set = arg;
-	int sig;
-	for (;;) {
-		if (sigwait(set, &sig))
+		if (loop.clients >= loop.max_connections && evict_pending()) {
+			note("a client over --max-connections refused");
+			close(fd);
 			continue;
-		pthread_mutex_lock(&store.lock);
-		uint32_t dropped = drop_oldest(UINT32_MAX, 1);
-		pthread_mutex_unlock(&store.lock);
-		fprintf(stderr, "SIGUSR1: dropped %" PRIu32 " pages\n",
-			dropped);
+		}
+		int one = 1;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (getnameinfo((struct sockaddr *)&addr, len, host,
+				sizeof(host), port, sizeof(port),
+				NI_NUMERICHOST | NI_NUMERICSERV))
+			snprintf(host, sizeof(host), "?");
+		snprintf(peer, sizeof(peer), "%s port %s", host, port);
+		admit(fd, 0, peer);
 	}
-	return NULL;
+}
+
+/* The operator's socket: root only, by the kernel's word (SO_PEERCRED),
+ * whatever the socket file's mode became. */
+static void accept_admin(void)
+{
+	int fd = accept4(loop.admin_listener, NULL, NULL,
+			 SOCK_NONBLOCK | SOCK_CLOEXEC);
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	char peer[80];
+
+	if (fd < 0)
+		return;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) ||
+	    cred.uid != 0 || loop.admins >= ADMIN_CONNECTIONS) {
+		uint8_t refused[REPLY_SIZE] = { 0 };
+		put_u32(refused, MAGIC);
+		refused[4] = ST_REFUSED;
+		send(fd, refused, sizeof(refused), MSG_NOSIGNAL);
+		note("admin socket: uid %u refused", (unsigned)cred.uid);
+		close(fd);
+		return;
+	}
+	snprintf(peer, sizeof(peer), "admin pid %d", (int)cred.pid);
+	admit(fd, 1, peer);
+}
+
+static void take_signal(void)
+{
+	struct signalfd_siginfo si;
+	if (read(loop.signals, &si, sizeof(si)) != sizeof(si))
+		return;
+	if (si.ssi_signo == SIGUSR1) {
+		/* The host wants its memory back: every page goes. */
+		fprintf(stderr, "SIGUSR1: dropped %" PRIu32 " pages\n",
+			store_reclaim(UINT32_MAX));
+		return;
+	}
+	if (loop.admin_path)
+		unlink(loop.admin_path);
+	exit(0);
+}
+
+/* Close clients past their deadline: the oldest of each list first. */
+static void expire(void)
+{
+	while (linked(&loop.pending)) {
+		struct conn *c = conn_of(loop.pending.next, age);
+		if (loop.now_ms - c->started_ms < loop.hello_ms)
+			break;
+		note("%s: no HELLO in time; closing", c->peer);
+		drop(c);
+	}
+	while (linked(&loop.idle)) {
+		struct conn *c = conn_of(loop.idle.next, age);
+		if (loop.now_ms - c->active_ms < loop.idle_ms)
+			break;
+		note("%s: idle; closing", c->peer);
+		drop(c);
+	}
+}
+
+static void run_loop(void)
+{
+	struct epoll_event events[64];
+	for (;;) {
+		int n = epoll_wait(loop.epfd, events, 64,
+				   linked(&loop.runnable) ? 0 : 1000);
+		loop.now_ms = now_ms();
+		for (int i = 0; i < n; i++) {
+			void *p = events[i].data.ptr;
+			if (p == &tag_listener)
+				accept_clients();
+			else if (p == &tag_admin)
+				accept_admin();
+			else if (p == &tag_signals)
+				take_signal();
+			else if (((struct conn *)p)->fd >= 0)
+				serve(p);
+		}
+		/* Each connection with work left gets one more budget. */
+		struct link again;
+		link_init(&again);
+		while (linked(&loop.runnable)) {
+			struct link *x = loop.runnable.next;
+			link_remove(x);
+			link_append(&again, x);
+		}
+		while (linked(&again)) {
+			struct conn *c = conn_of(again.next, run);
+			link_remove(&c->run);
+			serve(c);
+		}
+		expire();
+	}
 }
 
 /* ---- startup ---- */
@@ -422,15 +311,43 @@ static void *reclaim_on_signal(void *arg)
 static void usage(const char *prog)
 {
 	fprintf(stderr,
-		"usage: %s [--listen HOST:PORT] [--max-pages N]\n"
-		"  --listen     address to serve on (default 127.0.0.1:0;\n"
-		"               port 0 picks one)\n"
-		"  --max-pages  4 KiB pages held at most (default 65536)\n",
-		prog);
+		"usage: %s --listen HOST:PORT --max-pages N\n"
+		"          --tls-cert FILE --tls-key FILE --lease-key FILE\n"
+		"          [--admin PATH] [--name HOST:PORT]\n"
+		"          [--max-connections N] [--idle-timeout SECONDS]\n"
+		"       %s --insecure [--listen ...] [--max-pages ...] ...\n"
+		"  --listen           address to serve on (default 127.0.0.1:0;\n"
+		"                     port 0 picks one)\n"
+		"  --max-pages        4 KiB pages held at most (default 65536)\n"
+		"  --tls-cert, --tls-key  this server's certificate (chain) and\n"
+		"                     key, PEM, from the cloud's CA\n"
+		"  --lease-key        the service's Ed25519 public key (PEM) that\n"
+		"                     signs lease tokens\n"
+		"  --admin            the operator's Unix socket (STAT, RECLAIM;\n"
+		"                     mode 0600, root only)\n"
+		"  --name             the address lease tokens must name (default:\n"
+		"                     the address listened on)\n"
+		"  --max-connections  clients at once (default 256)\n"
+		"  --idle-timeout     seconds a client may stay idle (default 60)\n"
+		"  --insecure         plaintext, no lease tokens, STAT and RECLAIM\n"
+		"                     from anyone: the pre-#25 protocol, for tests\n",
+		prog, prog);
 	exit(2);
 }
 
-static int open_listener(const char *spec)
+static unsigned long long number(const char *text, unsigned long long max,
+				 const char *prog)
+{
+	char *end;
+	errno = 0;
+	unsigned long long n = strtoull(text, &end, 10);
+	if (errno || *end || n == 0 || n > max)
+		usage(prog);
+	return n;
+}
+
+/* Listen on spec; *name gets HOST:PORT with the port the kernel picked. */
+static int open_listener(const char *spec, char *name, size_t name_len)
 {
 	char host[256];
 	const char *colon = strrchr(spec, ':');
@@ -453,11 +370,12 @@ static int open_listener(const char *spec)
 		fprintf(stderr, "%s: %s\n", spec, gai_strerror(err));
 		return -1;
 	}
-	int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = socket(res->ai_family,
+			SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	int one = 1;
 	if (fd < 0 ||
 	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    bind(fd, res->ai_addr, res->ai_addrlen) || listen(fd, 128)) {
+	    bind(fd, res->ai_addr, res->ai_addrlen) || listen(fd, SOMAXCONN)) {
 		perror(spec);
 		freeaddrinfo(res);
 		if (fd >= 0)
@@ -468,74 +386,208 @@ static int open_listener(const char *spec)
 
 	struct sockaddr_storage addr;
 	socklen_t addr_len = sizeof(addr);
-	char name[NI_MAXHOST], port[NI_MAXSERV];
+	char numeric[NI_MAXHOST], port[NI_MAXSERV];
 	getsockname(fd, (struct sockaddr *)&addr, &addr_len);
-	getnameinfo((struct sockaddr *)&addr, addr_len, name, sizeof(name),
-		    port, sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
-	if (addr.ss_family == AF_INET6)
-		printf("listening on [%s]:%s\n", name, port);
-	else
-		printf("listening on %s:%s\n", name, port);
-	fflush(stdout);
+	getnameinfo((struct sockaddr *)&addr, addr_len, numeric,
+		    sizeof(numeric), port, sizeof(port),
+		    NI_NUMERICHOST | NI_NUMERICSERV);
+	snprintf(name, name_len, addr.ss_family == AF_INET6 ? "[%s]:%s" :
+		 "%s:%s", numeric, port);
 	return fd;
+}
+
+/* The admin socket at path, 0600 from its creation: a stale socket of
+ * an earlier run is replaced, anything else at path is left alone. */
+static int open_admin(const char *path)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	struct stat st;
+	if (strlen(path) >= sizeof(addr.sun_path)) {
+		fprintf(stderr, "%s: too long for a socket path\n", path);
+		return -1;
+	}
+	strcpy(addr.sun_path, path);
+	if (!lstat(path, &st)) {
+		if (!S_ISSOCK(st.st_mode)) {
+			fprintf(stderr, "%s: exists and is not a socket\n",
+				path);
+			return -1;
+		}
+		unlink(path);
+	}
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+			0);
+	mode_t mask = umask(0077);
+	int failed = fd < 0 || bind(fd, (struct sockaddr *)&addr,
+				    sizeof(addr)) || listen(fd, 16);
+	umask(mask);
+	if (failed) {
+		perror(path);
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static SSL_CTX *tls_context(const char *cert, const char *key)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	if (!ctx || !SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) ||
+	    SSL_CTX_use_certificate_chain_file(ctx, cert) != 1 ||
+	    SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1 ||
+	    SSL_CTX_check_private_key(ctx) != 1) {
+		fprintf(stderr, "TLS with %s and %s: ", cert, key);
+		ERR_print_errors_fp(stderr);
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	/* Idle connections give their record buffers back; no session
+	 * cache or tickets to grow: pagers connect rarely. */
+	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS |
+			 SSL_MODE_ENABLE_PARTIAL_WRITE |
+			 SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+	SSL_CTX_set_num_tickets(ctx, 0);
+	return ctx;
+}
+
+/* Enough descriptors for every connection, or say why not. */
+static int reserve_descriptors(uint32_t connections)
+{
+	struct rlimit lim;
+	rlim_t need = (rlim_t)connections + ADMIN_CONNECTIONS + 16;
+	if (getrlimit(RLIMIT_NOFILE, &lim))
+		return -1;
+	if (lim.rlim_cur >= need)
+		return 0;
+	if (lim.rlim_max < need) {
+		fprintf(stderr, "--max-connections %u needs %llu descriptors; "
+			"the limit is %llu\n", connections,
+			(unsigned long long)need,
+			(unsigned long long)lim.rlim_max);
+		return -1;
+	}
+	lim.rlim_cur = need;
+	return setrlimit(RLIMIT_NOFILE, &lim);
+}
+
+static int watch(int fd, void *tag)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = tag };
+	return epoll_ctl(loop.epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
 int main(int argc, char **argv)
 {
-	const char *listen_spec = "127.0.0.1:0";
-	unsigned long long max_pages = 65536;
+	const char *listen_spec = "127.0.0.1:0", *cert = NULL, *key = NULL;
+	const char *lease_key = NULL, *name = NULL;
+	unsigned long long max_pages = 65536, idle_s = 60;
+	int insecure = 0;
+	char listened[NI_MAXHOST + NI_MAXSERV + 4];
 
+	loop.max_connections = 256;
 	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--listen") && i + 1 < argc) {
-			listen_spec = argv[++i];
-		} else if (!strcmp(argv[i], "--max-pages") && i + 1 < argc) {
-			char *end;
-			errno = 0;
-			max_pages = strtoull(argv[++i], &end, 10);
-			if (errno || *end || max_pages == 0 ||
-			    max_pages >= UINT32_MAX)
-				usage(argv[0]);
-		} else {
-			usage(argv[0]);
+		const char *opt = argv[i];
+		if (!strcmp(opt, "--insecure")) {
+			insecure = 1;
+			continue;
 		}
+		if (i + 1 >= argc)
+			usage(argv[0]);
+		const char *arg = argv[++i];
+		if (!strcmp(opt, "--listen"))
+			listen_spec = arg;
+		else if (!strcmp(opt, "--max-pages"))
+			max_pages = number(arg, UINT32_MAX - 1, argv[0]);
+		else if (!strcmp(opt, "--tls-cert"))
+			cert = arg;
+		else if (!strcmp(opt, "--tls-key"))
+			key = arg;
+		else if (!strcmp(opt, "--lease-key"))
+			lease_key = arg;
+		else if (!strcmp(opt, "--admin"))
+			loop.admin_path = arg;
+		else if (!strcmp(opt, "--name"))
+			name = arg;
+		else if (!strcmp(opt, "--max-connections"))
+			loop.max_connections = (uint32_t)number(arg, 1 << 20,
+								argv[0]);
+		else if (!strcmp(opt, "--idle-timeout"))
+			idle_s = number(arg, 1 << 20, argv[0]);
+		else
+			usage(argv[0]);
 	}
+	if (insecure == !!(cert || key || lease_key) ||
+	    (!insecure && !(cert && key && lease_key))) {
+		fprintf(stderr, "%s: give --tls-cert, --tls-key and "
+			"--lease-key, or --insecure for plaintext\n", argv[0]);
+		usage(argv[0]);
+	}
+	loop.idle_ms = idle_s * 1000;
+	loop.hello_ms = loop.idle_ms < HELLO_TIMEOUT_MS ? loop.idle_ms :
+			HELLO_TIMEOUT_MS;
 
+	/* Signals come through the loop: no handler, no other thread. */
 	sigset_t set;
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigprocmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
+
+	uint32_t slots = loop.max_connections + ADMIN_CONNECTIONS;
+	loop.conns = calloc(slots, sizeof(*loop.conns));
+	loop.free_conns = calloc(slots, sizeof(*loop.free_conns));
+	if (!loop.conns || !loop.free_conns ||
+	    reserve_descriptors(loop.max_connections))
+		return 1;
+	for (uint32_t i = 0; i < slots; i++) {
+		loop.conns[i].fd = -1;
+		loop.free_conns[loop.nfree++] = &loop.conns[slots - 1 - i];
+	}
+	link_init(&loop.pending);
+	link_init(&loop.idle);
+	link_init(&loop.runnable);
 
 	if (store_init((uint32_t)max_pages)) {
 		fprintf(stderr, "cannot reserve %llu pages\n", max_pages);
 		return 1;
 	}
-	int listener = open_listener(listen_spec);
-	if (listener < 0)
+	if (insecure) {
+		server.shared_account = store_open_shared_account();
+	} else {
+		server.tls = tls_context(cert, key);
+		server.lease_key = lease_key_load(lease_key);
+		if (!server.lease_key)
+			fprintf(stderr, "%s: not an Ed25519 public key (PEM)\n",
+				lease_key);
+		if (!server.tls || !server.lease_key)
+			return 1;
+	}
+	loop.listener = open_listener(listen_spec, listened, sizeof(listened));
+	if (loop.listener < 0)
 		return 1;
-
-	pthread_t tid;
-	pthread_attr_t detached;
-	pthread_attr_init(&detached);
-	pthread_attr_setdetachstate(&detached, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&tid, &detached, reclaim_on_signal, &set)) {
-		fprintf(stderr, "cannot start the signal thread\n");
+	server.name = name ? name : listened;
+	if (loop.admin_path) {
+		loop.admin_listener = open_admin(loop.admin_path);
+		if (loop.admin_listener < 0)
+			return 1;
+	}
+	loop.signals = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	loop.epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (loop.signals < 0 || loop.epfd < 0 ||
+	    watch(loop.listener, &tag_listener) ||
+	    watch(loop.signals, &tag_signals) ||
+	    (loop.admin_path && watch(loop.admin_listener, &tag_admin))) {
+		perror("epoll");
 		return 1;
 	}
-
-	for (;;) {
-		int fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno != EINTR && errno != ECONNABORTED)
-				perror("accept");
-			if (errno == EMFILE || errno == ENFILE)
-				sleep(1);
-			continue;
-		}
-		int one = 1;
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		if (pthread_create(&tid, &detached, serve_client,
-				   (void *)(intptr_t)fd))
-			close(fd);
-	}
+	printf("listening on %s\n", listened);
+	fflush(stdout);
+	if (insecure)
+		fprintf(stderr, "--insecure: plaintext, no lease tokens, "
+			"STAT and RECLAIM from anyone\n");
+	run_loop();
 }
