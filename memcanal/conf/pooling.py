@@ -44,6 +44,12 @@ pooling_opts = [
                     '(hypervisor-patches/memserver), which its agent '
                     'registers with the service to lend its idle memory. '
                     'Unset: the host lends nothing.'),
+    cfg.StrOpt('memserver_admin_socket',
+               default='/run/memcanal/memserver.admin',
+               help='The admin Unix socket of this host\'s '
+                    'memcanal-memserver (its --admin): the agent asks it '
+                    'what the server holds (STAT) to register it. Only '
+                    'root may use it; no network client can.'),
 ]
 
 

@@ -194,13 +194,15 @@ MEMSERVER_SOURCE = os.path.join(os.path.dirname(__file__), '..', '..', '..',
                                 'hypervisor-patches', 'memserver')
 
 
-def start_memserver(max_pages):
+def start_memserver(max_pages, *options):
     """(process, (host, port)) of a freshly built memcanal-memserver on a
-    port it picks; the caller stops it."""
+    port it picks, with ``options`` (default --insecure: the plaintext
+    protocol of tcp: stores); the caller stops it."""
     subprocess.run(['make', '-s', '-C', MEMSERVER_SOURCE], check=True)
     process = subprocess.Popen(
         [os.path.join(MEMSERVER_SOURCE, 'memcanal-memserver'), '--listen',
-         '127.0.0.1:0', '--max-pages', str(max_pages)],
+         '127.0.0.1:0', '--max-pages', str(max_pages)]
+        + list(options or ['--insecure']),
         stdout=subprocess.PIPE, text=True)
     first_line = process.stdout.readline().split()
     assert first_line[:2] == ['listening', 'on'], first_line
