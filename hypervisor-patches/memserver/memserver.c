@@ -417,7 +417,7 @@ static int open_admin(const char *path)
 	}
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
 			0);
-	mode_t mask = umask(0077);
+	mode_t mask = umask(0177);
 	int failed = fd < 0 || bind(fd, (struct sockaddr *)&addr,
 				    sizeof(addr)) || listen(fd, 16);
 	umask(mask);
