@@ -23,6 +23,25 @@ class InstanceNotFound(NotFound):
     msg_fmt = 'Instance %(uuid)s could not be found.'
 
 
+class MemoryServerNotFound(NotFound):
+    msg_fmt = 'Memory server %(uuid)s could not be found.'
+
+
+class HostKeyMismatch(MemcanalException):
+    """A registration signed by another key than the one the host's
+    agent first registered with (memcanal.rpc.signing)."""
+
+    msg_fmt = ('Host %(host)s is registered with another key; if the host '
+               'was rebuilt, run memcanal-manage host forget-key %(host)s.')
+
+
+class MessageRefused(MemcanalException):
+    """An RPC call the service refused: not signed by the key of the
+    host it is from, or about another host (memcanal.rpc.signing)."""
+
+    msg_fmt = 'The memcanal service refused the message: %(reason)s'
+
+
 class MarkerNotFound(NotFound):
     msg_fmt = 'Marker %(marker)s could not be found.'
 
@@ -70,6 +89,13 @@ class DecisionSuperseded(MemcanalException):
 
     msg_fmt = ('Decision %(uuid)s was superseded by decision %(newer)s '
                '(%(newer_state)s); roll that one back first.')
+
+
+class DecisionOfAnotherHost(MemcanalException):
+    """An agent answering for actions the service sent to another host."""
+
+    msg_fmt = ('Host %(host)s answered for decision %(uuid)s, whose '
+               'actions were not sent to it.')
 
 
 class HostBusy(MemcanalException):

@@ -41,7 +41,8 @@ Result = upgradecheck.Result
 _DECISIONS = sa.table('decisions', sa.column('state'),
                       sa.column('created_at', sa.DateTime),
                       sa.column('updated_at', sa.DateTime))
-_MEMORY_SERVERS = sa.table('memory_servers', sa.column('id'))
+_MEMORY_SERVERS = sa.table('memory_servers', sa.column('id'),
+                           sa.column('enabled', sa.Boolean))
 _HOSTS = sa.table('hosts', sa.column('name'),
                   sa.column('last_heartbeat_at', sa.DateTime),
                   sa.column('report_interval', sa.Float))
@@ -130,11 +131,13 @@ class UpgradeCommands(upgradecheck.UpgradeCommands):
                                     'the rules.' % ', '.join(unknown))
 
     def _check_pooling_servers(self):
-        """With ``[pooling] enabled``, some memory server is registered.
+        """With ``[pooling] enabled``, some memory server is registered
+        and enabled.
 
         The pooling planner only pages VMs out to memory servers their
         hosts' agents registered ([pooling] memserver_address on the
-        compute hosts); without any it plans nothing, silently.
+        compute hosts) and an operator enabled; without any it plans
+        nothing, silently.
         """
         if not CONF.pooling.enabled:
             return Result(Code.SUCCESS, 'Pooling is off.')
@@ -142,11 +145,19 @@ class UpgradeCommands(upgradecheck.UpgradeCommands):
         if unchecked:
             return unchecked
         with _connection() as connection:
-            servers = connection.execute(sa.select(
-                sa.func.count()).select_from(_MEMORY_SERVERS)).scalar_one()
+            servers, enabled = connection.execute(sa.select(
+                sa.func.count(), sa.func.count(sa.case(
+                    (_MEMORY_SERVERS.c.enabled, 1)))).select_from(
+                        _MEMORY_SERVERS)).one()
+        if enabled:
+            return Result(Code.SUCCESS, '%d memory servers registered, %d '
+                                        'enabled.' % (servers, enabled))
         if servers:
-            return Result(Code.SUCCESS,
-                          '%d memory servers registered.' % servers)
+            return Result(Code.WARNING, '%d memory servers registered, none '
+                                        'enabled, so nothing is pooled: '
+                                        'enable those you trust (openstack '
+                                        'memcanal memory server set '
+                                        '--enable).' % servers)
         return Result(Code.WARNING, '[pooling] enabled is set but no memory '
                                     'server is registered, so nothing is '
                                     'pooled: set [pooling] '

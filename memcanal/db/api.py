@@ -12,6 +12,7 @@ import json
 from oslo_db import api as oslo_db_api
 from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import enginefacade
+from oslo_log import log as logging
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import orjson
@@ -21,12 +22,14 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects import sqlite
 
 from memcanal import conf as memcanal_conf
-from memcanal import exception
+from memcanal.db import claims
 from memcanal.db import models
+from memcanal import exception
 from memcanal.estimation import packed_curve
 from memcanal.policy import demand
 from memcanal.policy import guardrails
 
+LOG = logging.getLogger(__name__)
 context_manager = enginefacade.transaction_context()
 
 
@@ -200,27 +203,67 @@ def _report_dict(report):
 @retry_on_conflict
 @context_manager.writer
 def register_host(context, name, memory_total_bytes, memory_reserved_bytes,
-                  report_interval=None):
+                  report_interval=None, public_key=None):
     """Create or refresh the host called ``name``; its registration is a
     heartbeat.
 
+    ``public_key`` (memcanal.rpc.signing.public_text) is the key the
+    agent signed the registration with: a new host, or one without a key
+    yet, is pinned to it; a host pinned to another key raises
+    HostKeyMismatch, and nothing of it changes. (Only callers inside the
+    service, which speak for no agent, pass None.)
+
     Returns the host's uuid and the highest report sequence stored for it,
-    so a restarted agent continues numbering after what was stored.
+    so a restarted agent continues numbering after what was stored, and
+    whether this registration pinned its key.
     """
     now = timeutils.utcnow()
     host = context.session.execute(
         sa.select(models.Host).where(models.Host.name == name)
-    ).scalar_one_or_none()
+        .with_for_update()).scalar_one_or_none()
     if host is None:
         host = models.Host(uuid=uuidutils.generate_uuid(), name=name,
                            last_sequence=0)
         context.session.add(host)
+    if public_key is not None and host.public_key not in (None,
+                                                          public_key):
+        raise exception.HostKeyMismatch(host=name)
+    pinned = public_key is not None and host.public_key is None
+    if pinned:
+        host.public_key = public_key
     host.memory_total_bytes = memory_total_bytes
     host.memory_reserved_bytes = memory_reserved_bytes
     host.report_interval = report_interval
     host.last_heartbeat_at = now
     context.session.flush()
-    return {'uuid': host.uuid, 'last_sequence': host.last_sequence}
+    return {'uuid': host.uuid, 'last_sequence': host.last_sequence,
+            'pinned': pinned}
+
+
+@context_manager.reader
+def host_identity(context, name):
+    """The id, uuid, name and pinned public_key (None: none yet) of the
+    host called ``name``, or None: what the service checks an agent's
+    signature with."""
+    row = context.session.execute(
+        sa.select(models.Host.id, models.Host.uuid, models.Host.name,
+                  models.Host.public_key).where(models.Host.name == name)
+    ).first()
+    return row._asdict() if row is not None else None
+
+
+@retry_on_conflict
+@context_manager.writer
+def forget_host_key(context, name):
+    """Unpin the host's key, so that its next registration pins a new one
+    (a rebuilt host); returns the key forgotten (None if it had none)."""
+    host = context.session.execute(
+        sa.select(models.Host).where(models.Host.name == name)
+        .with_for_update()).scalar_one_or_none()
+    if host is None:
+        raise exception.HostNotFound(host=name)
+    forgotten, host.public_key = host.public_key, None
+    return forgotten
 
 
 _HOSTS = models.Host.__table__
@@ -410,7 +453,14 @@ def _insert_returning_ids(connection, statement, rows, key):
 
 def _insert_reports(connection, fresh, now):
     """Every row of the reports in ``fresh`` ((host id, report) pairs)
-    but their hosts', a few multi-row INSERTs per table for all."""
+    but their hosts', a few multi-row INSERTs per table for all; the
+    entries left out (memcanal.db.claims), {(host id, uuid): code}."""
+    left_out = claims.left_out(connection, fresh, host_state)
+    if left_out:
+        fresh = [(host_id, dict(report, instances=[
+            sample for sample in report['instances']
+            if (host_id, sample['uuid']) not in left_out]))
+            for host_id, report in fresh]
     report_ids = _insert_returning_ids(connection, _insert(
         connection, _HOST_REPORTS), [
         {'host_id': host_id, 'sequence': report['sequence'],
@@ -434,7 +484,7 @@ def _insert_reports(connection, fresh, now):
                for report_id, (_host_id, report) in zip(report_ids, fresh)
                for sample in report['instances']]
     if not samples:  # Reports of hosts without VMs.
-        return
+        return left_out
     instance_ids = _upsert_instances(connection, latest, now)
     connection.execute(_insert(
         connection, _INSTANCE_REPORTS,
@@ -449,6 +499,7 @@ def _insert_reports(connection, fresh, now):
          'wss': _dumps(sample.get('wss', {})),
          'mrc': _dumps(sample.get('mrc', {}))}
         for report_id, report, sample in samples])
+    return left_out
 
 
 def _update_hosts(connection, hosts, fresh, now):
@@ -477,23 +528,47 @@ def _update_hosts(connection, hosts, fresh, now):
 
 
 def _register_memservers(connection, fresh, now):
-    """Each memory server the reports of ``fresh`` register: created, or
-    its address and capacity and what it holds updated; a host's latest
+    """Each memory server the reports of ``fresh`` register: created
+    (disabled: it lends nothing until an operator enables it), or its
+    address and capacity and what it holds updated; a host's latest
     report of the batch wins. A report without one changes nothing (a
-    lease outlives a report that missed the server)."""
+    lease outlives a report that missed the server).
+
+    Capacity is taken as reported: it is the host's own memory, and
+    pooling never lends past it. A new address disables the server
+    again: the operator enabled lending to the server there, which the
+    pagers' TLS and lease tokens name; the address is logged.
+    """
     latest = {host_id: report['memserver'] for host_id, report in fresh
               if report.get('memserver')}
+    if not latest:
+        return
+    known = {row.host_id: row for row in connection.execute(
+        sa.select(_MEMORY_SERVERS.c.host_id, _MEMORY_SERVERS.c.address,
+                  _MEMORY_SERVERS.c.enabled)
+        .where(_MEMORY_SERVERS.c.host_id.in_(sorted(latest))))}
     for host_id, server in sorted(latest.items()):
         values = {'address': server['address'],
                   'capacity_bytes': server['capacity_bytes'],
                   'used_bytes': server.get('used_bytes', 0)}
-        updated = connection.execute(
+        row = known.get(host_id)
+        if row is None:
+            connection.execute(sa.insert(_MEMORY_SERVERS).values(
+                host_id=host_id, uuid=uuidutils.generate_uuid(),
+                enabled=False, created_at=now, **values))
+            LOG.info('Memory server %s of host %d registered, disabled '
+                     'until an operator enables it', server['address'],
+                     host_id)
+            continue
+        if row.address != server['address'] and row.enabled:
+            values['enabled'] = False
+            LOG.warning('Memory server of host %d moved from %s to %s; '
+                        'disabled until an operator enables it again',
+                        host_id, row.address, server['address'])
+        connection.execute(
             sa.update(_MEMORY_SERVERS)
             .where(_MEMORY_SERVERS.c.host_id == host_id)
-            .values(updated_at=now, **values)).rowcount
-        if not updated:
-            connection.execute(sa.insert(_MEMORY_SERVERS).values(
-                host_id=host_id, created_at=now, **values))
+            .values(updated_at=now, **values))
 
 
 def _store_reports(connection, reports):
@@ -515,11 +590,30 @@ def _store_reports(connection, reports):
             fresh.append((host.id, report))
     if fresh:
         now = timeutils.utcnow()
-        _insert_reports(connection, fresh, now)
+        left_out = _insert_reports(connection, fresh, now)
         _update_hosts(connection, {host.id: host for host in hosts.values()},
                       fresh, now)
         _register_memservers(connection, fresh, now)
+        for index, report in enumerate(reports):
+            if outcomes[index] is not True:
+                continue
+            host_id = hosts[report['host_uuid']].id
+            ours = {sample['uuid']: left_out[host_id, sample['uuid']]
+                    for sample in report['instances']
+                    if (host_id, sample['uuid']) in left_out}
+            if ours:
+                outcomes[index] = ours
     return outcomes
+
+
+def held_elsewhere(context, host_id, report):
+    """Uuids of the instances of ``report`` (validated, of the host
+    ``host_id``) that another host still holds (claims.ELSEWHERE): the
+    service may ask nova where they run before storing it."""
+    with context_manager.reader.connection.using(context) as connection:
+        return sorted(uuid for (_host, uuid), code in claims.left_out(
+            connection, [(host_id, report)], host_state).items()
+            if code == claims.ELSEWHERE)
 
 
 @retry_on_conflict
@@ -527,9 +621,11 @@ def store_reports(context, reports):
     """Store validated reports in one transaction: all of them, or none.
 
     Returns, for each report in order, what store_report would: True
-    (stored), False ((host, sequence) was stored before, or earlier in
-    ``reports``: a redelivered message) or, instead of raising it, a
-    HostNotFound (its host never registered; nothing of it is stored).
+    (stored whole), {instance uuid: code} (stored but for the entries its
+    host may not describe, memcanal.db.claims), False ((host, sequence)
+    was stored before, or earlier in ``reports``: a redelivered message)
+    or, instead of raising it, a HostNotFound (its host never registered;
+    nothing of it is stored).
     A database error stores none of them; the caller may then store them
     one by one, so one bad report does not sink the others. Plain Core
     statements carrying many reports' rows each: the ORM's unit of work
@@ -542,9 +638,10 @@ def store_reports(context, reports):
 def store_report(context, report):
     """Store a validated report whole, or not at all.
 
-    Returns False when (host, sequence) is already stored, which is how a
-    redelivered message is told apart from a new one; raises HostNotFound
-    for a host that never registered.
+    Returns True, or {instance uuid: code} of the entries left out
+    (memcanal.db.claims), once stored; False when (host, sequence) is
+    already stored, which is how a redelivered message is told apart from
+    a new one; raises HostNotFound for a host that never registered.
     """
     try:
         outcome, = store_reports(context, [report])

@@ -70,6 +70,9 @@ FORWARD_ACTIONS = {
     'pooling': 'page',
 }
 OPEN_ACTION_STATES = ('pending', 'sent')
+# A page action's store on a memory server: TLS, and a lease token for
+# the server (memcanal.service.lease_tokens).
+TLS_STORE = 'tls:'
 # Decisions whose actions changed, or are changing, some VM's target: a
 # decision older than one of these may no longer be rolled back.
 CHANGED_TARGETS = ('approved', 'applied', 'failed', 'rolling_back',
@@ -407,7 +410,7 @@ def _paging_params(session, instance, resident_bytes, lender, lent_bytes):
     server = None
     if lender is not None:
         server = pooling_db.server_on(session, lender.id)
-        if server is None:
+        if server is None or not server.enabled:
             return None
         held = lease.lent_bytes if lease and (
             lease.memory_server_id == server.id) else 0
@@ -421,10 +424,10 @@ def _paging_params(session, instance, resident_bytes, lender, lent_bytes):
                                    lease.memory_server_id) if lease else None)
     return {'target_bytes': min(resident_bytes, memory),
             'previous_bytes': resident, 'mechanism': 'paging',
-            'stores': ['tcp:' + server.address] if server else [],
+            'stores': [TLS_STORE + server.address] if server else [],
             'memory_server_id': server.id if server else None,
             'lent_bytes': lent_bytes if server else 0,
-            'previous_stores': ['tcp:' + previous_server.address]
+            'previous_stores': [TLS_STORE + previous_server.address]
             if previous_server else [],
             'previous_memory_server_id': previous_server.id
             if previous_server else None,
@@ -682,13 +685,16 @@ def _batches(session, *conditions):
 def _batch_action(action, instance_uuid):
     """What the executor of an action is sent: a memory target's size
     and mechanism (as agents have always been sent them, with the stores
-    of a paging one), or the parameters of another kind."""
+    of a paging one and the bytes it may keep there, which its lease
+    tokens carry: memcanal.service.actions), or the parameters of another
+    kind."""
     sent = {'uuid': action.uuid, 'instance_uuid': instance_uuid}
     if 'target_bytes' in action.params:
         sent.update(target_bytes=action.params['target_bytes'],
                     mechanism=action.params['mechanism'])
         if 'stores' in action.params:
-            sent['stores'] = action.params['stores']
+            sent.update(stores=action.params['stores'],
+                        lent_bytes=action.params['lent_bytes'])
     else:
         sent.update(action.params, kind=action.kind)
     return sent
@@ -767,18 +773,37 @@ def _apply_result(session, action, result, now):
     instance.target_changed_at = now
 
 
+def _check_answerer(session, decision, results, agent):
+    """DecisionOfAnotherHost unless every action ``results`` name was
+    cast to ``agent``: a migration's to the host it moves the VM from,
+    every other to the decision's host."""
+    host = session.get(models.Host, decision.host_id)
+    uuids = [result['uuid'] for result in results]
+    for action in session.execute(sa.select(models.Action).where(
+            models.Action.decision_id == decision.id,
+            models.Action.uuid.in_(uuids))).scalars():
+        if action.params.get('source_host', host.name) != agent:
+            raise exception.DecisionOfAnotherHost(uuid=decision.uuid,
+                                                  host=agent)
+
+
 @db_api.retry_on_conflict
 @db_api.context_manager.writer
-def record_results(context, decision_uuid, results):
+def record_results(context, decision_uuid, results, agent=None):
     """Store what the agent did with a decision's actions and move the
     decision on once none is left open.
 
     ``results`` are dicts of uuid, state (applied, failed or skipped),
     error and result. Results of actions no longer open (a redelivered
-    message) are ignored, so recording twice changes nothing.
+    message) are ignored, so recording twice changes nothing. ``agent``
+    is the name of the host whose agent answers (None: the service
+    itself, for what it carried out); an agent answers only for actions
+    cast to it (DecisionOfAnotherHost, recording nothing).
     """
     session = context.session
     decision, host_uuid = _get(session, decision_uuid, for_update=True)
+    if agent is not None:
+        _check_answerer(session, decision, results, agent)
     if decision.state not in IN_FLIGHT:
         return _decision_dict(session, decision, host_uuid)
     by_uuid = {result['uuid']: result for result in results}

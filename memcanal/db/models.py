@@ -59,6 +59,11 @@ class Host(TimestampMixin, Base):
     availability_zone = sa.Column(sa.String(255), nullable=True)
     # The MEMORY_MB allocation ratio memcanal last set in placement.
     allocation_ratio = sa.Column(sa.Float, nullable=True)
+    # The Ed25519 public key (base64 of its raw bytes) the host's agent
+    # first registered with: the service takes only messages of the host
+    # signed by it. None until a registration pins one (a host from
+    # before keys, or one an operator had forget its key).
+    public_key = sa.Column(sa.String(64), nullable=True)
 
 
 class Instance(TimestampMixin, Base):
@@ -114,14 +119,17 @@ class Instance(TimestampMixin, Base):
 
 class MemoryServer(TimestampMixin, Base):
     """A memcanal-memserver, lending a host's idle memory to pagers on
-    other hosts; its host's agent registers it with every report."""
+    other hosts; its host's agent registers it with every report, and it
+    lends nothing until an operator enables it."""
 
     __tablename__ = 'memory_servers'
     __table_args__ = (
         sa.UniqueConstraint('host_id', name='uniq_memory_servers0host_id'),
+        sa.UniqueConstraint('uuid', name='uniq_memory_servers0uuid'),
     )
 
     id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    uuid = sa.Column(sa.String(36), nullable=False)
     host_id = sa.Column(sa.Integer, sa.ForeignKey('hosts.id'),
                         nullable=False)
     # HOST:PORT where pagers reach it.
@@ -129,6 +137,10 @@ class MemoryServer(TimestampMixin, Base):
     capacity_bytes = sa.Column(sa.BigInteger, nullable=False)
     # What it holds now, by its own count (reported, never decided).
     used_bytes = sa.Column(sa.BigInteger, nullable=False, default=0)
+    # Whether pooling may lend from it: set only by an operator (PATCH
+    # /memory_servers/{uuid}); a new server, or one whose address
+    # changed, is disabled.
+    enabled = sa.Column(sa.Boolean, nullable=False, default=False)
 
 
 class MemoryLease(Base):

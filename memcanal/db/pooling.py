@@ -2,14 +2,17 @@
 memory each lends to the VMs of other hosts.
 
 Agents register their host's memory server with every report
-(memcanal.db.api stores it); leases are made and ended only by pooling
-decisions (memcanal.db.decisions), under the locks of both hosts.
+(memcanal.db.api stores it), disabled until an operator enables it;
+leases are made and ended only by pooling decisions
+(memcanal.db.decisions), under the locks of both hosts, and only on
+enabled servers.
 """
 
 import sqlalchemy as sa
 
 from memcanal.db import api as db_api
 from memcanal.db import models
+from memcanal import exception
 
 
 def _lease_dict(lease, borrower_uuid, borrower_name):
@@ -35,35 +38,63 @@ def _leases_by_server(session):
     return leases
 
 
+def _server_dict(server, host, leases):
+    lent = sum(lease['lent_bytes'] for lease in leases)
+    return {
+        'id': server.id,
+        'uuid': server.uuid,
+        'host_uuid': host.uuid,
+        'host_name': host.name,
+        'host_state': db_api.host_state(host.last_heartbeat_at,
+                                        host.report_interval),
+        'address': server.address,
+        'enabled': server.enabled,
+        'capacity_bytes': server.capacity_bytes,
+        'used_bytes': server.used_bytes,
+        'lent_bytes': lent,
+        # What pooling may still lend from it: nothing while disabled.
+        'free_bytes': max(server.capacity_bytes - lent, 0)
+        if server.enabled else 0,
+        'leases': leases,
+        'created_at': server.created_at,
+        'updated_at': server.updated_at,
+    }
+
+
+def _servers(session, *conditions):
+    leases = _leases_by_server(session)
+    return [_server_dict(server, host, leases.get(server.id, []))
+            for server, host in session.execute(
+                sa.select(models.MemoryServer, models.Host)
+                .join(models.Host,
+                      models.Host.id == models.MemoryServer.host_id)
+                .where(*conditions).order_by(models.Host.name))]
+
+
 @db_api.context_manager.reader
 def list_memory_servers(context):
-    """Every memory server with its host, its capacity, what it holds,
-    what it lends (``lent_bytes``, ``free_bytes``: capacity less lent)
-    and to whom (``leases``)."""
-    session = context.session
-    leases = _leases_by_server(session)
-    servers = []
-    for server, host in session.execute(
-            sa.select(models.MemoryServer, models.Host)
-            .join(models.Host, models.Host.id == models.MemoryServer.host_id)
-            .order_by(models.Host.name)):
-        lent = sum(lease['lent_bytes'] for lease in leases.get(server.id, []))
-        servers.append({
-            'id': server.id,
-            'host_uuid': host.uuid,
-            'host_name': host.name,
-            'host_state': db_api.host_state(host.last_heartbeat_at,
-                                            host.report_interval),
-            'address': server.address,
-            'capacity_bytes': server.capacity_bytes,
-            'used_bytes': server.used_bytes,
-            'lent_bytes': lent,
-            'free_bytes': max(server.capacity_bytes - lent, 0),
-            'leases': leases.get(server.id, []),
-            'created_at': server.created_at,
-            'updated_at': server.updated_at,
-        })
-    return servers
+    """Every memory server with its host, whether an operator enabled
+    it, its capacity, what it holds, what it lends (``lent_bytes``,
+    ``free_bytes``: what it may still lend, its capacity less what it
+    lends, 0 while disabled) and to whom (``leases``)."""
+    return _servers(context.session)
+
+
+@db_api.retry_on_conflict
+@db_api.context_manager.writer
+def set_enabled(context, server_uuid, enabled):
+    """Let pooling lend from the memory server, or stop it (its leases
+    stay until their VMs are taken back); returns the server as
+    list_memory_servers shows it."""
+    updated = context.session.execute(
+        sa.update(models.MemoryServer)
+        .where(models.MemoryServer.uuid == server_uuid)
+        .values(enabled=enabled)).rowcount
+    if not updated:
+        raise exception.MemoryServerNotFound(uuid=server_uuid)
+    [server] = _servers(context.session,
+                        models.MemoryServer.uuid == server_uuid)
+    return server
 
 
 def lease_of(session, instance_uuid):

@@ -132,15 +132,20 @@ def test_pooling_without_a_memory_server_warns(synced):
     assert 'memserver_address' in result.details
 
 
-def test_pooling_with_a_memory_server_succeeds(synced):
+@pytest.mark.parametrize('enabled, code, details', [
+    (True, Code.SUCCESS, '1 memory servers registered, 1 enabled.'),
+    (False, Code.WARNING, '1 memory servers registered, none enabled, so '
+     'nothing is pooled: enable those you trust (openstack memcanal memory '
+     'server set --enable).')])
+def test_pooling_with_a_memory_server_needs_it_enabled(synced, enabled,
+                                                       code, details):
     CONF.set_override('enabled', True, 'pooling')
     synced.execute(sa.insert(models.MemoryServer).values(
         host_id=add_host(synced), address='10.0.0.1:7001',
-        capacity_bytes=2 ** 30))
+        uuid='server-1', enabled=enabled, capacity_bytes=2 ** 30))
     synced.commit()
     result = check('Pooling memory servers')
-    assert (result.code, result.details) == (
-        Code.SUCCESS, '1 memory servers registered.')
+    assert (result.code, result.details) == (code, details)
 
 
 def test_hosts_up_succeed(synced):

@@ -53,7 +53,8 @@ def test_register_creates_then_refreshes(ctx):
     assert first['last_sequence'] == 0
     db_api.store_report(ctx, report(first['uuid'], 7))
     again = db_api.register_host(ctx, 'compute-1', 32 * GIB, 0)
-    assert again == {'uuid': first['uuid'], 'last_sequence': 7}
+    assert again == {'uuid': first['uuid'], 'last_sequence': 7,
+                     'pinned': False}
     host = db_api.get_host(ctx, first['uuid'])
     assert (host['memory_total_bytes'], host['memory_reserved_bytes'],
             host['state']) == (32 * GIB, 0, 'up')
@@ -152,12 +153,13 @@ def test_failing_report_stores_nothing(ctx):
     check_failing_report_stores_nothing(ctx)
 
 
-def test_instance_moves_with_its_reports(ctx):
+def test_instance_moves_with_its_reports_once_its_host_lets_it_go(ctx):
     host_1, host_2 = register(ctx, 'compute-1'), register(ctx, 'compute-2')
     db_api.store_report(ctx, report(host_1, 1))
-    db_api.store_report(ctx, report(host_2, 1))
+    db_api.store_report(ctx, report(host_1, 2, sample(VM_2, 2)))
+    assert db_api.store_report(ctx, report(host_2, 1)) is True
     assert db_api.get_instance(ctx, VM_1)['host_uuid'] == host_2
-    assert [h['instance_count'] for h in db_api.list_hosts(ctx)] == [0, 1]
+    assert [h['instance_count'] for h in db_api.list_hosts(ctx)] == [1, 1]
 
 
 def test_list_instances_filters_and_pages(ctx):

@@ -64,15 +64,14 @@ def test_an_instance_in_several_reports_of_a_batch_ends_as_the_last_says(
             target_bytes=4 * GIB, deleted_at=sa.func.now()))
     first = dict(cases.sample(cases.VM_1, 2), observed_bytes=5 * GIB)
     last = dict(cases.sample(cases.VM_1, 3), observed_bytes=6 * GIB,
-                allocated_bytes=16 * GIB, project_id='p2')
+                allocated_bytes=16 * GIB)
     assert db_api.store_reports(ctx, [cases.report(host, 2, first),
                                       cases.report(host, 3, last)]) == [
         True, True]
     instance = db_api.get_instance(ctx, cases.VM_1)
     assert (instance['observed_bytes'], instance['allocated_bytes'],
-            instance['project_id'], instance['target_bytes'],
-            instance['deleted_at']) == (6 * GIB, 16 * GIB, 'p2', 4 * GIB,
-                                        None)
+            instance['target_bytes'], instance['deleted_at']) == (
+        6 * GIB, 16 * GIB, 4 * GIB, None)
 
 
 def test_a_failing_report_stores_none_of_its_batch(ctx):

@@ -31,10 +31,17 @@ def lender_report(host_uuid, sequence, capacity=16 * GIB, used=0):
         max_instances=10)
 
 
+def enable_servers(ctx):
+    for server in pooling_db.list_memory_servers(ctx):
+        pooling_db.set_enabled(ctx, server['uuid'], True)
+
+
 @pytest.fixture
 def lender(ctx):
+    """host-2, whose memory server an operator enabled."""
     uuid = db_api.register_host(ctx, 'host-2', 64 * GIB, 0, 60.0)['uuid']
     db_api.store_report(ctx, lender_report(uuid, 1))
+    enable_servers(ctx)
     return uuid
 
 
@@ -44,14 +51,45 @@ def page(ctx, lender, resident=2 * GIB, lent=6 * GIB, mode='auto',
         ctx, instance, resident, lender, lent, 'pooling', mode, {}, {})
 
 
-def test_reports_register_and_update_the_memory_server(ctx, lender):
+def test_a_new_memory_server_lends_nothing_until_enabled(ctx, host):
+    lender = db_api.register_host(ctx, 'host-2', 64 * GIB, 0, 60.0)['uuid']
+    db_api.store_report(ctx, lender_report(lender, 1))
     [server] = pooling_db.list_memory_servers(ctx)
     assert (server['host_name'], server['address'], server['capacity_bytes'],
-            server['lent_bytes'], server['free_bytes'], server['leases']) == (
-        'host-2', ADDRESS, 16 * GIB, 0, 16 * GIB, [])
+            server['enabled'], server['lent_bytes'], server['free_bytes'],
+            server['leases']) == (
+        'host-2', ADDRESS, 16 * GIB, False, 0, 0, [])
+    assert page(ctx, lender) is None
+    enabled = pooling_db.set_enabled(ctx, server['uuid'], True)
+    assert (enabled['uuid'], enabled['enabled'], enabled['free_bytes']) == (
+        server['uuid'], True, 16 * GIB)
+    assert page(ctx, lender) is not None
+    with pytest.raises(exception.MemoryServerNotFound):
+        pooling_db.set_enabled(ctx, stored.VM_1, True)
+
+
+def test_reports_update_the_memory_server_a_new_address_disables(ctx,
+                                                                 lender):
     db_api.store_report(ctx, lender_report(lender, 2, 8 * GIB, GIB))
     [server] = pooling_db.list_memory_servers(ctx)
-    assert (server['capacity_bytes'], server['used_bytes']) == (8 * GIB, GIB)
+    assert (server['capacity_bytes'], server['used_bytes'],
+            server['enabled']) == (8 * GIB, GIB, True)
+    moved = lender_report(lender, 3)
+    moved['memserver']['address'] = '10.0.0.9:7400'
+    db_api.store_report(ctx, moved)
+    [server] = pooling_db.list_memory_servers(ctx)
+    assert (server['address'], server['enabled'], server['free_bytes']) == (
+        '10.0.0.9:7400', False, 0)
+
+
+def test_disabling_stops_lending_and_keeps_leases(ctx, host, lender):
+    cross.answer(ctx, page(ctx, lender))
+    [server] = pooling_db.list_memory_servers(ctx)
+    disabled = pooling_db.set_enabled(ctx, server['uuid'], False)
+    assert (disabled['enabled'], disabled['lent_bytes'],
+            disabled['free_bytes'], len(disabled['leases'])) == (
+        False, 6 * GIB, 0, 1)
+    assert page(ctx, lender, resident=GIB, lent=7 * GIB) is None
 
 
 def test_a_report_without_a_memory_server_keeps_it(ctx, lender):
@@ -68,8 +106,8 @@ def test_paging_locks_both_hosts_and_lends_once_applied(ctx, host, lender):
     [batch] = decisions_db.actions_to_send(ctx)
     [action] = batch['actions']
     assert (batch['host'], action['target_bytes'], action['mechanism'],
-            action['stores']) == ('compute-1', 2 * GIB, 'paging',
-                                  ['tcp:' + ADDRESS])
+            action['stores'], action['lent_bytes']) == (
+        'compute-1', 2 * GIB, 'paging', ['tls:' + ADDRESS], 6 * GIB)
     # Nothing is lent before the agent says the pages went out.
     assert pooling_db.list_memory_servers(ctx)[0]['lent_bytes'] == 0
     assert cross.answer(ctx, decision)['state'] == 'applied'

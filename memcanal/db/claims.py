@@ -1,0 +1,108 @@
+"""Which of a report's instances its host may describe.
+
+An agent speaks for its own host alone. Its report creates the instances
+it is the first to name and updates those already on its host; an
+instance memcanal has on another host moves to the reporting one only
+once that host has let it go: its newest stored report omits it, or it
+is down, or nova says the VM runs on the reporting host (a live
+migration shows the VM on both hosts until it ends; nova knows which
+runs it). A report never changes an instance's project: nova never does.
+Entries that break these rules are left out of the stored report, each
+with one of the stable codes below; the rest of it is stored.
+"""
+
+import sqlalchemy as sa
+
+from memcanal.db import models
+
+# The instance is on another host, which still lists it and is up.
+ELSEWHERE = 'report.instance_elsewhere'
+# The report names another project than the instance's.
+PROJECT_CHANGED = 'report.project_changed'
+
+_INSTANCES = models.Instance.__table__
+_HOSTS = models.Host.__table__
+_HOST_REPORTS = models.HostReport.__table__
+_INSTANCE_REPORTS = models.InstanceReport.__table__
+# Uuids per IN (...) list, as memcanal.db.api sends them.
+_IN_CHUNK = 1000
+
+
+def _known(connection, uuids):
+    """The instances of ``uuids`` memcanal has, by uuid."""
+    known = {}
+    uuids = sorted(uuids)
+    for start in range(0, len(uuids), _IN_CHUNK):
+        for row in connection.execute(
+                sa.select(_INSTANCES.c.id, _INSTANCES.c.uuid,
+                          _INSTANCES.c.host_id, _INSTANCES.c.project_id,
+                          _INSTANCES.c.deleted_at)
+                .where(_INSTANCES.c.uuid.in_(uuids[start:start
+                                                   + _IN_CHUNK]))):
+            known[row.uuid] = row
+    return known
+
+
+def _still_listed(connection, instance_ids):
+    """Of ``instance_ids``, those their host's newest report lists."""
+    listed = set()
+    instance_ids = sorted(instance_ids)
+    for start in range(0, len(instance_ids), _IN_CHUNK):
+        listed.update(connection.execute(
+            sa.select(_INSTANCE_REPORTS.c.instance_id)
+            .join(_HOST_REPORTS, _HOST_REPORTS.c.id
+                  == _INSTANCE_REPORTS.c.host_report_id)
+            .join(_HOSTS, sa.and_(
+                _HOSTS.c.id == _HOST_REPORTS.c.host_id,
+                _HOSTS.c.last_sequence == _HOST_REPORTS.c.sequence))
+            .join(_INSTANCES, sa.and_(
+                _INSTANCES.c.id == _INSTANCE_REPORTS.c.instance_id,
+                _INSTANCES.c.host_id == _HOSTS.c.id))
+            .where(_INSTANCE_REPORTS.c.instance_id.in_(
+                instance_ids[start:start + _IN_CHUNK]))).scalars())
+    return listed
+
+
+def _down_hosts(connection, host_ids, host_state):
+    return {row.id for row in connection.execute(
+        sa.select(_HOSTS.c.id, _HOSTS.c.last_heartbeat_at,
+                  _HOSTS.c.report_interval)
+        .where(_HOSTS.c.id.in_(sorted(host_ids))))
+        if host_state(row.last_heartbeat_at, row.report_interval) == 'down'}
+
+
+def left_out(connection, reports, host_state):
+    """{(host id, instance uuid): code} of the entries of ``reports``
+    ((host id, validated report) pairs) their host may not describe.
+
+    A report's ``moved_here`` (a set of uuids the service put there, never
+    an agent: the report schema has no such field) names the VMs nova
+    says run on the reporting host. ``host_state`` is
+    memcanal.db.api.host_state. One query for a batch whose instances
+    are all on their own hosts, as nearly all are.
+    """
+    known = _known(connection, {sample['uuid'] for _host, report in reports
+                                for sample in report['instances']})
+    codes, contested = {}, {}
+    for host_id, report in reports:
+        moved_here = report.get('moved_here', ())
+        for sample in report['instances']:
+            row = known.get(sample['uuid'])
+            if row is None:
+                continue
+            key = (host_id, sample['uuid'])
+            if row.project_id != sample['project_id']:
+                codes[key] = PROJECT_CHANGED
+            elif (row.host_id not in (None, host_id)
+                  and row.deleted_at is None
+                  and sample['uuid'] not in moved_here):
+                contested[key] = row
+    if contested:
+        listed = _still_listed(connection,
+                               {row.id for row in contested.values()})
+        down = _down_hosts(connection,
+                           {row.host_id for row in contested.values()},
+                           host_state)
+        codes.update((key, ELSEWHERE) for key, row in contested.items()
+                     if row.id in listed and row.host_id not in down)
+    return codes
