@@ -26,6 +26,7 @@ from memcanal import context as memcanal_context
 from memcanal import estimation
 from memcanal import exception
 from memcanal.rpc import service_api
+from memcanal.rpc import signing
 
 LOG = logging.getLogger(__name__)
 
@@ -34,16 +35,38 @@ LOG = logging.getLogger(__name__)
 APPLIED_ACTIONS_KEPT = 4096
 
 
-class AgentManager:
-    """Endpoint for memcanal.rpc.agent_api.AgentAPI (version 1.x)."""
+def service_public_key(conf):
+    """[agent] service_public_key, loaded; None (logged) when unset. A
+    file that cannot be read stops the agent (KeyFileError)."""
+    if not conf.agent.service_public_key:
+        LOG.error('[agent] service_public_key is not set: every action '
+                  'the service sends is refused.')
+        return None
+    return signing.load_public_key(conf.agent.service_public_key)
 
-    target = messaging.Target(version='1.1')
+
+class AgentManager:
+    """Endpoint for memcanal.rpc.agent_api.AgentAPI (version 1.x).
+
+    What it sends is signed with the host's key ([agent] host_key, made
+    on first start), which the service pins at the host's first
+    registration; what it applies must be signed with the service's key
+    ([agent] service_public_key), for this host.
+    """
+
+    target = messaging.Target(version='1.2')
 
     def __init__(self, conf, host, hypervisor):
         self.conf = conf
         self.host = host
         self.driver = hypervisor
         self.host_uuid = None
+        self.host_key = signing.host_key(
+            conf.agent.host_key
+            or os.path.join(conf.state_path, 'agent-%s.key' % host))
+        LOG.info('Host %s signs with key %s', host, signing.fingerprint(
+            signing.public_text(self.host_key)))
+        self.service_key = service_public_key(conf)
         self.sequence = sequence.SequenceCounter(
             os.path.join(conf.state_path, 'agent-%s.sequence' % host))
         self.outbox = outbox.Outbox(
@@ -64,7 +87,8 @@ class AgentManager:
         # Made on first use: the transport exists only once the RPC
         # service has started, after oslo.service forked.
         if self._service_api is None:
-            self._service_api = service_api.ServiceAPI()
+            self._service_api = service_api.ServiceAPI(self.host,
+                                                       self.host_key)
         return self._service_api
 
     def estimators(self, instance_uuid):
@@ -77,10 +101,16 @@ class AgentManager:
         info = self.driver.host_info()
         try:
             host = self.service_api.register_host(
-                memcanal_context.get_admin_context(), self.host,
+                memcanal_context.get_admin_context(),
                 info.memory_total_bytes, info.memory_reserved_bytes,
                 self.conf.agent.report_interval,
                 timeout=self.conf.agent.register_timeout)
+        except messaging.RemoteError as error:
+            # The service refused it: this host registered with another
+            # key before (its log says which).
+            LOG.error('The memcanal service refused the registration of '
+                      '%s: %s', self.host, error.value)
+            return False
         except messaging.MessagingException as error:
             # No answer in time, no broker, or a service that could not
             # reach its database.
@@ -223,15 +253,26 @@ class AgentManager:
             resent.append(number)
         return resent
 
-    def apply_memory_target(self, context, instance_uuid, target_bytes,
-                            action_id):
-        """RPC 1.0: resize one VM by balloon; an action id already applied
-        is not applied again."""
-        self._apply({'uuid': action_id, 'instance_uuid': instance_uuid,
-                     'target_bytes': target_bytes, 'mechanism': 'balloon'})
+    @messaging.expose
+    def apply_decision(self, context, decision_uuid, actions, host=None,
+                       signature=None):
+        """RPC 1.2: carry out a decision's actions, then report them;
+        only what the service signed for this host. Anything else is
+        logged and dropped: nothing applied, nothing journalled, no
+        answer (a forged message naming real actions must not settle
+        them)."""
+        if host != self.host or not signing.verify(
+                self.service_key, 'apply_decision', {
+                    'decision_uuid': decision_uuid, 'actions': actions,
+                    'host': host, signing.SIGNATURE: signature}):
+            LOG.error('Refused decision %s: not signed by the service\'s '
+                      'key for %s (signed: %s, for host %r)', decision_uuid,
+                      self.host, signature is not None, host)
+            return None
+        return self._carry_out(decision_uuid, actions)
 
-    def apply_decision(self, context, decision_uuid, actions):
-        """RPC 1.1: carry out a decision's actions, then report them.
+    def _carry_out(self, decision_uuid, actions):
+        """Carry out a decision's actions, then report them.
 
         VMs shrink before others grow, so the host never holds more than
         the decision planned. One failed action does not stop the others:

@@ -59,6 +59,21 @@ agent_opts = [
                min=2,
                help='Most (size, miss ratio) points the agent sends per '
                     'miss-ratio curve; longer curves are resampled.'),
+    cfg.StrOpt('host_key',
+               help='PEM file of this host\'s Ed25519 private key, which '
+                    'signs everything the agent sends the service. The '
+                    'service pins the key the host first registers with '
+                    'and refuses messages of the host signed by any other '
+                    '(memcanal-manage host forget-key lets a rebuilt host '
+                    'register a new one). Created, mode 0600, on the '
+                    'agent\'s first start. Unset: '
+                    '$state_path/agent-<host>.key.'),
+    cfg.StrOpt('service_public_key',
+               help='PEM file of the service\'s Ed25519 public key (the '
+                    'pair of [service] signing_key). The agent applies only '
+                    'the actions the service signed with it; the same file '
+                    'is memcanal-memserver\'s --lease-key. Unset: the agent '
+                    'reports, but refuses every action.'),
 ]
 
 

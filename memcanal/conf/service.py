@@ -49,6 +49,17 @@ service_opts = [
                     'wait for it and are then stored together, so under '
                     'load a transaction and its INSERTs serve many; a '
                     'lone report is never held back. 1 stores each alone.'),
+    cfg.StrOpt('signing_key',
+               help='PEM file of the service\'s Ed25519 private key '
+                    '(memcanal-manage service create-key), readable by the '
+                    'service alone. It signs every action the service '
+                    'casts to agents and the lease tokens memory servers '
+                    'admit pagers by; agents and memory servers check them '
+                    'with its public key ([agent] service_public_key, '
+                    'memcanal-memserver --lease-key). Unset: the service '
+                    'still takes reports and serves the API, but fails the '
+                    'actions meant for agents at once, saying why, and '
+                    'plans no memory pooling.'),
 ]
 
 

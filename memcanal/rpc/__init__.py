@@ -56,7 +56,11 @@ def get_client(target, version_cap=None):
 
 
 def get_server(target, endpoints):
+    """An RPC server dispatching only to the endpoints' methods marked
+    ``@oslo_messaging.expose``: anyone holding the broker's credentials
+    can name any method, and the managers have public methods that are
+    no RPC (their periodic jobs)."""
     return messaging.get_rpc_server(
         TRANSPORT, target, endpoints, executor='threading',
         serializer=RequestContextSerializer(),
-        access_policy=dispatcher.DefaultRPCAccessPolicy)
+        access_policy=dispatcher.ExplicitRPCAccessPolicy)

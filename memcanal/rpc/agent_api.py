@@ -4,43 +4,44 @@ API version history:
 
 * 1.0 - Initial version: apply_memory_target (cast).
 * 1.1 - apply_decision (cast): a decision's targets in one message.
+* 1.2 - apply_decision is signed by the service (memcanal.rpc.signing):
+        it carries ``host`` (the agent it is for) and ``signature``, and
+        a page action ``lease_tokens`` beside its ``stores``. Agents
+        refuse every unsigned message, so apply_memory_target, which
+        the service never signed, is gone.
 """
 
 import oslo_messaging as messaging
 
 from memcanal import rpc
+from memcanal.rpc import signing
 
 
 class AgentAPI:
-    """What the central service may ask of the agent on one host."""
+    """What the central service may ask of the agent on one host, signed
+    with ``signing_key`` (an Ed25519PrivateKey: [service] signing_key)."""
 
-    VERSION = '1.1'
+    VERSION = '1.2'
 
-    def __init__(self):
+    def __init__(self, signing_key):
         target = messaging.Target(topic=rpc.AGENT_TOPIC,
                                   version=self.VERSION)
         self.client = rpc.get_client(target, version_cap=self.VERSION)
-
-    def apply_memory_target(self, ctxt, host, instance_uuid, target_bytes,
-                            action_id):
-        """Resize one instance's memory on ``host``.
-
-        Idempotent by ``action_id``: an agent applies each action once, so
-        a redelivered cast does nothing more.
-        """
-        cctxt = self.client.prepare(server=host, version='1.0')
-        cctxt.cast(ctxt, 'apply_memory_target',
-                   instance_uuid=instance_uuid, target_bytes=target_bytes,
-                   action_id=action_id)
+        self.signing_key = signing_key
 
     def apply_decision(self, ctxt, host, decision_uuid, actions):
         """Carry out the actions of one decision on ``host``.
 
         ``actions`` are dicts of uuid, instance_uuid, target_bytes and
-        mechanism. The agent shrinks before it grows, stops at the first
-        failure, and answers with ServiceAPI.actions_done. Each action is
-        applied once, however often it is delivered.
+        mechanism, and for a page action stores, lent_bytes and
+        lease_tokens ({store: base64 token}). The agent shrinks before it
+        grows, stops at the first failure, and answers with
+        ServiceAPI.actions_done. Each action is applied once, however
+        often it is delivered. The signature covers ``host``, so a
+        message for one agent is refused by every other.
         """
-        cctxt = self.client.prepare(server=host, version='1.1')
-        cctxt.cast(ctxt, 'apply_decision', decision_uuid=decision_uuid,
-                   actions=actions)
+        cctxt = self.client.prepare(server=host, version='1.2')
+        cctxt.cast(ctxt, 'apply_decision', **signing.sign(
+            self.signing_key, 'apply_decision',
+            {'host': host, 'decision_uuid': decision_uuid,
+             'actions': actions}))

@@ -10,11 +10,17 @@ API version history:
         service stored or rejected, so the agent sends the others again.
 * 1.4 - report's miss-ratio curves are packed strings
         (memcanal.estimation.packed_curve); lists are still accepted.
+* 1.5 - Every message is signed by the host's key
+        (memcanal.rpc.signing): it carries ``host`` (the agent's host
+        name) and ``signature``; register_host also the ``public_key``
+        the service pins at the host's first registration. The service
+        refuses unsigned messages, so only 1.5 is sent.
 """
 
 import oslo_messaging as messaging
 
 from memcanal import rpc
+from memcanal.rpc import signing
 
 # Reconnections a message to the service waits for before it fails
 # (oslo.messaging's default is to wait for the broker forever). Every
@@ -24,28 +30,36 @@ RETRIES = 2
 
 
 class ServiceAPI:
-    """What a compute agent may ask of the central service."""
+    """What the agent of ``host`` may ask of the central service, signed
+    with ``host_key`` (an Ed25519PrivateKey: [agent] host_key)."""
 
-    VERSION = '1.4'
+    VERSION = '1.5'
 
-    def __init__(self):
+    def __init__(self, host, host_key):
         target = messaging.Target(topic=rpc.SERVICE_TOPIC,
                                   version=self.VERSION)
         self.client = rpc.get_client(target, version_cap=self.VERSION)
+        self.host = host
+        self.host_key = host_key
 
-    def register_host(self, ctxt, name, memory_total_bytes,
-                      memory_reserved_bytes, report_interval,
-                      timeout=None):
-        """Register (or refresh) a host; returns its uuid and last sequence.
+    def _signed(self, method, **args):
+        return signing.sign(self.host_key, method, dict(args, host=self.host))
+
+    def register_host(self, ctxt, memory_total_bytes, memory_reserved_bytes,
+                      report_interval, timeout=None):
+        """Register (or refresh) this host; returns its uuid and last
+        sequence.
 
         A call, so the agent knows where to resume numbering its reports.
         """
-        cctxt = self.client.prepare(version='1.2', timeout=timeout,
+        cctxt = self.client.prepare(version=self.VERSION, timeout=timeout,
                                     retry=RETRIES)
-        return cctxt.call(ctxt, 'register_host', name=name,
-                          memory_total_bytes=memory_total_bytes,
-                          memory_reserved_bytes=memory_reserved_bytes,
-                          report_interval=report_interval)
+        return cctxt.call(ctxt, 'register_host', **self._signed(
+            'register_host', name=self.host,
+            memory_total_bytes=memory_total_bytes,
+            memory_reserved_bytes=memory_reserved_bytes,
+            report_interval=report_interval,
+            public_key=signing.public_text(self.host_key)))
 
     def report(self, ctxt, report):
         """Send one host report (see memcanal.rpc.reports for its schema).
@@ -53,17 +67,17 @@ class ServiceAPI:
         Raises MessageDeliveryFailure rather than waiting for a broker
         that is down: the agent's outbox sends the report again.
         """
-        cctxt = self.client.prepare(version='1.4', retry=RETRIES)
-        cctxt.cast(ctxt, 'report', report=report)
+        cctxt = self.client.prepare(version=self.VERSION, retry=RETRIES)
+        cctxt.cast(ctxt, 'report', **self._signed('report', report=report))
 
     def stored_reports(self, ctxt, host_uuid, sequences, timeout=None):
         """Which of ``sequences`` of the host the service has: a dict of
         'stored' and 'rejected' sequences, read from its database (a
         report taken off the queue but not yet committed is neither)."""
-        cctxt = self.client.prepare(version='1.3', timeout=timeout,
+        cctxt = self.client.prepare(version=self.VERSION, timeout=timeout,
                                     retry=RETRIES)
-        return cctxt.call(ctxt, 'stored_reports', host_uuid=host_uuid,
-                          sequences=sequences)
+        return cctxt.call(ctxt, 'stored_reports', **self._signed(
+            'stored_reports', host_uuid=host_uuid, sequences=sequences))
 
     def actions_done(self, ctxt, decision_uuid, results):
         """Report the outcome of a decision's actions: dicts of uuid,
@@ -73,6 +87,6 @@ class ServiceAPI:
         the service sends the decision again and the agent answers again
         from its journal.
         """
-        cctxt = self.client.prepare(version='1.1', retry=RETRIES)
-        cctxt.cast(ctxt, 'actions_done', decision_uuid=decision_uuid,
-                   results=results)
+        cctxt = self.client.prepare(version=self.VERSION, retry=RETRIES)
+        cctxt.cast(ctxt, 'actions_done', **self._signed(
+            'actions_done', decision_uuid=decision_uuid, results=results))

@@ -4,7 +4,9 @@ the ones nothing answers.
 The API only changes a decision's state; this periodic job is what
 carries out the actions of approved (or rolling-back) decisions:
 
-- memory targets: cast to the host's agent, one message per decision;
+- memory targets and pooling's paging: cast to the host's agent, one
+  message per decision, signed with [service] signing_key (a paging
+  action with a lease token for each memory server it stores to);
 - migrations: nova's API live-migrates the VM ([migration] executor
   nova), followed on every run until nova says where it ended; or, on
   simulated hosts (executor agent), cast to the agent of the host the VM
@@ -29,18 +31,31 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import timeutils
 
+from memcanal.agent import paging
 from memcanal.db import decisions as decisions_db
+from memcanal import estimation
 from memcanal.rpc import agent_api
+from memcanal.service import lease_tokens
 from memcanal.service import nova_migration
 from memcanal.service import placement
 
 LOG = logging.getLogger(__name__)
 AGENT, NOVA, PLACEMENT = 'agent', 'nova', 'placement'
+NO_SIGNING_KEY = ('The service has no [service] signing_key: it cannot '
+                  'sign actions, and agents apply no other.')
 
 
 class ActionDispatcher:
-    def __init__(self, conf, migrator=None, updater=None):
+    """Sends what approved decisions do to what carries it out.
+
+    ``signing_key`` (an Ed25519PrivateKey, [service] signing_key) signs
+    the casts to agents and the lease tokens of page actions; without
+    it, actions meant for agents fail at once.
+    """
+
+    def __init__(self, conf, migrator=None, updater=None, signing_key=None):
         self.conf = conf
+        self.signing_key = signing_key
         self._agent_api = None
         self._migrator = migrator
         self._updater = updater
@@ -52,7 +67,7 @@ class ActionDispatcher:
     def agent_api(self):
         # Made on first use, once the service's transport exists.
         if self._agent_api is None:
-            self._agent_api = agent_api.AgentAPI()
+            self._agent_api = agent_api.AgentAPI(self.signing_key)
         return self._agent_api
 
     @property
@@ -83,11 +98,43 @@ class ActionDispatcher:
             return batch['actions'][0]['source_host']
         return batch['host']
 
+    def _with_lease_tokens(self, host, action):
+        """A page action with a lease token (memcanal.service.lease_tokens)
+        for each of its ``tls:`` stores, by store: the lease is the
+        action's, for the VM's pages, as many as it lends, to ``host``
+        (the borrower) on that server."""
+        if not action.get('stores'):
+            return action
+        issued_at = int(time.time())
+        quota = -(-action['lent_bytes'] // estimation.PAGE_SIZE)
+        return dict(action, lease_tokens={
+            store: lease_tokens.encode(lease_tokens.sign(
+                self.signing_key, action['uuid'],
+                paging.owner_of(action['instance_uuid']), quota, host,
+                store[len(decisions_db.TLS_STORE):], issued_at))
+            for store in action['stores']
+            if store.startswith(decisions_db.TLS_STORE)})
+
+    def _fail(self, context, batch, error):
+        LOG.error('Decision %s fails: %s', batch['decision_uuid'], error)
+        decisions_db.record_results(
+            context, batch['decision_uuid'],
+            [_outcome(action, 'failed', error) for action in batch['actions']])
+
     def _cast(self, context, batch):
         host = self._agent_host(batch)
+        if self.signing_key is None:
+            self._fail(context, batch, NO_SIGNING_KEY)
+            return False
+        try:
+            actions = [self._with_lease_tokens(host, action)
+                       for action in batch['actions']]
+        except ValueError as error:
+            self._fail(context, batch, 'No lease token: %s' % error)
+            return False
         try:
             self.agent_api.apply_decision(
-                context, host, batch['decision_uuid'], batch['actions'])
+                context, host, batch['decision_uuid'], actions)
         except messaging.MessagingException:
             LOG.exception('Could not send decision %s to %s; will retry',
                           batch['decision_uuid'], host)

@@ -6,6 +6,15 @@ and marks down the hosts that stop reporting. Periodically it runs the
 optimizer (memcanal.service.optimizer), sends approved decisions to the
 agents (memcanal.service.actions) and records what they did
 (``actions_done``).
+
+Anyone holding the broker's credentials can put any message on the
+service's topic, so every message must be signed by the key of the host
+it comes from (memcanal.rpc.signing): the key a host first registered
+with is pinned to it, and what is not signed by it is refused, logged,
+counted and recorded as a rejection of that host, and nothing of it is
+stored. A host then speaks for itself alone: its reports, its report
+sequences, its decisions' outcomes, and only its own VMs
+(memcanal.db.claims).
 """
 
 import threading
@@ -19,20 +28,41 @@ from memcanal.db import decisions as decisions_db
 from memcanal.db import retention
 from memcanal import exception
 from memcanal.rpc import reports
+from memcanal.rpc import signing
 from memcanal.service import actions
 from memcanal.service import ingest
 from memcanal.service import migrations
 from memcanal.service import optimizer
 from memcanal.service import overcommit
 from memcanal.service import pooling
+from memcanal.service import whereabouts
 
 LOG = logging.getLogger(__name__)
+
+# Why a message was refused (stable: they are recorded with the host's
+# rejections and counted).
+UNSIGNED = 'rpc.unsigned'              # no signature: an agent before 1.5
+UNKNOWN_HOST = 'rpc.unknown_host'      # no such host, or it has no key yet
+BAD_SIGNATURE = 'rpc.bad_signature'    # not by the host's pinned key
+KEY_MISMATCH = 'rpc.key_mismatch'      # a registration by another key
+WRONG_HOST = 'rpc.wrong_host'          # about another host
+
+
+def signing_key(conf):
+    """[service] signing_key, loaded; None (logged) when unset. A key file
+    that cannot be read stops the service (KeyFileError)."""
+    if not conf.service.signing_key:
+        LOG.error('[service] signing_key is not set: actions for agents '
+                  'fail and memory pooling is off. Create a key pair with '
+                  'memcanal-manage service create-key.')
+        return None
+    return signing.load_private_key(conf.service.signing_key)
 
 
 class ServiceManager:
     """Endpoint for memcanal.rpc.service_api.ServiceAPI (version 1.x)."""
 
-    target = messaging.Target(version='1.4')
+    target = messaging.Target(version='1.5')
 
     def __init__(self, conf):
         self.conf = conf
@@ -44,41 +74,126 @@ class ServiceManager:
                 if conf.migration.executor == actions.NOVA else None))
         self.ratios = overcommit.RatioPlanner(conf, self.optimizer.rails)
         self.pooling = pooling.PoolingPlanner(conf, self.optimizer.rails)
-        self.dispatcher = actions.ActionDispatcher(conf)
-        # Outcomes since start; the rejections are also stored, per host.
+        self.dispatcher = actions.ActionDispatcher(
+            conf, signing_key=signing_key(conf))
+        self.whereabouts = (whereabouts.NovaWhereabouts(conf)
+                            if whereabouts.NovaWhereabouts.configured(conf)
+                            else None)
+        # Outcomes since start; the rejections and refusals are also
+        # stored, per host. 'refused': messages not signed by their
+        # host; 'left_out': report entries about other hosts' VMs.
         self.counters = {'stored': 0, 'duplicate': 0, 'rejected': 0,
-                         'failed': 0}
+                         'failed': 0, 'refused': 0, 'left_out': 0}
         self._counters_lock = threading.Lock()
         self._writer = ingest.ReportWriter(conf.service.report_batch_size)
 
-    def _count(self, outcome):
+    def _count(self, outcome, count=1):
         with self._counters_lock:
-            self.counters[outcome] += 1
+            self.counters[outcome] += count
 
+    def _refuse(self, context, method, host, host_uuid, code, detail):
+        """Count, log and record a refused message; returns None."""
+        self._count('refused')
+        LOG.warning('Refused %s of host %r: %s (%s)', method, host, detail,
+                    code)
+        db_api.record_rejection(
+            context, str(host_uuid)[:255] if host_uuid is not None else None,
+            None, code, detail[:4000])
+
+    def _sender(self, context, method, args, claimed_uuid=None):
+        """The host (db_api.host_identity) whose pinned key signed
+        ``args`` (the message's keyword arguments), or None once the
+        message is refused. ``claimed_uuid``: the host uuid the message
+        names, recorded with the refusal when its host is unknown."""
+        name = args.get('host')
+        identity = (db_api.host_identity(context, name)
+                    if isinstance(name, str) else None)
+        if args.get(signing.SIGNATURE) is None:
+            code, detail = UNSIGNED, 'the message is not signed'
+        elif identity is None or identity['public_key'] is None:
+            code, detail = UNKNOWN_HOST, ('no host of that name registered '
+                                          'a key')
+        elif not signing.verify(identity['public_key'], method, args):
+            code, detail = BAD_SIGNATURE, 'not signed by the host\'s key'
+        else:
+            return identity
+        self._refuse(context, method, name,
+                     identity['uuid'] if identity else claimed_uuid, code,
+                     detail)
+        return None
+
+    @messaging.expose
+    @messaging.expected_exceptions(exception.MessageRefused)
     def register_host(self, context, name, memory_total_bytes,
-                      memory_reserved_bytes, report_interval=None):
-        host = db_api.register_host(context, name, memory_total_bytes,
-                                    memory_reserved_bytes, report_interval)
-        LOG.info('Host %s registered as %s (last sequence %d)', name,
-                 host['uuid'], host['last_sequence'])
-        return host
+                      memory_reserved_bytes, report_interval=None,
+                      host=None, public_key=None, signature=None):
+        """Register a host, or refresh it; only its own agent can: the
+        registration must be signed by the key it carries, which the
+        host's first registration pins (trust on first use)."""
+        args = {'name': name, 'memory_total_bytes': memory_total_bytes,
+                'memory_reserved_bytes': memory_reserved_bytes,
+                'report_interval': report_interval, 'host': host,
+                'public_key': public_key, signing.SIGNATURE: signature}
+        if signature is None:
+            code, detail = UNSIGNED, 'the registration is not signed'
+        elif host != name or not signing.verify(public_key,
+                                                'register_host', args):
+            code, detail = BAD_SIGNATURE, ('the registration is not signed '
+                                           'by the key it carries')
+        else:
+            try:
+                registered = db_api.register_host(
+                    context, name, memory_total_bytes,
+                    memory_reserved_bytes, report_interval, public_key)
+            except exception.HostKeyMismatch as error:
+                code, detail = KEY_MISMATCH, str(error)
+            else:
+                return self._registered(name, public_key, registered)
+        identity = (db_api.host_identity(context, name)
+                    if isinstance(name, str) else None)
+        self._refuse(context, 'register_host', name,
+                     identity['uuid'] if identity else None, code, detail)
+        raise exception.MessageRefused(reason=detail)
 
-    def report(self, context, report):
+    @staticmethod
+    def _registered(name, public_key, registered):
+        if registered['pinned']:
+            LOG.warning('Host %s registered with key %s, now pinned to it',
+                        name, signing.fingerprint(public_key))
+        LOG.info('Host %s registered as %s (last sequence %d)', name,
+                 registered['uuid'], registered['last_sequence'])
+        return {'uuid': registered['uuid'],
+                'last_sequence': registered['last_sequence']}
+
+    @messaging.expose
+    def report(self, context, report, host=None, signature=None):
         """Store one agent report, or reject it whole; never raise.
 
         A cast has nobody to answer, so a bad report is logged, counted and
         recorded with its reason instead. Returns once the report is
         committed, in one transaction with those other threads store
-        meanwhile (memcanal.service.ingest).
+        meanwhile (memcanal.service.ingest). Entries about VMs its host
+        may not describe are left out (memcanal.db.claims), logged and
+        counted; the rest is stored.
         """
         host_uuid = report.get('host_uuid') if isinstance(report,
                                                           dict) else None
         sequence = report.get('sequence') if isinstance(report,
                                                         dict) else None
+        sender = self._sender(context, 'report', {
+            'report': report, 'host': host, signing.SIGNATURE: signature},
+            claimed_uuid=host_uuid)
+        if sender is None:
+            return
+        if host_uuid != sender['uuid']:
+            self._refuse(context, 'report', host, sender['uuid'], WRONG_HOST,
+                         'a report of host %s' % str(host_uuid)[:64])
+            return
         try:
             valid = reports.validate_report(
                 report, self.conf.service.max_mrc_points,
                 self.conf.service.max_instances_per_report)
+            valid['moved_here'] = self._moved_here(context, sender, valid)
             stored = self._writer.store(valid)
         except exception.InvalidReport as err:
             self._reject(context, host_uuid, sequence, err.code, str(err))
@@ -96,18 +211,48 @@ class ServiceManager:
                           host_uuid)
             return
         self._count('stored' if stored else 'duplicate')
+        if isinstance(stored, dict):
+            self._count('left_out', len(stored))
+            LOG.warning('Report %s of host %s: left out %s', sequence,
+                        sender['name'], ', '.join(
+                            '%s (%s)' % item for item in sorted(
+                                stored.items())))
         if not stored:
             LOG.debug('Report %s of host %s was already stored', sequence,
                       host_uuid)
 
-    def stored_reports(self, context, host_uuid, sequences):
+    def _moved_here(self, context, sender, report):
+        """The report's VMs another host holds that nova says run on the
+        sender's host (none without nova): memcanal.db.claims."""
+        if self.whereabouts is None:
+            return set()
+        return {uuid for uuid in db_api.held_elsewhere(context, sender['id'],
+                                                       report)
+                if self.whereabouts.host_of(uuid) == sender['name']}
+
+    @messaging.expose
+    @messaging.expected_exceptions(exception.MessageRefused)
+    def stored_reports(self, context, host_uuid, sequences, host=None,
+                       signature=None):
         """RPC 1.3: which of a host's report sequences are stored or
         rejected, from the database: what the service took off the queue
-        but has not committed is neither, so the agent sends it again."""
-        if not isinstance(host_uuid, str) or not isinstance(
-                sequences, list) or not all(
-                    isinstance(s, int) and not isinstance(s, bool)
-                    for s in sequences):
+        but has not committed is neither, so the agent sends it again.
+        A host asks about its own reports only."""
+        sender = self._sender(context, 'stored_reports', {
+            'host_uuid': host_uuid, 'sequences': sequences, 'host': host,
+            signing.SIGNATURE: signature}, claimed_uuid=host_uuid)
+        if sender is None:
+            raise exception.MessageRefused(
+                reason='not signed by a registered host\'s key')
+        if host_uuid != sender['uuid']:
+            self._refuse(context, 'stored_reports', host, sender['uuid'],
+                         WRONG_HOST, 'asked about host %s' % str(
+                             host_uuid)[:64])
+            raise exception.MessageRefused(reason='a host asks about its '
+                                                  'own reports only')
+        if not isinstance(sequences, list) or not all(
+                isinstance(s, int) and not isinstance(s, bool)
+                for s in sequences):
             raise ValueError('stored_reports takes a host uuid and a list '
                              'of report sequences')
         return db_api.stored_sequences(context, host_uuid, sequences)
@@ -131,14 +276,26 @@ class ServiceManager:
                      uuid)
         return gone
 
-    def actions_done(self, context, decision_uuid, results):
-        """Record what an agent did with a decision's actions."""
+    @messaging.expose
+    def actions_done(self, context, decision_uuid, results, host=None,
+                     signature=None):
+        """Record what an agent did with a decision's actions: only the
+        agent they were sent to."""
+        sender = self._sender(context, 'actions_done', {
+            'decision_uuid': decision_uuid, 'results': results, 'host': host,
+            signing.SIGNATURE: signature})
+        if sender is None:
+            return
         try:
-            decision = decisions_db.record_results(context, decision_uuid,
-                                                   results)
+            decision = decisions_db.record_results(
+                context, decision_uuid, results, agent=sender['name'])
         except exception.DecisionNotFound:
             LOG.warning('Results for unknown decision %s ignored',
                         decision_uuid)
+            return
+        except exception.DecisionOfAnotherHost as error:
+            self._refuse(context, 'actions_done', host, sender['uuid'],
+                         WRONG_HOST, str(error))
             return
         LOG.info('Decision %s is %s', decision_uuid, decision['state'])
 
@@ -149,7 +306,10 @@ class ServiceManager:
         back), a decision for every host whose VMs should change, and the
         allocation ratios in placement."""
         context = memcanal_context.get_admin_context()
-        return (self.migrations.run(context) + self.pooling.run(context)
+        # Pooling's actions carry lease tokens the service signs.
+        pooled = (self.pooling.run(context)
+                  if self.dispatcher.signing_key is not None else [])
+        return (self.migrations.run(context) + pooled
                 + self.optimizer.run(context) + self.ratios.run(context))
 
     def carry_out_decisions(self):

@@ -138,7 +138,7 @@ def test_killed_after_the_resize_answers_without_resizing_again(agent,
                                      32 * MIB, 'hotplug')
     restarted = cases.make_agent(conf, agent.driver)
     done = resizes(restarted)
-    results = restarted.apply_decision(None, 'd', actions)
+    results = restarted._carry_out('d', actions)
     assert done == [(actions[1]['instance_uuid'], 48 * MIB)]
     assert {r['uuid']: r['state'] for r in results} == {
         'action-0': 'applied', 'action-1': 'applied'}
@@ -146,7 +146,7 @@ def test_killed_after_the_resize_answers_without_resizing_again(agent,
     assert first['result']['previous_bytes'] == 64 * MIB
     assert first['result']['target_bytes'] == 32 * MIB
     # Redelivered again: answered from the journal.
-    again = restarted.apply_decision(None, 'd', actions)
+    again = restarted._carry_out('d', actions)
     assert sorted(again, key=str) == sorted(results, key=str)
     assert len(done) == 1
 
@@ -156,7 +156,7 @@ def test_killed_before_the_resize_resizes_after_a_restart(agent, conf):
     agent.journal.intend(actions[0], 64 * MIB)
     restarted = cases.make_agent(conf, agent.driver)
     done = resizes(restarted)
-    [result] = restarted.apply_decision(None, 'd', actions)
+    [result] = restarted._carry_out('d', actions)
     assert result['state'] == 'applied'
     assert done == [(actions[0]['instance_uuid'], 32 * MIB)]
     assert restarted.journal.get('action-0')['result'] == result
@@ -175,10 +175,10 @@ def test_a_redelivery_during_the_apply_waits_for_it(agent):
     agent.driver.apply_memory_target = resize
     first = []
     thread = threading.Thread(target=lambda: first.append(
-        agent.apply_decision(None, 'd', actions)))
+        agent._carry_out('d', actions)))
     thread.start()
     started.wait(5)
-    again = agent.apply_decision(None, 'd', actions)
+    again = agent._carry_out('d', actions)
     thread.join(5)
     assert len(done) == 2
     assert sorted(again, key=str) == sorted(first[0], key=str)

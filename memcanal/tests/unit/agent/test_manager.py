@@ -187,19 +187,21 @@ def actions(agent, *targets_mb):
             for index, target in enumerate(targets_mb)]
 
 
-def test_apply_memory_target_is_idempotent_by_action_id(agent):
+def test_actions_are_applied_once_by_action_id(agent):
     done = resize_recorder(agent)
     vm = agent.driver.list_instances()[0]
-    agent.apply_memory_target(None, vm.uuid, 48 * MIB, 'action-1')
-    agent.apply_memory_target(None, vm.uuid, 48 * MIB, 'action-1')
-    agent.apply_memory_target(None, vm.uuid, 32 * MIB, 'action-2')
+    for uuid, target in (('action-1', 48), ('action-1', 48),
+                         ('action-2', 32)):
+        agent._carry_out('d', [{'uuid': uuid, 'instance_uuid': vm.uuid,
+                                'target_bytes': target * MIB,
+                                'mechanism': 'balloon'}])
     assert done == [(vm.uuid, 48 * MIB, 'balloon'),
                     (vm.uuid, 32 * MIB, 'balloon')]
 
 
 def test_apply_decision_shrinks_first_and_reports(agent):
     done = resize_recorder(agent)
-    results = agent.apply_decision(None, 'decision-1',
+    results = agent._carry_out('decision-1',
                                    actions(agent, 96, 32, 64))
     # The VMs have 64 MiB: the shrink to 32 goes first; 64 is no change.
     assert [target // MIB for _, target, _ in done] == [32, 64, 96]
@@ -217,7 +219,7 @@ def test_a_failed_shrink_skips_only_the_growth_it_paid_for(agent):
     the larger growth (+32), not for the smaller (+16)."""
     failing = agent.driver.list_instances()[1].uuid
     done = resize_recorder(agent, fail_on={failing})
-    results = agent.apply_decision(None, 'd', actions(agent, 96, 32, 80))
+    results = agent._carry_out('d', actions(agent, 96, 32, 80))
     by_uuid = {r['uuid']: r for r in results}
     assert by_uuid['action-1']['state'] == 'failed'
     assert 'cap' in by_uuid['action-1']['error']
@@ -242,7 +244,7 @@ def test_an_action_for_a_vanished_vm_does_not_stop_the_others(agent):
             raise exception.InstanceNotFound(uuid=uuid)
         return real(uuid, target_bytes, mechanism)
     agent.driver.apply_memory_target = resize
-    results = agent.apply_decision(None, 'd', decision)
+    results = agent._carry_out('d', decision)
     states = {r['uuid']: r['state'] for r in results}
     assert states == {'action-gone': 'failed', 'action-1': 'applied',
                       'action-0': 'applied'}
@@ -251,8 +253,8 @@ def test_an_action_for_a_vanished_vm_does_not_stop_the_others(agent):
 
 def test_redelivered_decision_is_applied_once(agent):
     done = resize_recorder(agent)
-    first = agent.apply_decision(None, 'd', actions(agent, 32, 96))
-    again = agent.apply_decision(None, 'd', actions(agent, 32, 96))
+    first = agent._carry_out('d', actions(agent, 32, 96))
+    again = agent._carry_out('d', actions(agent, 32, 96))
     assert len(done) == 2
     assert first == again
     assert agent.service_api.actions_done.call_count == 2
@@ -300,15 +302,15 @@ def test_a_simulated_host_hands_a_vm_to_another_once(agent, conf):
     uuid = agent.driver.list_instances()[0].uuid
     action = {'uuid': 'move-1', 'instance_uuid': uuid, 'kind': 'migrate',
               'source_host': 'compute-1', 'destination_host': 'compute-2'}
-    [result] = agent.apply_decision(None, 'decision-1', [action])
+    [result] = agent._carry_out('decision-1', [action])
     assert result['state'] == 'applied'
     assert uuid not in [i.uuid for i in agent.driver.list_instances()]
     assert uuid in [i.uuid for i in destination.list_instances()]
     # Redelivered: the first outcome, nothing moved twice.
-    assert agent.apply_decision(None, 'decision-1', [action]) == [result]
+    assert agent._carry_out('decision-1', [action]) == [result]
     # A new action for a VM already there counts as moved.
     again = dict(action, uuid='move-2')
-    assert agent.apply_decision(None, 'decision-2', [again])[0][
+    assert agent._carry_out('decision-2', [again])[0][
         'state'] == 'applied'
     agent.service_api.actions_done.assert_called_with(
         mock.ANY, 'decision-2', mock.ANY)
@@ -316,7 +318,7 @@ def test_a_simulated_host_hands_a_vm_to_another_once(agent, conf):
 
 def test_a_migration_to_an_unknown_host_fails_and_the_vm_stays(agent):
     uuid = agent.driver.list_instances()[0].uuid
-    [result] = agent.apply_decision(None, 'decision-1', [{
+    [result] = agent._carry_out('decision-1', [{
         'uuid': 'move-1', 'instance_uuid': uuid, 'kind': 'migrate',
         'source_host': 'compute-1', 'destination_host': 'nowhere'}])
     assert result['state'] == 'failed'

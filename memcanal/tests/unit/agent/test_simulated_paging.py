@@ -242,7 +242,7 @@ def test_the_agent_pages_with_the_decisions_stores_and_reports_it(
     action = {'uuid': 'action-1', 'instance_uuid': vm,
               'target_bytes': 4 * 2 ** 20, 'mechanism': 'paging',
               'stores': [STORE]}
-    [result] = agent.apply_decision(None, 'decision-1', [action])
+    [result] = agent._carry_out('decision-1', [action])
     assert result['state'] == 'applied'
     assert result['result']['previous_bytes'] == 16 * 2 ** 20
     assert agent.driver._vms[vm].pager.stores == (STORE,)
@@ -276,7 +276,7 @@ def test_a_paging_the_agent_was_killed_in_is_not_done_twice(conf, tmp_path):
     agent.driver.apply_memory_target(vm, 4 * 2 ** 20, 'paging', [STORE])
     restarted = test_manager.make_agent(conf, agent.driver)
     restarted.driver.apply_memory_target = None
-    [result] = restarted.apply_decision(None, 'decision-1', [action])
+    [result] = restarted._carry_out('decision-1', [action])
     assert result['state'] == 'applied'
     assert (result['result']['previous_bytes'],
             result['result']['target_bytes']) == (16 * 2 ** 20,

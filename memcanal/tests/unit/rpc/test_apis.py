@@ -1,7 +1,9 @@
-"""Both RPC APIs end to end over oslo.messaging's in-process transport."""
+"""Both RPC APIs end to end over oslo.messaging's in-process transport:
+every message signed, and only the methods meant for RPC reachable."""
 
 import threading
 
+from cryptography.hazmat.primitives.asymmetric import ed25519
 import oslo_messaging as messaging
 import pytest
 
@@ -9,6 +11,10 @@ from memcanal import context as memcanal_context
 from memcanal import rpc
 from memcanal.rpc import agent_api
 from memcanal.rpc import service_api
+from memcanal.rpc import signing
+from memcanal.tests import keys
+
+HOST_KEY = ed25519.Ed25519PrivateKey.generate()
 
 
 @pytest.fixture
@@ -26,69 +32,102 @@ def serve(topic, server, endpoint):
 
 
 class Recorder:
-    target = messaging.Target(version='1.4')
+    target = messaging.Target(version='1.5')
 
     def __init__(self):
         self.calls = []
         self.arrived = threading.Event()
 
+    @messaging.expose
     def register_host(self, context, **kwargs):
         self.calls.append(('register_host', context, kwargs))
         return {'uuid': 'u', 'last_sequence': 4}
 
-    def report(self, context, report):
-        self.calls.append(('report', context, report))
+    @messaging.expose
+    def report(self, context, **kwargs):
+        self.calls.append(('report', context, kwargs))
         self.arrived.set()
 
-    def apply_memory_target(self, context, **kwargs):
-        self.calls.append(('apply_memory_target', context, kwargs))
+    @messaging.expose
+    def apply_decision(self, context, **kwargs):
+        self.calls.append(('apply_decision', context, kwargs))
+        self.arrived.set()
+
+    def optimize(self, context):
+        """Public, but no RPC: never dispatched."""
+        self.calls.append(('optimize', context, {}))
         self.arrived.set()
 
 
-def test_service_api_call_and_cast(transport):
+def test_service_api_signs_every_message_as_its_host(transport):
     recorder = Recorder()
     server = serve(rpc.SERVICE_TOPIC, 'central', recorder)
     try:
-        api = service_api.ServiceAPI()
+        api = service_api.ServiceAPI('h1', HOST_KEY)
         context = memcanal_context.RequestContext(request_id='req-1')
-        assert api.register_host(context, 'h1', 10, 1, 60.0) == {
+        assert api.register_host(context, 10, 1, 60.0) == {
             'uuid': 'u', 'last_sequence': 4}
         api.report(context, {'sequence': 1})
         assert recorder.arrived.wait(10)
     finally:
         server.stop()
         server.wait()
-    name, received_context, kwargs = recorder.calls[0]
-    assert kwargs == {'name': 'h1', 'memory_total_bytes': 10,
-                      'memory_reserved_bytes': 1, 'report_interval': 60.0}
+    (_name, received_context, registered), (_, _, reported) = recorder.calls
+    public_key = signing.public_text(HOST_KEY)
+    assert {key: value for key, value in registered.items()
+            if key != 'signature'} == {
+        'name': 'h1', 'memory_total_bytes': 10, 'memory_reserved_bytes': 1,
+        'report_interval': 60.0, 'host': 'h1', 'public_key': public_key}
+    assert signing.verify(public_key, 'register_host', registered)
+    assert reported['report'] == {'sequence': 1}
+    assert signing.verify(public_key, 'report', reported)
+    assert not signing.verify(public_key, 'register_host', reported)
     # The context crosses the wire as memcanal's own RequestContext.
     assert isinstance(received_context, memcanal_context.RequestContext)
     assert received_context.request_id == 'req-1'
-    assert recorder.calls[1][2] == {'sequence': 1}
 
 
-def test_agent_api_casts_to_the_named_host_only(transport):
+def test_agent_api_casts_to_the_named_host_only_signed(transport):
     on_h1, on_h2 = Recorder(), Recorder()
     servers = [serve(rpc.AGENT_TOPIC, 'h1', on_h1),
                serve(rpc.AGENT_TOPIC, 'h2', on_h2)]
+    action = {'uuid': 'action-9', 'instance_uuid': 'vm-1',
+              'target_bytes': 2 ** 30, 'mechanism': 'balloon'}
     try:
-        agent_api.AgentAPI().apply_memory_target(
-            memcanal_context.get_admin_context(), 'h2', 'vm-1', 2 ** 30,
-            'action-9')
+        agent_api.AgentAPI(keys.SERVICE_KEY).apply_decision(
+            memcanal_context.get_admin_context(), 'h2', 'decision-1',
+            [action])
         assert on_h2.arrived.wait(10)
     finally:
         for server in servers:
             server.stop()
             server.wait()
     assert on_h1.calls == []
-    assert on_h2.calls[0][2] == {'instance_uuid': 'vm-1',
-                                 'target_bytes': 2 ** 30,
-                                 'action_id': 'action-9'}
+    [(_name, _context, kwargs)] = on_h2.calls
+    assert kwargs == keys.signed_decision('h2', 'decision-1', [action])
+    assert signing.verify(keys.SERVICE_KEY.public_key(), 'apply_decision',
+                          kwargs)
+
+
+def test_a_public_method_that_is_no_rpc_cannot_be_called(transport):
+    recorder = Recorder()
+    server = serve(rpc.SERVICE_TOPIC, 'central', recorder)
+    try:
+        client = service_api.ServiceAPI('h1', HOST_KEY).client
+        with pytest.raises(messaging.NoSuchMethod):
+            client.prepare(timeout=10).call(
+                memcanal_context.get_admin_context(), 'optimize')
+    finally:
+        server.stop()
+        server.wait()
+    assert recorder.calls == []
 
 
 def test_clients_are_capped_at_their_api_version(transport):
-    for api in (service_api.ServiceAPI(), agent_api.AgentAPI()):
+    for api in (service_api.ServiceAPI('h1', HOST_KEY),
+                agent_api.AgentAPI(keys.SERVICE_KEY)):
         assert api.client.can_send_version('1.1')
         assert not api.client.can_send_version(
             '1.%d' % (int(api.VERSION.split('.')[1]) + 1))
-    assert service_api.ServiceAPI().client.can_send_version('1.2')
+    assert service_api.ServiceAPI('h1', HOST_KEY).client.can_send_version(
+        '1.5')

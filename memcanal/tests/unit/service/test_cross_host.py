@@ -13,6 +13,7 @@ from memcanal.service import migrations
 from memcanal.service import nova_migration
 from memcanal.service import overcommit
 from memcanal.service import placement
+from memcanal.tests import keys
 from memcanal.tests.unit.db import test_api as stored
 from memcanal.tests.unit.db import test_cross_host_decisions as cross
 from memcanal.tests.unit.db.test_decisions import ctx  # noqa: F401
@@ -25,7 +26,8 @@ GIB = 2 ** 30
 
 def dispatcher(conf, executor='nova', **kwargs):
     conf.set_override('executor', executor, 'migration')
-    sender = actions.ActionDispatcher(conf, **kwargs)
+    sender = actions.ActionDispatcher(conf, signing_key=keys.SERVICE_KEY,
+                                      **kwargs)
     sender._agent_api = mock.Mock()
     return sender
 

@@ -4,6 +4,7 @@ and actions sent again until an agent answers."""
 import datetime
 from unittest import mock
 
+import oslo_messaging as messaging
 from oslo_utils import timeutils
 import pytest
 
@@ -11,6 +12,7 @@ from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
 from memcanal.service import actions
 from memcanal.service import manager
+from memcanal.tests import keys
 from memcanal.tests.unit.db import test_api as stored
 from memcanal.tests.unit.db import test_decisions
 # The database and host with two VMs the decision tests use.
@@ -25,15 +27,22 @@ def test_stored_reports_answers_from_the_database(conf, ctx, host):
     other = stored.register(ctx, 'compute-2')
     db_api.store_report(ctx, stored.report(other, 4))
     service = manager.ServiceManager(conf)
-    assert service.stored_reports(ctx, host, [1, 2, 3, 4, 5]) == {
-        'stored': [1, 2], 'rejected': [3]}
-    assert service.stored_reports(ctx, 'unknown', [1]) == {
-        'stored': [], 'rejected': []}
+    agent = keys.Agent('compute-1')
+    agent.register(service, ctx)
+
+    def ask(host_uuid, sequences):
+        return agent.call(service, ctx, 'stored_reports',
+                          host_uuid=host_uuid, sequences=sequences)
+    assert ask(host, [1, 2, 3, 4, 5]) == {'stored': [1, 2], 'rejected': [3]}
+    # A host asks about its own reports only.
+    for someone_else in (other, 'unknown'):
+        with pytest.raises(messaging.ExpectedException):
+            ask(someone_else, [1])
     # More sequences than one statement takes.
     assert db_api.stored_sequences(ctx, host, list(range(5000)))[
         'stored'] == [1, 2]
     with pytest.raises(ValueError):
-        service.stored_reports(ctx, host, ['1'])
+        ask(host, ['1'])
 
 
 @pytest.fixture
@@ -55,7 +64,7 @@ def test_unanswered_actions_are_sent_again_until_they_time_out(
     conf.set_override('action_resend_interval', 60, 'optimizer')
     conf.set_override('action_timeout', 300, 'optimizer')
     decision = test_decisions.decide(ctx, host, mode='auto')
-    dispatcher = actions.ActionDispatcher(conf)
+    dispatcher = actions.ActionDispatcher(conf, signing_key=keys.SERVICE_KEY)
     dispatcher._agent_api = mock.Mock()
     casts = dispatcher._agent_api.apply_decision.call_args_list
     assert dispatcher.send(ctx) == 1
@@ -72,7 +81,7 @@ def test_unanswered_actions_are_sent_again_until_they_time_out(
     assert casts[0] == casts[1] == casts[2]
     assert casts[0].args[2] == decision['uuid']
     # A restarted service sends them at once.
-    restarted = actions.ActionDispatcher(conf)
+    restarted = actions.ActionDispatcher(conf, signing_key=keys.SERVICE_KEY)
     restarted._agent_api = dispatcher._agent_api
     assert restarted.send(ctx) == 1
     # Still unanswered at action_timeout (from the first send): failed,
@@ -86,7 +95,7 @@ def test_unanswered_actions_are_sent_again_until_they_time_out(
 
 def test_answered_actions_are_not_sent_again(conf, ctx, host, clock):
     decision = test_decisions.decide(ctx, host, mode='auto')
-    dispatcher = actions.ActionDispatcher(conf)
+    dispatcher = actions.ActionDispatcher(conf, signing_key=keys.SERVICE_KEY)
     dispatcher._agent_api = mock.Mock()
     dispatcher.send(ctx)
     clock(conf.optimizer.action_resend_interval + 1)

@@ -14,6 +14,7 @@ from memcanal import exception
 from memcanal.service import ingest
 from memcanal.service import manager
 from memcanal.tests import fixtures as memcanal_fixtures
+from memcanal.tests import keys
 from memcanal.tests.unit.rpc import test_reports
 
 
@@ -123,7 +124,8 @@ def service_manager(conf, tmp_path):
 def test_concurrent_reports_are_counted_as_stored_duplicate_or_rejected(
         service_manager):
     ctx = memcanal_context.get_admin_context()
-    host = service_manager.register_host(ctx, 'compute-1', 2 ** 34, 0)
+    agent = keys.Agent('compute-1')
+    host = agent.register(service_manager, ctx)
     good = []
     for sequence in range(1, 13):
         sent = test_reports.good_report()
@@ -135,15 +137,17 @@ def test_concurrent_reports_are_counted_as_stored_duplicate_or_rejected(
 
     def send(one):
         barrier.wait()
-        service_manager.report(memcanal_context.get_admin_context(), one)
+        agent.report(service_manager, memcanal_context.get_admin_context(),
+                     one)
 
     threads = [threading.Thread(target=send, args=(one,)) for one in sent]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(30)
-    assert service_manager.counters == {'stored': 12, 'duplicate': 4,
-                                        'rejected': 1, 'failed': 0}
+    assert service_manager.counters == {
+        'stored': 12, 'duplicate': 4, 'rejected': 1, 'failed': 0,
+        'refused': 0, 'left_out': 0}
     assert db_api.count_reports(ctx)['host_reports'] == 12
     assert db_api.get_host(ctx, host['uuid'])['last_sequence'] == 12
 

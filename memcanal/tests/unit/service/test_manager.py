@@ -6,7 +6,10 @@ import pytest
 from memcanal import context as memcanal_context
 from memcanal.db import api as db_api
 from memcanal.service import manager
+from memcanal.tests import keys
 from memcanal.tests.unit.rpc import test_reports
+
+COMPUTE_1 = keys.Agent('compute-1')
 
 
 @pytest.fixture
@@ -20,7 +23,7 @@ def ctx():
 
 
 def registered_report(service_manager, ctx, sequence=1):
-    host = service_manager.register_host(ctx, 'compute-1', 2 ** 34, 2 ** 30)
+    host = COMPUTE_1.register(service_manager, ctx, 2 ** 34, 2 ** 30)
     report = test_reports.good_report()
     report.update(host_uuid=host['uuid'], sequence=sequence)
     return report
@@ -28,12 +31,13 @@ def registered_report(service_manager, ctx, sequence=1):
 
 def test_report_is_stored_once_even_when_redelivered(service_manager, ctx):
     report = registered_report(service_manager, ctx)
-    service_manager.report(ctx, report)
-    service_manager.report(ctx, report)
+    COMPUTE_1.report(service_manager, ctx, report)
+    COMPUTE_1.report(service_manager, ctx, report)
     assert db_api.count_reports(ctx) == {'host_reports': 1,
                                          'instance_reports': 1}
-    assert service_manager.counters == {'stored': 1, 'duplicate': 1,
-                                        'rejected': 0, 'failed': 0}
+    assert service_manager.counters == {
+        'stored': 1, 'duplicate': 1, 'rejected': 0, 'failed': 0,
+        'refused': 0, 'left_out': 0}
     stored = db_api.get_instance(ctx, test_reports.VM)['latest_report']
     assert stored['wss'] == {'distinct': 2 ** 20}
     assert stored['mrc']['exact'][1] == [8192, 0.5]
@@ -42,41 +46,45 @@ def test_report_is_stored_once_even_when_redelivered(service_manager, ctx):
 def test_bad_report_is_rejected_counted_and_nothing_lost(service_manager,
                                                          ctx):
     good = registered_report(service_manager, ctx)
-    service_manager.report(ctx, good)
+    COMPUTE_1.report(service_manager, ctx, good)
     bad = registered_report(service_manager, ctx, sequence=2)
     bad['instances'][0]['wss']['distinct'] = float('nan')
-    service_manager.report(ctx, bad)
+    COMPUTE_1.report(service_manager, ctx, bad)
     assert service_manager.counters['rejected'] == 1
     assert db_api.count_rejections(ctx, host_uuid=good['host_uuid']) == 1
     assert db_api.count_reports(ctx)['host_reports'] == 1
     latest = db_api.get_instance(ctx, test_reports.VM)['latest_report']
     assert latest['sequence'] == 1
     # The same sequence, now valid, is still accepted.
-    service_manager.report(ctx, registered_report(service_manager, ctx, 2))
+    COMPUTE_1.report(service_manager, ctx,
+                     registered_report(service_manager, ctx, 2))
     assert db_api.count_reports(ctx)['host_reports'] == 2
 
 
 def test_report_of_unknown_host_is_rejected(service_manager, ctx):
     report = test_reports.good_report()
-    service_manager.report(ctx, report)
+    COMPUTE_1.report(service_manager, ctx, report)
     assert db_api.count_rejections(ctx, host_uuid=report['host_uuid']) == 1
     assert db_api.count_reports(ctx)['host_reports'] == 0
 
 
 def test_garbage_report_is_rejected_without_raising(service_manager, ctx):
-    service_manager.report(ctx, 'garbage')
-    service_manager.report(ctx, {'host_uuid': 12, 'sequence': 'x'})
+    COMPUTE_1.register(service_manager, ctx)
+    COMPUTE_1.report(service_manager, ctx, 'garbage')
+    COMPUTE_1.report(service_manager, ctx,
+                     {'host_uuid': 12, 'sequence': 'x'})
     assert db_api.count_rejections(ctx) == 2
 
 
 def test_register_host_returns_last_stored_sequence(service_manager, ctx):
-    service_manager.report(ctx, registered_report(service_manager, ctx, 7))
-    again = service_manager.register_host(ctx, 'compute-1', 2 ** 34, 0)
+    COMPUTE_1.report(service_manager, ctx,
+                     registered_report(service_manager, ctx, 7))
+    again = COMPUTE_1.register(service_manager, ctx, 2 ** 34, 0)
     assert again['last_sequence'] == 7
 
 
 def test_registration_records_the_hosts_interval(service_manager, ctx):
-    service_manager.register_host(ctx, 'compute-1', 2 ** 34, 0, 5.0)
+    COMPUTE_1.register(service_manager, ctx, 2 ** 34, 0, 5.0)
     host = db_api.list_hosts(ctx)[0]
     assert (host['report_interval'], host['state']) == (5.0, 'up')
 
@@ -92,6 +100,6 @@ def test_database_failure_is_counted_not_raised(service_manager, ctx):
     report = registered_report(service_manager, ctx)
     with mock.patch.object(db_api, 'store_report',
                            side_effect=db_exc.DBError('gone')):
-        service_manager.report(ctx, report)
+        COMPUTE_1.report(service_manager, ctx, report)
     assert service_manager.counters['failed'] == 1
     assert db_api.count_rejections(ctx) == 0

@@ -12,6 +12,7 @@ from memcanal.rpc import reports
 from memcanal.service import actions
 from memcanal.service import manager
 from memcanal.service import optimizer
+from memcanal.tests import keys
 
 MIB = 2 ** 20
 WEB = '10000000-0000-4000-8000-000000000001'
@@ -142,7 +143,7 @@ def test_dispatch_sends_approved_actions_once(conf, ctx, host):
     conf.set_override('default_mechanism', 'hotplug', 'optimizer')
     conf.set_override('mode', 'auto', 'optimizer')
     [decision] = optimizer.Optimizer(conf).run(ctx)
-    dispatcher = actions.ActionDispatcher(conf)
+    dispatcher = actions.ActionDispatcher(conf, signing_key=keys.SERVICE_KEY)
     dispatcher._agent_api = mock.Mock()
     dispatcher._agent_api.apply_decision.side_effect = [
         messaging.MessagingTimeout(), None]
@@ -160,14 +161,19 @@ def test_results_arrive_through_the_manager(conf, ctx, host):
     conf.set_override('default_mechanism', 'hotplug', 'optimizer')
     conf.set_override('mode', 'auto', 'optimizer')
     service_manager = manager.ServiceManager(conf)
+    agent = keys.Agent('compute-1')
+    agent.register(service_manager, ctx, 4096 * MIB, 2048 * MIB)
     [decision] = service_manager.optimize()
-    service_manager.actions_done(ctx, decision['uuid'], [
-        {'uuid': a['uuid'], 'state': 'applied', 'error': None,
-         'result': {'seconds': 0.01}} for a in decision['actions']])
+    agent.call(service_manager, ctx, 'actions_done',
+               decision_uuid=decision['uuid'], results=[
+                   {'uuid': a['uuid'], 'state': 'applied', 'error': None,
+                    'result': {'seconds': 0.01}}
+                   for a in decision['actions']])
     assert decisions_db.get_decision(ctx, decision['uuid'])['state'] == (
         'applied')
     # Unknown decisions are logged, not raised.
-    service_manager.actions_done(ctx, WEB, [])
+    agent.call(service_manager, ctx, 'actions_done', decision_uuid=WEB,
+               results=[])
     jobs = [job.__name__ for _, job in service_manager.periodic_jobs()]
     assert jobs == ['mark_gone_instances', 'carry_out_decisions',
                     'optimize', 'run_retention']
