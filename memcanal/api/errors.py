@@ -40,6 +40,7 @@ MARKER_NOT_FOUND = 'memcanal.marker.not_found'
 HOST_NOT_FOUND = 'memcanal.host.not_found'
 INSTANCE_NOT_FOUND = 'memcanal.instance.not_found'
 DECISION_NOT_FOUND = 'memcanal.decision.not_found'
+MEMORY_SERVER_NOT_FOUND = 'memcanal.memory_server.not_found'
 # The decision's state does not allow what was asked (approving a rejected
 # decision, rolling back one still waiting for approval).
 DECISION_STATE_CONFLICT = 'memcanal.decision.state_conflict'

@@ -50,6 +50,9 @@ ROUTE_DECLARATIONS = {
     '/memory_servers': {
         'GET': memory_servers.list_memory_servers,
     },
+    '/memory_servers/{uuid}': {
+        'PATCH': memory_servers.update_memory_server,
+    },
     '/decisions/{uuid}': {
         'GET': decisions.get_decision,
     },

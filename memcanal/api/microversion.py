@@ -38,6 +38,9 @@ VERSIONS = [
             # whom); hosts: allocated_bytes, resident_bytes, lent_bytes,
             # borrowed_bytes; instances: resident_bytes, paged_bytes,
             # resident_target_bytes.
+    '1.6',  # Memory servers: uuid and enabled, and PATCH
+            # /memory_servers/{uuid} {"enabled": ...}: a new memory
+            # server lends nothing until an operator enables it.
 ]
 
 

@@ -126,6 +126,9 @@ OPERATIONS = {
     memory_servers.list_memory_servers: Operation(
         'List the memory servers and their leases', 'MemoryServerList',
         query=_fixed(memory_server_schemas.LIST), min_version='1.5'),
+    memory_servers.update_memory_server: Operation(
+        'Enable or disable a memory server', 'MemoryServer',
+        body=memory_server_schemas.UPDATE, min_version='1.6'),
     decisions.approve: Operation(
         'Approve a recommended decision', 'DecisionDetail',
         body=decision_schemas.TRANSITION, min_version='1.1',

@@ -54,6 +54,12 @@ def instance_paging(value):
         'resident_bytes', 'paged_bytes', 'resident_target_bytes')}
 
 
+def memory_server_identity(value):
+    """Microversion 1.6: which memory server, and whether an operator
+    let pooling lend from it."""
+    return {'uuid': value['uuid'], 'enabled': value['enabled']}
+
+
 def memory_server(value):
     """A memory server, what it lends and to whom."""
     return {

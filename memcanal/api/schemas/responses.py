@@ -190,6 +190,8 @@ DECISION_DETAIL = obj(dict(
     events=array(EVENT)))
 
 MEMORY_SERVER = obj({
+    'uuid': since('1.6', common.UUID),
+    'enabled': since('1.6', {'type': 'boolean'}),
     'host_uuid': common.UUID,
     'host_name': STRING,
     'host_state': HOST_STATE,

@@ -9,6 +9,7 @@ rather than one resource.
 from memcanal import context
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
+from memcanal.db import pooling as pooling_db
 from memcanal.rpc import reports
 from memcanal.tests.unit.api import data
 
@@ -27,7 +28,8 @@ C1 = '60000000-0000-4000-8000-000000000006'
 
 def seed():
     """Store the cloud; return the uuids of its rows by collection:
-    {'hosts': [...], 'instances': [...], 'decisions': [...]}."""
+    {'hosts': [...], 'instances': [...], 'memory_servers': [...],
+    'decisions': [...]}."""
     ctx = context.get_admin_context()
     hosts = data.seed()
     db_api.store_report(ctx, reports.validate_report(
@@ -46,6 +48,8 @@ def seed():
                        'capacity_bytes': 16 * data.GIB,
                        'used_bytes': data.GIB}},
         max_mrc_points=100, max_instances=100))
+    [server] = pooling_db.list_memory_servers(ctx)
+    pooling_db.set_enabled(ctx, server['uuid'], True)
     lending = decisions_db.create_pooling_decision(
         ctx, data.A1, data.GIB, hosts['host-b'], 3 * data.GIB, 'pooling',
         'auto', {}, {})
@@ -83,5 +87,6 @@ def seed():
         'floor_bytes': data.GIB, 'ceiling_bytes': 8 * data.GIB})
     return {'hosts': sorted([*hosts.values(), host_c]),
             'instances': [*data.ALL, C1],
+            'memory_servers': [server['uuid']],
             'decisions': [decision['uuid'] for decision in (
                 lending, applied, migration, ratio, recommended, alone)]}

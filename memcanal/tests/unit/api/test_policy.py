@@ -26,6 +26,7 @@ RULES = {
     'memcanal:decisions:reject': 'role:admin',
     'memcanal:decisions:rollback': 'role:admin',
     'memcanal:memory_servers:list': 'role:admin',
+    'memcanal:memory_servers:update': 'role:admin',
 }
 
 
