@@ -2,14 +2,15 @@
  *
  * Plain script with no library and no network beyond the API it is
  * served by. Every few seconds it reads GET /hosts, /instances,
- * /decisions and the selected VM's reports, and redraws. The token is
+ * /memory_servers, /decisions and the selected VM's reports, and
+ * redraws. The token is
  * the operator's (noauth2 takes "admin"); it stays in sessionStorage,
  * so it is gone with the tab.
  */
 'use strict';
 
 (function () {
-  const VERSION = 'memcanal 1.5';
+  const VERSION = 'memcanal 1.6';
   const REFRESH_MS = 5000;
   const REPORTS = 60;
   const RECENT = 8;
@@ -33,8 +34,8 @@
   ];
 
   const state = {
-    hosts: [], instances: [], pending: [], recent: [], reports: [],
-    selected: sessionStorage.getItem('memcanal.vm'),
+    hosts: [], instances: [], servers: [], pending: [], recent: [],
+    reports: [], selected: sessionStorage.getItem('memcanal.vm'),
   };
   const tokenInput = document.getElementById('token');
   const vmSelect = document.getElementById('vm-select');
@@ -54,14 +55,17 @@
   }
 
   // The token goes in a header only, never in a URL (which logs keep).
-  async function api(resource, method) {
+  // ``request``, when given, is sent as the JSON body.
+  async function api(resource, method, request) {
+    const headers = {'X-Auth-Token': tokenInput.value,
+                     'OpenStack-API-Version': VERSION,
+                     'Accept': 'application/json'};
+    if (request !== undefined) headers['Content-Type'] = 'application/json';
     let response;
     try {
       response = await fetch(API + resource, {
-        method: method || 'GET',
-        headers: {'X-Auth-Token': tokenInput.value,
-                  'OpenStack-API-Version': VERSION,
-                  'Accept': 'application/json'},
+        method: method || 'GET', headers: headers,
+        body: request === undefined ? undefined : JSON.stringify(request),
       });
     } catch (error) {
       throw new ApiError(0, 'The API does not answer (' + error.message
@@ -404,6 +408,55 @@
     target.replaceChildren(root);
   }
 
+  // -- Memory servers ----------------------------------------------------
+
+  // A host's agent registers its memory server disabled: it lends
+  // nothing until an operator enables it here.
+  async function toggleServer(server, button) {
+    button.disabled = true;
+    const what = 'the memory server of ' + server.host_name + ' ('
+      + server.address + ')';
+    const enable = !server.enabled;
+    try {
+      await api(apiPath('memory_servers', server.uuid), 'PATCH',
+                {enabled: enable});
+      showResult((enable ? 'Enabled ' : 'Disabled ') + what + '.', 'ok',
+                 'server-result');
+    } catch (error) {
+      showResult('Could not ' + (enable ? 'enable ' : 'disable ') + what
+                 + ': ' + error.message, 'error', 'server-result');
+    }
+    await refresh();
+  }
+
+  function drawServers() {
+    const list = byId('server-list');
+    if (!state.servers.length) {
+      list.replaceChildren(empty('No host has registered a memory server.'));
+      return;
+    }
+    list.replaceChildren(html('table', {},
+      html('tr', {}, ['Host', 'Address', 'Capacity', 'Lent', 'Leases',
+                      'Lending', ''].map(name => html('th', {}, name))),
+      state.servers.map(server => {
+        const button = html('button', {
+          class: server.enabled ? 'reject' : 'approve'},
+          server.enabled ? 'Disable' : 'Enable');
+        button.addEventListener('click', () => toggleServer(server, button));
+        return html('tr', {class: 'server', 'data-uuid': server.uuid,
+                           'data-enabled': String(server.enabled)},
+          html('td', {class: 'host', title: server.host_name},
+               fitted(server.host_name, LABEL_CHARS)),
+          html('td', {class: 'mono'}, server.address),
+          html('td', {}, bytes(server.capacity_bytes)),
+          html('td', {}, bytes(server.lent_bytes)),
+          html('td', {}, server.leases.length),
+          html('td', {}, stateBadge(server.enabled ? 'enabled'
+                                                   : 'disabled')),
+          html('td', {class: 'actions'}, button));
+      })));
+  }
+
   // -- Decisions ---------------------------------------------------------
 
   // What a decision is predicted to do, one line per change.
@@ -453,8 +506,9 @@
     return [JSON.stringify(out).slice(0, 200)];
   }
 
-  function showResult(text, kind) {
-    const result = byId('decision-result');
+  // What an operator's request did, above the list it was made from.
+  function showResult(text, kind, where) {
+    const result = byId(where || 'decision-result');
     result.textContent = text;
     result.className = 'result ' + kind;
     result.hidden = false;
@@ -694,15 +748,17 @@
 
   async function load() {
     try {
-      const [hosts, instances, pending, recent] = await Promise.all([
-        api('/hosts'), api('/instances'),
+      const [hosts, instances, servers, pending, recent] = await Promise.all([
+        api('/hosts'), api('/instances'), api('/memory_servers'),
         api('/decisions?state=recommended'),
         api('/decisions?limit=' + RECENT)]);
       state.hosts = hosts.hosts;
       state.instances = instances.instances;
+      state.servers = servers.memory_servers;
       state.pending = pending.decisions;
       state.recent = recent.decisions;
       drawHosts();
+      drawServers();
       drawDecisions();
       drawSelect();
       await loadVm();

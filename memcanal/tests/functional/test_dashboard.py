@@ -3,7 +3,8 @@
 The API serves the page on a seeded SQLite database, as in test_api.py;
 the page must draw the hosts' memory map, the selected VM's working set
 over time and its miss-ratio curve with the sizes it has and would get,
-and approve a pending decision. Names the API returns are shown as text,
+approve a pending decision and enable a memory server. Names the API
+returns are shown as text,
 never markup; a refused token, an API answering errors or not at all and
 an approval another operator made first are shown on the page.
 Screenshots go to the CI's artefacts directory, to be looked at.
@@ -28,6 +29,7 @@ from memcanal.api import errors
 from memcanal import context
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
+from memcanal.db import pooling as pooling_db
 from memcanal.rpc import reports
 from memcanal.tests import fixtures as memcanal_fixtures
 from memcanal.tests.functional import services
@@ -48,8 +50,9 @@ TOP = pathlib.Path(__file__).resolve().parents[3]
 HOSTILE = '<img src=x onerror=window.__xss=1>'
 # compute-1 runs VM_A, VM_B (the pending decision shrinks it, and leaves
 # VM_A as it is) and VM_C (paged: 2 GiB of it is lent by compute-2's
-# memory server); compute-2 runs VM_D; the host HOSTILE runs VM_E, of
-# flavor HOSTILE, and rejected a decision of policy HOSTILE.
+# memory server, which an operator enabled); compute-2 runs VM_D; the
+# host HOSTILE runs VM_E, of flavor HOSTILE, rejected a decision of
+# policy HOSTILE and registered a memory server, not enabled yet.
 VM_A = '10000000-0000-4000-8000-00000000000a'
 VM_B = '20000000-0000-4000-8000-00000000000b'
 VM_C = '30000000-0000-4000-8000-00000000000c'
@@ -64,6 +67,7 @@ ESTIMATORS = {'prl': 1.0, 'pml': 0.93, 'esx': 0.8}
 CURVES = ('hcache', 'shards')
 REPORTS = 8
 LENT = 2 * GIB
+SERVERS = {'compute-2': '127.0.0.1:7400', HOSTILE: '127.0.0.1:7401'}
 PENDING = {VM_B: 3 * GIB}
 POLICY_TARGETS = {VM_A: MEMORY[VM_A], VM_B: PENDING[VM_B]}
 
@@ -120,12 +124,15 @@ def seed():
                           '%Y-%m-%dT%H:%M:%SZ'),
                       'instances': [_sample(vm, sequence)
                                     for vm in HOSTS_OF[name]]}
-            if name == 'compute-2':
-                report['memserver'] = {'address': '127.0.0.1:7400',
+            if name != 'compute-1':
+                report['memserver'] = {'address': SERVERS[name],
                                        'capacity_bytes': 16 * GIB,
                                        'used_bytes': 0}
             assert db_api.store_report(ctx, reports.validate_report(
                 report, max_mrc_points=100, max_instances=10))
+    for server in pooling_db.list_memory_servers(ctx):
+        if server['host_name'] == 'compute-2':
+            pooling_db.set_enabled(ctx, server['uuid'], True)
     rejected = _memory_targets(ctx, hosts[HOSTILE], HOSTILE,
                                {VM_E: GIB})
     decisions_db.request_transition(ctx, rejected['uuid'], 'reject',
@@ -321,6 +328,31 @@ def test_approve(page):
     assert 'No decision waits' in driver.find_element(
         By.ID, 'decision-list').text
     screenshot(driver, 'approved')
+
+
+def test_memory_servers_are_enabled_by_the_operator(page):
+    driver, _decision = page
+    rows = elements(driver, '#server-list tr.server')
+    assert [(row.get_attribute('data-enabled'),
+             row.find_element(By.CSS_SELECTOR, 'td.host').get_attribute(
+                 'title')) for row in rows] == [
+        ('false', HOSTILE), ('true', 'compute-2')]
+    fresh = rows[0].get_attribute('data-uuid')
+    assert 'disabled' in rows[0].text and '127.0.0.1:7401' in rows[0].text
+    rows[0].find_element(By.CSS_SELECTOR, 'button.approve').click()
+    result = wait_for(
+        driver, expected_conditions.visibility_of_element_located(
+            (By.CSS_SELECTOR, '#server-result.ok')))
+    assert result.text == 'Enabled the memory server of %s (127.0.0.1:7401).' \
+        % HOSTILE
+    assert {server['uuid']: server['enabled']
+            for server in pooling_db.list_memory_servers(
+                context.get_admin_context())}[fresh] is True
+    wait_for(driver, lambda d: elements(
+        d, 'tr.server[data-uuid="%s"][data-enabled="true"] button.reject'
+        % fresh))
+    screenshot(driver, 'memory-servers')
+    no_markup_ran(driver)
 
 
 def no_markup_ran(driver):

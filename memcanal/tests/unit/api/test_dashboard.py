@@ -7,6 +7,7 @@ import pytest
 
 from memcanal.api import errors
 from memcanal.api.handlers import dashboard
+from memcanal.api import microversion
 from memcanal.tests.unit.api import base
 from memcanal.tests.unit.api import test_auth
 
@@ -51,7 +52,7 @@ def test_every_file_the_page_names_is_served(client):
 
 def test_script_speaks_the_newest_version(client):
     script = client.request('/dashboard/dashboard.js').body.decode()
-    assert "'memcanal 1.5'" in script
+    assert "'memcanal %s'" % microversion.max_version_string() in script
     assert 'X-Auth-Token' in script
 
 
