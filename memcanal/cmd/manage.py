@@ -7,11 +7,14 @@
         [--before DATE] [--until-complete] [--verbose]
     memcanal-manage [--config-file ...] db purge (--before DATE | --all)
         [--verbose]
+    memcanal-manage service create-key --private PATH --public PATH
+    memcanal-manage [--config-file ...] host forget-key NAME
 
 The database is ``[database] connection`` of the configuration, as the
-service and API use it. Exit status 0 on success, 1 on a database error
-or an unknown revision (the message says why), 2 on a usage error (a
-bad --max-rows or DATE among them). Unlike nova-manage's
+service and API use it. Exit status 0 on success, 1 on a database error,
+an unknown revision, a key file that exists or an unknown host (the
+message says why), 2 on a usage error (a bad --max-rows or DATE among
+them). Unlike nova-manage's
 archive_deleted_rows, archive exits 0 whether or not it moved rows:
 --until-complete does what looping on its exit status did.
 """
@@ -28,8 +31,11 @@ import sqlalchemy as sa
 
 from memcanal.cmd import common
 from memcanal import context as memcanal_context
+from memcanal.db import api as db_api
 from memcanal.db import migration
 from memcanal.db import retention
+from memcanal import exception
+from memcanal.rpc import signing
 
 CONF = common.CONF
 
@@ -88,6 +94,41 @@ class DbCommands:
                                  CONF.retention.batch_size)
         _print_counts(counts, 'Purged', 'Nothing was purged.',
                       'Number of Rows Purged')
+
+
+class ServiceCommands:
+    """``service``: the service's own key pair."""
+
+    @staticmethod
+    def create_key(url):
+        """The key pair that signs the service's actions and lease tokens
+        ([service] signing_key); its public half goes to every compute
+        host ([agent] service_public_key, memcanal-memserver --lease-key).
+        An existing file is never replaced."""
+        key = signing.create_key_pair(CONF.command.private,
+                                      CONF.command.public)
+        print('Wrote %s (private, mode 0600: the service alone reads it) '
+              'and %s (public); key %s.' % (
+                  CONF.command.private, CONF.command.public,
+                  signing.fingerprint(signing.public_text(key))))
+
+
+class HostCommands:
+    """``host``: what the service trusts of a host."""
+
+    @staticmethod
+    def forget_key(url):
+        """Unpin the key a host first registered with, so that a rebuilt
+        host (a new key in its agent's state_path) can register again.
+        Until it does, the service takes no message for that host."""
+        name = CONF.command.host_name
+        forgotten = db_api.forget_host_key(
+            memcanal_context.get_admin_context(), name)
+        if forgotten is None:
+            print('Host %s has no key pinned.' % name)
+        else:
+            print('Forgot key %s of host %s; its next registration pins '
+                  'a new one.' % (signing.fingerprint(forgotten), name))
 
 
 def _print_counts(counts, verb, nothing, heading):
@@ -182,6 +223,26 @@ def add_command_parsers(subparsers):
                        help='purge every archived row')
     purge.add_argument('--verbose', **verbose)
     purge.set_defaults(func=DbCommands.purge)
+    service = subparsers.add_parser('service', help=ServiceCommands.__doc__)
+    service_actions = service.add_subparsers(dest='action', required=True)
+    create_key = service_actions.add_parser(
+        'create-key', help='create the key pair that signs what the '
+                           'service sends agents and memory servers')
+    create_key.add_argument('--private', required=True, metavar='PATH',
+                            help='the private key file to create: '
+                                 '[service] signing_key')
+    create_key.add_argument('--public', required=True, metavar='PATH',
+                            help='the public key file to create: [agent] '
+                                 'service_public_key on compute hosts')
+    create_key.set_defaults(func=ServiceCommands.create_key)
+    host = subparsers.add_parser('host', help=HostCommands.__doc__)
+    host_actions = host.add_subparsers(dest='action', required=True)
+    forget_key = host_actions.add_parser(
+        'forget-key', help='let a rebuilt host register with a new key')
+    # Not "name": oslo.config's CONF.command.name is the command's.
+    forget_key.add_argument('host_name', metavar='NAME',
+                            help='the host\'s name, as it registered')
+    forget_key.set_defaults(func=HostCommands.forget_key)
 
 
 COMMAND_OPT = cfg.SubCommandOpt('command', title='Commands',
@@ -196,8 +257,12 @@ def main(argv=None):
     except (db_exc.DBError, sa.exc.SQLAlchemyError) as err:
         print('memcanal-manage: database error: %s' % err, file=sys.stderr)
         return 1
-    except alembic_util.CommandError as err:
+    except (alembic_util.CommandError, exception.HostNotFound) as err:
         # E.g. a --revision this code does not know.
         print('memcanal-manage: %s' % err, file=sys.stderr)
+        return 1
+    except FileExistsError as err:
+        print('memcanal-manage: %s exists; a key is never replaced'
+              % err.filename, file=sys.stderr)
         return 1
     return 0
