@@ -1,10 +1,11 @@
 /*
  * A pager store on a memcanal-memserver (hypervisor-patches/memserver,
- * protocol in its README).  The server may drop any page at any time, so
- * this store is only ever one copy of two.
+ * protocol in its README): the protocol, over plain TCP here and over
+ * TLS with a lease token in store_tls.c.  The server may drop any page
+ * at any time, so this store is only ever one copy of two.
  *
  * Two connections: one for put (the swap-out caller), one for get and
- * del (the fault thread), so a fault never waits behind a 2 MiB PUT.  A
+ * del (the fault thread), so a fault never waits behind a 4 MiB PUT.  A
  * broken connection is re-opened once per call; if that fails the call
  * fails and the pager falls back to its other copy.  A server that
  * stops answering (frozen, or its host gone) must not hold a fault for
@@ -12,7 +13,7 @@
  * makes no progress for IO_MS is broken, and a timeout is not retried.
  */
 #define _GNU_SOURCE
-#include "pager.h"
+#include "store_tls.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -21,31 +22,20 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #define MAGIC 0x534D434Du
 #define CONNECT_MS 1000
 #define IO_MS 2000
-enum { OP_PUT = 1, OP_GET = 2, OP_DELETE = 3, OP_RECLAIM = 5 };
-enum { ST_OK = 0 };
-
-struct conn {
-	pthread_mutex_t lock;
-	int fd;
-};
-
-struct tcp_store {
-	struct pager_store s;
-	char host[256], port[16];
-	uint64_t owner;
-	struct conn put, get;
-};
+#define MAX_BATCH 1024
+enum { OP_PUT = 1, OP_GET = 2, OP_DELETE = 3, OP_RECLAIM = 5,
+       OP_HELLO = 6 };
+enum { ST_OK = 0, ST_MISSING = 1, ST_FULL = 2, ST_BAD_REQUEST = 3,
+       ST_REFUSED = 4 };
 
 /* connect(), giving up after CONNECT_MS. */
 static int connect_within(int fd, const struct sockaddr *addr,
@@ -66,14 +56,16 @@ static int connect_within(int fd, const struct sockaddr *addr,
 	return fcntl(fd, F_SETFL, flags);
 }
 
-static int dial(struct tcp_store *t)
+static int dial(struct memserver_store *m)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res, *a;
 	struct timeval io = { IO_MS / 1000, IO_MS % 1000 * 1000 };
 	int fd = -1, one = 1;
 
-	if (getaddrinfo(t->host, t->port, &hints, &res))
+	if (getaddrinfo(m->host, m->port, &hints, &res)) {
+		errno = EHOSTUNREACH;
 		return -1;
+	}
 	for (a = res; a; a = a->ai_next) {
 		fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (fd < 0)
@@ -92,103 +84,123 @@ static int dial(struct tcp_store *t)
 	return fd;
 }
 
-static int send_all(int fd, struct iovec *iov, int n)
+static void hang_up(struct memserver_store *m, struct memserver_conn *c)
 {
-	while (n > 0) {
-		/* MSG_NOSIGNAL: a server that died answers EPIPE, not a
-		 * SIGPIPE that would kill the pager (and hang its guest). */
-		struct msghdr msg = { .msg_iov = iov, .msg_iovlen = n };
-		ssize_t r = sendmsg(fd, &msg, MSG_NOSIGNAL);
+	int saved = errno;
 
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		while (n > 0 && (size_t)r >= iov->iov_len) {
-			r -= iov->iov_len;
-			iov++;
-			n--;
-		}
-		if (n > 0) {
-			iov->iov_base = (char *)iov->iov_base + r;
-			iov->iov_len -= r;
-		}
-	}
-	return 0;
-}
-
-static int recv_all(int fd, void *buf, size_t len)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t r = recv(fd, (char *)buf + done, len - done, 0);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		done += r;
-	}
-	return 0;
+	if (c->fd < 0)
+		return;
+	m->transport->stop(c);
+	close(c->fd);
+	c->fd = -1;
+	errno = saved;
 }
 
 /*
- * One request on c; body (len bytes) is sent after a PUT header or read
- * after an OK GET reply.  Returns the reply's status and count, or -1
- * when the connection failed (it is then closed).
+ * One request on an open connection; body (len bytes) is sent after a
+ * PUT or HELLO header or read after an OK GET reply.  Returns the
+ * reply's status and count, or -1 when the connection failed (it is then
+ * closed).  A server that refuses a request closes the connection.
  */
-static int request_once(struct tcp_store *t, struct conn *c, int op,
-			uint64_t page, uint32_t count, void *body, size_t len,
-			uint32_t *got)
+static int exchange(struct memserver_store *m, struct memserver_conn *c,
+		    int op, uint64_t page, uint32_t count, void *body,
+		    size_t len, uint32_t *got)
 {
+	const struct memserver_transport *io = m->transport;
 	uint8_t req[32] = { 0 }, rep[16];
 	uint32_t magic = htole32(MAGIC), n = htole32(count);
-	uint64_t owner = htole64(t->owner), pg = htole64(page);
-	struct iovec iov[2] = {
-		{ req, sizeof(req) }, { body, op == OP_PUT ? len : 0 },
-	};
+	uint64_t owner = htole64(m->owner), pg = htole64(page);
+	int sends_body = op == OP_PUT || op == OP_HELLO;
 
 	memcpy(req, &magic, 4);
 	req[4] = op;
 	memcpy(req + 8, &owner, 8);
 	memcpy(req + 16, &pg, 8);
 	memcpy(req + 24, &n, 4);
-	if (c->fd < 0)
-		c->fd = dial(t);
-	if (c->fd < 0)
-		return -1;
-	if (send_all(c->fd, iov, op == OP_PUT ? 2 : 1) ||
-	    recv_all(c->fd, rep, sizeof(rep)))
+	if (io->send(c, req, sizeof(req)) ||
+	    (sends_body && io->send(c, body, len)) ||
+	    io->recv(c, rep, sizeof(rep)))
 		goto broken;
 	memcpy(&magic, rep, 4);
 	memcpy(&n, rep + 8, 4);
-	if (le32toh(magic) != MAGIC)
-		goto broken;
 	*got = le32toh(n);
-	if (op == OP_GET && rep[4] == ST_OK &&
-	    (*got != count || recv_all(c->fd, body, len)))
+	if (le32toh(magic) != MAGIC)
+		goto protocol;
+	if (rep[4] == ST_REFUSED || rep[4] == ST_BAD_REQUEST) {
+		errno = rep[4] == ST_REFUSED ? EACCES : EPROTO;
+		hang_up(m, c);
+		return -1;
+	}
+	if (rep[4] == ST_OK && (op == OP_GET || op == OP_PUT) &&
+	    *got != count)
+		goto protocol;
+	if (op == OP_GET && rep[4] == ST_OK && io->recv(c, body, len))
 		goto broken;
 	return rep[4];
+protocol:
+	errno = EPROTO;
 broken:
-	close(c->fd);
-	c->fd = -1;
+	hang_up(m, c);
 	return -1;
 }
 
-static int request(struct tcp_store *t, struct conn *c, int op,
-		   uint64_t page, uint32_t count, void *body, size_t len)
+/* c, connected and past its HELLO: 0, or -1 with errno set. */
+static int open_conn(struct memserver_store *m, struct memserver_conn *c)
 {
-	uint32_t got = 0;
+	uint32_t got;
+
+	if (c->fd >= 0)
+		return 0;
+	c->fd = dial(m);
+	if (c->fd < 0)
+		return -1;
+	if (m->transport->start(m, c)) {
+		int saved = errno;
+
+		close(c->fd);
+		c->fd = -1;
+		errno = saved;
+		return -1;
+	}
+	if (m->token_len) {
+		int st = exchange(m, c, OP_HELLO, 0, m->token_len, m->token,
+				  m->token_len, &got);
+
+		if (st != ST_OK) {
+			if (st >= 0) {
+				hang_up(m, c);
+				errno = EPROTO;
+			}
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int request_once(struct memserver_store *m, struct memserver_conn *c,
+			int op, uint64_t page, uint32_t count, void *body,
+			size_t len)
+{
+	uint32_t got;
+
+	if (open_conn(m, c))
+		return -1;
+	return exchange(m, c, op, page, count, body, len, &got);
+}
+
+static int request(struct memserver_store *m, struct memserver_conn *c,
+		   int op, uint64_t page, uint32_t count, void *body,
+		   size_t len)
+{
 	int st, timed_out;
 
 	pthread_mutex_lock(&c->lock);
-	st = request_once(t, c, op, page, count, body, len, &got);
+	st = request_once(m, c, op, page, count, body, len);
 	timed_out = st < 0 && (errno == EAGAIN || errno == ETIMEDOUT);
 	/* The server restarted, or the link broke: once more.  Not after a
 	 * timeout: a server that does not answer would cost the fault two. */
 	if (st < 0 && !timed_out)
-		st = request_once(t, c, op, page, count, body, len, &got);
+		st = request_once(m, c, op, page, count, body, len);
 	pthread_mutex_unlock(&c->lock);
 	if (st != ST_OK) {
 		errno = timed_out ? ETIMEDOUT : st < 0 ? ECONNRESET : ENOENT;
@@ -200,12 +212,12 @@ static int request(struct tcp_store *t, struct conn *c, int op,
 static int tcp_put(struct pager_store *s, uint64_t page, const void *buf,
 		   size_t npages)
 {
-	struct tcp_store *t = (struct tcp_store *)s;
+	struct memserver_store *m = (struct memserver_store *)s;
 
-	for (size_t i = 0; i < npages; i += 1024) {
-		size_t n = npages - i < 1024 ? npages - i : 1024;
+	for (size_t i = 0; i < npages; i += MAX_BATCH) {
+		size_t n = npages - i < MAX_BATCH ? npages - i : MAX_BATCH;
 
-		if (request(t, &t->put, OP_PUT, page + i, n,
+		if (request(m, &m->put, OP_PUT, page + i, n,
 			    (char *)buf + i * PAGER_PAGE, n * PAGER_PAGE))
 			return -1;
 	}
@@ -214,19 +226,19 @@ static int tcp_put(struct pager_store *s, uint64_t page, const void *buf,
 
 static int tcp_get(struct pager_store *s, uint64_t page, void *buf)
 {
-	struct tcp_store *t = (struct tcp_store *)s;
+	struct memserver_store *m = (struct memserver_store *)s;
 
-	return request(t, &t->get, OP_GET, page, 1, buf, PAGER_PAGE);
+	return request(m, &m->get, OP_GET, page, 1, buf, PAGER_PAGE);
 }
 
 static int tcp_del(struct pager_store *s, uint64_t page, size_t npages)
 {
-	struct tcp_store *t = (struct tcp_store *)s;
+	struct memserver_store *m = (struct memserver_store *)s;
 
-	for (size_t i = 0; i < npages; i += 1024) {
-		size_t n = npages - i < 1024 ? npages - i : 1024;
+	for (size_t i = 0; i < npages; i += MAX_BATCH) {
+		size_t n = npages - i < MAX_BATCH ? npages - i : MAX_BATCH;
 
-		if (request(t, &t->get, OP_DELETE, page + i, n, NULL, 0))
+		if (request(m, &m->get, OP_DELETE, page + i, n, NULL, 0))
 			return -1;
 	}
 	return 0;
@@ -234,45 +246,113 @@ static int tcp_del(struct pager_store *s, uint64_t page, size_t npages)
 
 int pager_tcp_store_reclaim_all(struct pager_store *s)
 {
-	struct tcp_store *t = (struct tcp_store *)s;
+	struct memserver_store *m = (struct memserver_store *)s;
 
-	return request(t, &t->get, OP_RECLAIM, 0, 0xFFFFFFFFu, NULL, 0);
+	return request(m, &m->get, OP_RECLAIM, 0, 0xFFFFFFFFu, NULL, 0);
 }
 
 static void tcp_destroy(struct pager_store *s)
 {
-	struct tcp_store *t = (struct tcp_store *)s;
+	struct memserver_store *m = (struct memserver_store *)s;
 
-	if (t->put.fd >= 0)
-		close(t->put.fd);
-	if (t->get.fd >= 0)
-		close(t->get.fd);
-	free((char *)t->s.name);
-	free(t);
+	hang_up(m, &m->put);
+	hang_up(m, &m->get);
+	if (m->transport->destroy)
+		m->transport->destroy(m);
+	free((char *)m->s.name);
+	free(m);
 }
+
+struct pager_store *memserver_store_open(struct memserver_store *m,
+					 const char *prefix)
+{
+	char name[300];
+	int err;
+
+	snprintf(name, sizeof(name), "%s:%s:%s", prefix, m->host, m->port);
+	m->s = (struct pager_store){ .name = strdup(name), .kind = "tcp",
+		.put = tcp_put, .get = tcp_get, .del = tcp_del,
+		.destroy = tcp_destroy };
+	pthread_mutex_init(&m->put.lock, NULL);
+	pthread_mutex_init(&m->get.lock, NULL);
+	m->put.fd = m->get.fd = -1;
+	if (!m->s.name) {
+		errno = ENOMEM;
+		goto failed;
+	}
+	if (open_conn(m, &m->put) || open_conn(m, &m->get))
+		goto failed;
+	return &m->s;
+failed:
+	err = errno;
+	tcp_destroy(&m->s);
+	errno = err;
+	return NULL;
+}
+
+/* ---- plaintext: the pre-#25 protocol of --insecure servers ---- */
+
+static int plain_start(struct memserver_store *m, struct memserver_conn *c)
+{
+	(void)m;
+	(void)c;
+	return 0;
+}
+
+static int plain_send(struct memserver_conn *c, const void *buf, size_t len)
+{
+	while (len) {
+		/* MSG_NOSIGNAL: a server that died answers EPIPE, not a
+		 * SIGPIPE that would kill the pager (and hang its guest). */
+		ssize_t r = send(c->fd, buf, len, MSG_NOSIGNAL);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		buf = (const char *)buf + r;
+		len -= r;
+	}
+	return 0;
+}
+
+static int plain_recv(struct memserver_conn *c, void *buf, size_t len)
+{
+	while (len) {
+		ssize_t r = recv(c->fd, buf, len, 0);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r == 0)
+			errno = ECONNRESET;
+		if (r <= 0)
+			return -1;
+		buf = (char *)buf + r;
+		len -= r;
+	}
+	return 0;
+}
+
+static void plain_stop(struct memserver_conn *c)
+{
+	(void)c;
+}
+
+static const struct memserver_transport plain = {
+	.start = plain_start, .send = plain_send, .recv = plain_recv,
+	.stop = plain_stop,
+};
 
 struct pager_store *pager_tcp_store(const char *host, const char *port,
 				    uint64_t owner)
 {
-	struct tcp_store *t = calloc(1, sizeof(*t));
-	char name[300];
+	struct memserver_store *m = calloc(1, sizeof(*m));
 
-	if (!t)
+	if (!m)
 		return NULL;
-	snprintf(t->host, sizeof(t->host), "%s", host);
-	snprintf(t->port, sizeof(t->port), "%s", port);
-	t->owner = owner;
-	pthread_mutex_init(&t->put.lock, NULL);
-	pthread_mutex_init(&t->get.lock, NULL);
-	t->put.fd = dial(t);
-	t->get.fd = dial(t);
-	if (t->put.fd < 0 || t->get.fd < 0) {
-		tcp_destroy(&t->s);
-		return NULL;
-	}
-	snprintf(name, sizeof(name), "tcp:%s:%s", host, port);
-	t->s = (struct pager_store){ .name = strdup(name), .kind = "tcp",
-		.put = tcp_put,
-		.get = tcp_get, .del = tcp_del, .destroy = tcp_destroy };
-	return &t->s;
+	snprintf(m->host, sizeof(m->host), "%s", host);
+	snprintf(m->port, sizeof(m->port), "%s", port);
+	m->owner = owner;
+	m->transport = &plain;
+	return memserver_store_open(m, "tcp");
 }
