@@ -37,6 +37,7 @@ from memcanal.db import pooling as pooling_db
 from memcanal.policy import demand
 from memcanal.policy import guardrails
 from memcanal import rpc
+from memcanal.rpc import signing
 from memcanal.service import optimizer as optimizer_service
 from memcanal.service import service as central_service
 
@@ -141,6 +142,7 @@ def _configure(args, oslo_args):
         os.path.abspath(args.state_dir), 'memcanal.sqlite')
     CONF.set_override('connection', db_url, 'database')
     CONF.set_override('state_path', args.state_dir)
+    _use_keys(args.state_dir)
     CONF.set_override('auth_strategy', 'noauth2', 'api')
     CONF.set_override('report_interval', args.interval, 'agent')
     # Every period below is a few report intervals, so that a one-minute
@@ -196,6 +198,27 @@ def _configure(args, oslo_args):
     if args.api_port is not None:
         CONF.set_override('bind_port', args.api_port, 'api')
     return db_url
+
+
+def _use_keys(state_dir):
+    """The service's key pair, made in the state directory on the first
+    run: the service signs its actions with it, the agents check them
+    (each host's own key is made in the state directory too)."""
+    private = os.path.join(os.path.abspath(state_dir), 'service.key')
+    public = os.path.join(os.path.abspath(state_dir), 'service.pub')
+    if not os.path.exists(private):
+        signing.create_key_pair(private, public)
+    CONF.set_override('signing_key', private, 'service')
+    CONF.set_override('service_public_key', public, 'agent')
+
+
+def _enable_memory_servers(context, host_names):
+    """The simulated memory servers of this run's hosts, registered
+    disabled as every host's are, enabled: the person running the
+    all-in-one is its operator."""
+    for server in pooling_db.list_memory_servers(context):
+        if server['host_name'] in host_names and not server['enabled']:
+            pooling_db.set_enabled(context, server['uuid'], True)
 
 
 class _QuietHandler(simple_server.WSGIRequestHandler):
@@ -542,6 +565,7 @@ def _run(args, progress):
                 if wait <= 0:
                     break
             stop.wait(wait)
+            _enable_memory_servers(context, progress.host_names)
             progress.tick(context)
     except KeyboardInterrupt:
         pass
