@@ -69,11 +69,30 @@ function write_memcanal_conf {
     iniset $MEMCANAL_CONF api auth_strategy $MEMCANAL_AUTH_STRATEGY
     configure_keystone_authtoken_middleware $MEMCANAL_CONF memcanal
     iniset $MEMCANAL_CONF agent driver $MEMCANAL_AGENT_DRIVER
+    if is_service_enabled memcanal-service; then
+        create_memcanal_service_key
+        iniset $MEMCANAL_CONF service signing_key $MEMCANAL_SERVICE_KEY
+    fi
+    if is_service_enabled memcanal-agent; then
+        if [[ ! -e $MEMCANAL_SERVICE_PUBLIC_KEY ]] && ! is_service_enabled memcanal-service; then
+            warn $LINENO "$MEMCANAL_SERVICE_PUBLIC_KEY is missing: copy it from the memcanal-service node, or memcanal-agent refuses every action"
+        fi
+        iniset $MEMCANAL_CONF agent service_public_key $MEMCANAL_SERVICE_PUBLIC_KEY
+    fi
     # The service live-migrates through nova and sets allocation ratios
     # in placement when those features are enabled.
     memcanal_set_auth $MEMCANAL_CONF nova memcanal
     memcanal_set_auth $MEMCANAL_CONF placement memcanal
     setup_logging $MEMCANAL_CONF
+}
+
+# create_memcanal_service_key - the service's key pair, once (a key is
+# never replaced: agents and memory servers hold its public half).
+function create_memcanal_service_key {
+    if [[ ! -e $MEMCANAL_SERVICE_KEY ]]; then
+        $MEMCANAL_BIN_DIR/memcanal-manage service create-key \
+            --private $MEMCANAL_SERVICE_KEY --public $MEMCANAL_SERVICE_PUBLIC_KEY
+    fi
 }
 
 # write_memcanal_uwsgi_conf - uwsgi serving the API on its own port:

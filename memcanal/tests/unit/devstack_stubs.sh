@@ -167,6 +167,8 @@ function stub_recorder {
 stub_recorder define_plugin 1 1
 # functions-common: echo_summary MESSAGE...
 stub_recorder echo_summary 1 ''
+# functions-common: warn LINENO MESSAGE...
+stub_recorder warn 2 ''
 # inc/python: setup_develop DIR [EXTRAS]
 stub_recorder setup_develop 1 2
 # lib/database: recreate_database DB [CHARSET]

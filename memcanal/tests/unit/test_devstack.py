@@ -200,6 +200,27 @@ def test_post_config_creates_and_syncs_the_database(stack):
             < post_config.index(sync))
 
 
+def test_the_service_signs_with_its_key_and_the_agent_checks_it(stack):
+    create_key = ('memcanal-manage', 'service', 'create-key', '--private',
+                  str(stack.conf_dir / 'service.key'), '--public',
+                  str(stack.conf_dir / 'service.pub'))
+    assert create_key in stack.calls['stack:post-config']
+    raw = configparser.ConfigParser(interpolation=None)
+    raw.read(stack.conf)
+    assert (raw['service']['signing_key'],
+            raw['agent']['service_public_key']) == (
+        create_key[4], create_key[6])
+    assert stack.named('warn') == []
+
+
+def test_an_existing_service_key_is_kept(tmp_path):
+    keyed = Stack(tmp_path, ['stack:post-config'],
+                  prelude='mkdir -p "$MEMCANAL_CONF_DIR"; '
+                          'touch "$MEMCANAL_CONF_DIR/service.key"')
+    assert keyed.result.returncode == 0, keyed.result.stderr
+    assert [call[2] for call in keyed.named('memcanal-manage')] == ['db']
+
+
 def test_post_config_registers_the_service_and_its_endpoint(stack):
     assert stack.named('create_service_user', 'stack:post-config') == [
         ('memcanal', 'admin')]
@@ -356,6 +377,12 @@ def test_compute_node_runs_only_the_agent(tmp_path):
     assert compute.conf.exists() and not compute.uwsgi_conf.exists()
     assert 'database' not in oslo_ini_values(compute.conf)
     assert not compute.tempest_conf.exists()
+    # The service's public key comes from the service's node.
+    assert 'service' not in oslo_ini_values(compute.conf)
+    assert oslo_ini_values(compute.conf)['agent']['service_public_key'] == [
+        str(compute.conf_dir / 'service.pub')]
+    [(_, warning)] = compute.named('warn')
+    assert 'copy it from the memcanal-service node' in warning
 
 
 def test_nova_venv_of_its_own_gets_memcanal_too(tmp_path):
