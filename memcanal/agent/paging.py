@@ -1,27 +1,24 @@
-"""Paging a VM's cold memory out through memcanal-pager (issue #17).
+"""Which of a guest's pages go out, from what its pager sees (issues #17, #24).
 
-The agent's half of TMemCanal's remote paging: ``PagerClient`` runs one
-memcanal-pager daemon (hypervisor-patches/pager) for one QEMU guest and
-speaks its stdin protocol, one command a line, one JSON line answered;
-``GuestPager`` decides which pages go out. It feeds the VM's accessed
-pages of each interval to memcanal.estimation.coldpages.ColdPageDetector
-(TMemCanal's modified MQ), swaps out the detector's cold pages until the
-memory the agent was asked to leave resident is all that is, turns every
-fault into the detector's LRU-Zone prefetch, and records the swap-outs
-and faults as a paging trace for mrc.ghost_curve.
+The agent's half of TMemCanal's remote paging: a ``GuestPager`` decides
+which pages of one VM its memcanal-pager (memcanal.agent.pager_client)
+swaps out. It feeds the pages the VM accessed to
+memcanal.estimation.coldpages.ColdPageDetector (TMemCanal's modified MQ):
+each of the pager's completed sampling intervals (every page whose access
+it caught: the hashed sample, and every page after a full pass, which is
+what makes per-page coldness real), memtrace's PRL pages where a TCG
+guest has them, and the pager's faults, each a TMemCanal LRU-Zone
+prefetch. It swaps out the detector's cold pages until what the agent
+was asked to leave resident is all that is, and records swap-outs and
+faults as a paging trace for mrc.ghost_curve.
 
-Page numbers: the pager counts memfd pages from the mapping's offset, the
-detector and PRL count guest-physical frames. On q35 the two are the same
-below 4 GiB (RAM above it is mapped after the PCI hole, so frames there
-would need the low/high split translated): guests of more than 2 GiB
-(q35's low RAM) are refused here rather than paged wrongly.
+Page numbers are the pager's page indexes (spec): region 0's pages, then
+region 1's, ..., a region being one memory backend (a NUMA cell) of any
+size. Guest-physical frames (memtrace's) differ from them above q35's
+low RAM: ``frame_indexes`` and ``guest_frames`` translate.
 """
 
-import json
 import os
-import queue
-import subprocess
-import threading
 import time
 import uuid
 
@@ -29,22 +26,16 @@ import numpy as np
 from oslo_log import log as logging
 
 from memcanal.agent import driver
+from memcanal.agent import pager_client
 from memcanal.estimation import coldpages
-from memcanal import exception
+from memcanal.estimation import sampling
 
 LOG = logging.getLogger(__name__)
 PAGE = 4096
-# q35 maps at most 2 GiB of RAM below 4 GiB (lowmem), the rest above it.
-IDENTITY_LIMIT = 2 ** 31
-STDERR_TAIL = 2000
-
-
-class PagerError(exception.MemcanalException):
-    msg_fmt = 'memcanal-pager %(name)s: %(reason)s'
-
-
-class UnsupportedCommand(PagerError):
-    """The pager answered a command with an error: this build lacks it."""
+FOUR_GIB_FRAME = (4 << 30) // PAGE
+# q35 keeps RAM below 4 GiB up to 2.75 GiB; from there on, 2 GiB below
+# it and the rest above (QEMU's pc_q35_init).
+Q35_ALL_LOW = 0xb0000000
 
 
 def owner_of(instance_uuid):
@@ -52,122 +43,6 @@ def owner_of(instance_uuid):
     every VM of the cloud may share one server, so it comes from the
     VM's uuid (its first 63 bits), not from the host."""
     return int(uuid.UUID(instance_uuid).hex[:16], 16) >> 1
-
-
-class PagerClient:
-    """One memcanal-pager daemon: started with its stores, driven by its
-    line protocol, its death turned into PagerError with its stderr."""
-
-    def __init__(self, binary, socket, stores, pool_mb=0, log_path=None,
-                 timeout=120.0, owner=1, pool_path=None):
-        self.name = os.path.basename(socket)
-        self.stores = list(stores)
-        self.timeout = timeout
-        self.log_path = log_path or socket + '.log'
-        command = [binary, '--socket', socket, '--owner', str(owner)]
-        for store in self.stores:
-            command += ['--store', store]
-        if pool_mb:
-            command += ['--pool-mb', str(pool_mb)]
-            if pool_path:
-                command += ['--pool', pool_path]
-        with open(self.log_path, 'ab') as log:
-            self.process = subprocess.Popen(
-                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=log, text=True, bufsize=1)
-        self._lines = queue.Queue()
-        self._lock = threading.Lock()
-        threading.Thread(target=self._pump, daemon=True).start()
-        self.attached = None
-        self.wait_event('listening')
-
-    def _pump(self):
-        for line in self.process.stdout:
-            self._lines.put(line)
-        self._lines.put(None)
-
-    def _died(self, doing):
-        try:
-            code = self.process.wait(5)
-        except subprocess.TimeoutExpired:
-            code = 'still running'
-        with open(self.log_path, errors='replace') as log:
-            tail = log.read()[-STDERR_TAIL:].strip()
-        return PagerError(name=self.name, reason='died (exit %s) %s: %s' % (
-            code, doing, tail or 'nothing on stderr'))
-
-    def _next(self, doing, timeout):
-        """The next JSON line, or PagerError if the pager ended or said
-        nothing in time."""
-        try:
-            line = self._lines.get(timeout=timeout)
-        except queue.Empty:
-            raise PagerError(name=self.name, reason='no answer %s in %.0fs'
-                             % (doing, timeout))
-        if line is None:
-            self._lines.put(None)          # every later call fails too
-            raise self._died(doing)
-        try:
-            return json.loads(line)
-        except ValueError:
-            raise PagerError(name=self.name, reason='said %r %s' % (
-                line.strip(), doing))
-
-    def wait_event(self, name, timeout=None):
-        """Skip to the pager's ``name`` event (listening, attached)."""
-        while True:
-            answer = self._next('waiting for %s' % name,
-                                timeout or self.timeout)
-            if answer.get('event') == name:
-                if name == 'attached':
-                    self.attached = answer
-                return answer
-
-    def commands(self, lines):
-        """Send ``lines`` at once and return their answers in order: the
-        pager reads the next command while the previous answer travels."""
-        if not lines:
-            return []
-        with self._lock:
-            try:
-                self.process.stdin.write(''.join(line + '\n'
-                                                 for line in lines))
-                self.process.stdin.flush()
-            except (BrokenPipeError, ValueError):
-                raise self._died('on %r' % lines[0])
-            # Every answer is read, errors too, so none is left to be
-            # taken for the answer to a later command.
-            answers = [self._answer(line) for line in lines]
-        for line, answer in zip(lines, answers):
-            if answer.get('event') == 'error':
-                raise UnsupportedCommand(name=self.name, reason='%r: %s' % (
-                    line, answer.get('line', answer)))
-        return answers
-
-    def command(self, line):
-        return self.commands([line])[0]
-
-    def _answer(self, line):
-        verb = line.split()[0]
-        while True:
-            answer = self._next('to %r' % line, self.timeout)
-            if answer.get('event') in (None, verb, 'error'):
-                return answer
-            LOG.debug('memcanal-pager %s: %s', self.name, answer)
-
-    def stop(self, timeout=30):
-        """End of input: the pager serves faults until its guest exits,
-        then exits itself (stop the guest first)."""
-        if self.process.poll() is None:
-            try:
-                self.process.stdin.close()
-            except OSError:
-                pass
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
 
 
 def runs(pages):
@@ -181,72 +56,143 @@ def runs(pages):
     return list(zip(firsts.tolist(), counts.tolist()))
 
 
-def memfd_of(pid):
-    """A descriptor of QEMU ``pid``'s guest-RAM memfd (the largest), to
-    see which of its pages are resident."""
-    best, size = None, -1
-    fd_dir = '/proc/%d/fd' % pid
-    for name in os.listdir(fd_dir):
-        path = os.path.join(fd_dir, name)
-        try:
-            if not os.readlink(path).startswith('/memfd:'):
-                continue
-            length = os.stat(path).st_size
-        except OSError:
-            continue
-        if length > size:
-            best, size = path, length
-    if best is None:
-        raise PagerError(name=str(pid), reason='QEMU has no memfd')
-    return os.open(best, os.O_RDONLY | os.O_CLOEXEC)
+def expand(flat_runs):
+    """The pages of ``[first, count, first, count, ...]`` (the pager's
+    runs), in order."""
+    pairs = np.asarray(flat_runs, dtype=np.int64).reshape(-1, 2)
+    firsts, counts = pairs[:, 0], pairs[:, 1]
+    if not counts.sum():
+        return np.empty(0, np.int64)
+    # Each page is its run's first plus its rank within the run.
+    starts = np.repeat(firsts - (np.cumsum(counts) - counts), counts)
+    return starts + np.arange(counts.sum())
 
 
-def resident_mask(fd, pages):
-    """Which of the memfd's first ``pages`` pages hold data (SEEK_DATA /
-    SEEK_HOLE): what swapping out would free."""
+def _low_pages(ram_bytes):
+    return (2 << 30 if ram_bytes >= Q35_ALL_LOW else ram_bytes) // PAGE
+
+
+def guest_frames(indexes, ram_bytes):
+    """Guest-physical frames of the page indexes of a q35 guest of
+    ``ram_bytes`` in one region: the low RAM is mapped from frame 0, the
+    rest from 4 GiB up."""
+    indexes = np.asarray(indexes, dtype=np.int64)
+    low = _low_pages(ram_bytes)
+    return np.where(indexes < low, indexes, indexes - low + FOUR_GIB_FRAME)
+
+
+def frame_indexes(frames, ram_bytes):
+    """The page indexes of guest-physical ``frames`` (guest_frames'
+    inverse); frames that are not RAM (the PCI hole, beyond) are left
+    out."""
+    frames = np.asarray(frames, dtype=np.int64)
+    low = _low_pages(ram_bytes)
+    indexes = np.where(frames < low, frames, frames - FOUR_GIB_FRAME + low)
+    ram = (frames < low) | ((frames >= FOUR_GIB_FRAME)
+                            & (indexes < ram_bytes // PAGE))
+    return indexes[ram & (frames >= 0)]
+
+
+def resident_mask(fd, pages, first=0):
+    """Which of the memfd's pages ``first``..``first + pages - 1`` hold
+    data (SEEK_DATA / SEEK_HOLE): what swapping out would free."""
     mask = np.zeros(pages, bool)
-    end, offset = pages * PAGE, 0
+    offset, end = first * PAGE, (first + pages) * PAGE
     while offset < end:
         try:
             start = os.lseek(fd, offset, os.SEEK_DATA)
         except OSError:                    # ENXIO: no data after offset
             break
+        if start >= end:
+            break
         stop = min(os.lseek(fd, start, os.SEEK_HOLE), end)
-        mask[start // PAGE:-(-stop // PAGE)] = True
+        mask[start // PAGE - first:-(-stop // PAGE) - first] = True
         offset = stop
     return mask
 
 
-class GuestPager:
-    """The paging of one VM: its cold-page detector and its pager.
+def region_memfds(pid, regions):
+    """A read-only descriptor of the memfd of each of QEMU ``pid``'s RAM
+    ``regions`` [(base, length, offset)], found by the inode its mapping
+    at ``base`` shows, to see which pages are resident."""
+    inodes = {}
+    with open('/proc/%d/maps' % pid) as maps:
+        for line in maps:
+            fields = line.split()
+            start = int(fields[0].split('-')[0], 16)
+            inodes[start] = int(fields[4])
+    by_inode = {}
+    fd_dir = '/proc/%d/fd' % pid
+    for name in os.listdir(fd_dir):
+        path = os.path.join(fd_dir, name)
+        try:
+            by_inode.setdefault(os.stat(path).st_ino, path)
+        except OSError:
+            continue
+    fds = []
+    try:
+        for base, _, _ in regions:
+            path = by_inode.get(inodes.get(base))
+            if path is None:
+                raise pager_client.PagerError(name=str(pid), reason=(
+                    'QEMU has no memfd mapped at %#x' % base))
+            fds.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return fds
 
-    ``interval`` is called once per collection with the pages the VM
-    accessed (PRL pages; None where nothing logs them, and then the
-    pager's faults and cancelled swap-outs are the only accesses seen);
-    ``set_resident`` pages out or in. Times come from ``clock``.
+
+def access_interval(answer):
+    """A driver.AccessInterval from one of the ``intervals`` of a
+    ``samples`` answer, and when it ended (seconds, CLOCK_MONOTONIC)."""
+    return driver.AccessInterval(
+        touched=expand(answer['touched']), written=expand(answer['written']),
+        full=bool(answer['full']),
+        seconds=(answer['end_ns'] - answer['start_ns']) / 1e9), \
+        answer['end_ns'] / 1e9
+
+
+class GuestPager:
+    """The paging and sampling of one VM: its pager and its cold-page
+    detector.
+
+    ``interval`` is called once per collection, with the pages memtrace
+    saw accessed if it traces the guest; ``set_resident`` pages out or
+    in. ``regions`` [(base, length, offset)] are the guest's RAM as the
+    pager numbers it, ``memfds`` their memfds. ``paged``: the pager may
+    hold pages out already (an earlier agent, or a pager that died,
+    paged the guest), which are then every page not resident. Times
+    come from ``clock`` (the pager's are CLOCK_MONOTONIC, as
+    time.monotonic).
     """
 
-    def __init__(self, client, memfd, pages, scan_period, cold_after=None,
-                 clock=time.monotonic):
-        if pages * PAGE > IDENTITY_LIMIT:
-            raise PagerError(name=client.name, reason=(
-                'a guest of more than 2 GiB has RAM above 4 GiB, whose '
-                'frames are not memfd pages'))
+    def __init__(self, client, memfds, regions, scan_period, cold_after=None,
+                 clock=time.monotonic, paged=False):
         self.client = client
-        self.memfd = memfd
-        self.pages = pages
+        self.memfds = list(memfds)
+        self.regions = [tuple(region) for region in regions]
+        self.pages = sum(length for _, length, _ in self.regions) // PAGE
         self.clock = clock
         self.detector = coldpages.ColdPageDetector(
-            pages, scan_period, expire_ii=cold_after, now=clock())
-        self.paging = False
+            self.pages, scan_period, expire_ii=cold_after, now=clock())
+        self.paging = paged
+        if paged:
+            self.detector.swapped_out(np.flatnonzero(~self.resident()))
+        # The sampled intervals' feed, once the pager said how it samples.
+        self.feed = None
         self.faults = 0
         self.swapped_out = 0
         self._events = []              # (pages, reads) since last interval
         self._faults_supported = True
         self._swapin_supported = True
+        self._samples_supported = True
 
     def resident(self):
-        return resident_mask(self.memfd, self.pages)
+        return np.concatenate([
+            resident_mask(fd, length // PAGE, offset // PAGE)
+            for fd, (_, length, offset) in zip(self.memfds, self.regions)])
 
     def resident_bytes(self):
         return int(np.count_nonzero(self.resident())) * PAGE
@@ -258,10 +204,17 @@ class GuestPager:
     # -- each interval -----------------------------------------------------
 
     def interval(self, accessed=None, accesses=0):
-        """Feed the interval's accesses and the pager's faults to the
-        detector; the interval's paging trace (None until paged)."""
+        """Feed the pager's sampling intervals, ``accessed`` (memtrace's
+        page indexes, None: no memtrace) and the pager's faults to the
+        detector. Returns what the pager's sampling saw (a
+        driver.AccessSamples; None where it does not sample) and the
+        interval's paging trace (None until paged)."""
         now = self.clock()
+        samples, ends = self._take_samples()
         faulted, cancelled = self._take_faults()
+        for sampled, end in zip(samples.intervals if samples else (), ends):
+            self.feed.add_interval(sampled.touched, sampled.full,
+                                   min(max(end, self.detector.now), now))
         # In fault order (each moves its zone to the LRU head), then one
         # batch of swapins: a fault's neighbours are no longer remote
         # for the next.
@@ -275,7 +228,40 @@ class GuestPager:
         self.detector.observe(seen[(seen >= 0) & (seen < self.pages)], now)
         if faulted.size:
             self._events.append((faulted, True))
-        return self._trace(accesses)
+        return samples, self._trace(accesses)
+
+    def cold(self):
+        """The swap-out candidates, oldest in the out queue first: the
+        detector's cold pages, less, where the pager samples, those whose
+        use since the last full pass is unknown."""
+        if self.feed is None:
+            return self.detector.cold()
+        return self.feed.cold()
+
+    def _take_samples(self):
+        """The pager's intervals since the last call, and their ends."""
+        if not self._samples_supported:
+            return None, ()
+        try:
+            answer = self.client.command('samples')
+        except pager_client.UnsupportedCommand:
+            LOG.warning('memcanal-pager %s does not sample (no samples '
+                        'command)', self.client.name)
+            self._samples_supported = False
+            return None, ()
+        if not answer.get('sampling'):
+            return None, ()
+        if answer.get('overflow'):
+            LOG.warning('memcanal-pager %s: %d sampling intervals were '
+                        'dropped before the agent took them',
+                        self.client.name, answer['overflow'])
+        rate, salt = float(answer['rate']), int(answer['salt'])
+        if self.feed is None:
+            self.feed = sampling.ColdPageFeed(self.detector, rate, salt)
+        pairs = [access_interval(interval)
+                 for interval in answer.get('intervals', ())]
+        return (driver.AccessSamples(tuple(pair[0] for pair in pairs), rate,
+                                     salt), [pair[1] for pair in pairs])
 
     def _take_faults(self):
         empty = np.empty(0, np.int64)
@@ -283,7 +269,7 @@ class GuestPager:
             return empty, empty
         try:
             answer = self.client.command('faults')
-        except UnsupportedCommand:
+        except pager_client.UnsupportedCommand:
             LOG.warning('memcanal-pager %s has no faults command: no '
                         'prefetch, and faults are not in the paging trace',
                         self.client.name)
@@ -317,12 +303,14 @@ class GuestPager:
         """Swap the coldest resident pages out until at most
         ``target_bytes`` stay resident (or swap recent ones in up to it);
         the resident bytes before. Stops early when no page is cold."""
+        # What has turned cold since the last interval, too.
+        self.detector.observe([], self.clock())
         resident = self.resident()
         previous = int(np.count_nonzero(resident)) * PAGE
         self.paging = True
         excess = (previous - int(target_bytes)) // PAGE
         while excess > 0:
-            cold = self.detector.cold()
+            cold = self.cold()
             cold = cold[resident[cold]][:excess]
             if not cold.size:
                 LOG.info('memcanal-pager %s: no more cold pages, %d pages '
@@ -353,13 +341,16 @@ class GuestPager:
             return
         try:
             self.client.commands(['swapin %d %d' % run for run in runs(pages)])
-        except UnsupportedCommand:
+        except pager_client.UnsupportedCommand:
             LOG.warning('memcanal-pager %s has no swapin command: pages '
                         'come back by faults only', self.client.name)
             self._swapin_supported = False
             return
         self.detector.fetched(pages)
 
-    def stop(self):
-        self.client.stop()
-        os.close(self.memfd)
+    def close(self):
+        """Let go of the pager (it serves its guest on) and the memfds."""
+        self.client.close()
+        for fd in self.memfds:
+            os.close(fd)
+        self.memfds = []

@@ -1,71 +1,95 @@
 import ctypes
+import mmap
 import os
-import stat
-import sys
+import subprocess
 
 import numpy as np
 import pytest
 
-from memcanal.agent import driver
-from memcanal.agent.drivers import memtrace
-from memcanal.agent.drivers import qemu
+from memcanal.agent import pager_client
 from memcanal.agent import paging
-from memcanal import exception
-from memcanal.tests.unit.agent import fake_memtrace
+from memcanal.estimation import mrc
+from memcanal.tests.unit.agent import fake_pager
 
 PAGES = 256
 PAGE = paging.PAGE
 
-# A memcanal-pager that speaks the protocol and pages nothing.
-FAKE_PAGER = '''#!%s
-import json, sys
-print(json.dumps({"event": "listening", "socket": sys.argv[2]}), flush=True)
-print(json.dumps({"event": "attached", "pid": 1, "len": %d}), flush=True)
-for line in sys.stdin:
-    words = line.split()
-    if words[0] == "swapout":
-        print(json.dumps({"event": "swapout", "dropped": int(words[2])}))
-    elif words[0] == "stats":
-        print(json.dumps({"event": "stats", "args": sys.argv[1:]}))
-    elif words[0] == "die":
-        sys.exit("memcanal-pager: store gone")
-    else:
-        print(json.dumps({"event": "error", "line": "bad command"}))
-    sys.stdout.flush()
-''' % (sys.executable, PAGES * PAGE)
+
+# -- the pager's process and control socket ----------------------------------
+
+@pytest.fixture
+def fakes(short_tmp_path):
+    """The fake pager and QEMU executables."""
+    return fake_pager.write(short_tmp_path)
 
 
 @pytest.fixture
-def client(tmp_path):
-    binary = tmp_path / 'memcanal-pager'
-    binary.write_text(FAKE_PAGER)
-    binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
-    client = paging.PagerClient(str(binary), str(tmp_path / 'p.sock'),
-                                ['tcp:10.0.0.2:7000', 'file:/x'],
-                                pool_mb=8, timeout=10, owner=42,
-                                pool_path='/dev/shm/pool')
-    yield client
-    client.stop()
+def launched(fakes, short_tmp_path):
+    """A fake pager launched as the agent launches pagers, and a fake
+    QEMU that handed it a 1 MiB guest (4 pages written)."""
+    pager_binary, qemu_binary = fakes
+    path = os.path.join(short_tmp_path, 'p')
+    process = pager_client.launch(pager_binary, [
+        '--socket', path + '.sock', '--control', path + '.ctl',
+        '--store', 'file:/x', '--sample-rate', '0.5'], path + '.log')
+    client = pager_client.PagerClient(path + '.ctl', process, path + '.log',
+                                      timeout=10)
+    assert client.command('hello') == {'event': 'hello', 'attached': False}
+    qemu = subprocess.Popen([qemu_binary, '-m', '1', '--resident', '4'],
+                            env=dict(os.environ,
+                                     MEMCANAL_PAGER_SOCKET=path + '.sock'),
+                            stdout=subprocess.PIPE, text=True)
+    yield process, client, qemu
+    client.close()
+    qemu.kill()
+    qemu.wait()
+    process.kill()
 
 
-def test_client_starts_the_pager_with_its_stores_and_pipelines(client):
-    assert client.wait_event('attached')['len'] == PAGES * PAGE
-    assert client.command('stats')['args'][2:] == [
-        '--owner', '42', '--store', 'tcp:10.0.0.2:7000', '--store',
-        'file:/x', '--pool-mb', '8', '--pool', '/dev/shm/pool']
-    answers = client.commands(['swapout 0 3', 'swapout 9 1'])
-    assert [a['dropped'] for a in answers] == [3, 1]
+def test_a_pager_runs_detached_from_the_agent(launched):
+    process, _, _ = launched
+    # Its own session: the agent's end (a signal to its group, its
+    # terminal closing) is not the pager's.
+    assert os.getsid(process.pid) == process.pid
+    assert os.readlink('/proc/%d/fd/0' % process.pid) == '/dev/null'
+    assert process.alive()
+    # The same process, found by pid and start time (an agent restarted).
+    assert pager_client.Process.running(process.pid, process.started)
+    # A reused pid is another process.
+    assert not pager_client.Process.running(process.pid,
+                                            process.started + 1)
 
 
-def test_client_tells_a_missing_command_from_a_dead_pager(client):
-    with pytest.raises(paging.UnsupportedCommand, match='swapin'):
-        client.commands(['swapin 0 1', 'swapin 5 1', 'swapin 9 1'])
+def test_the_client_speaks_the_control_protocol(launched):
+    _, client, qemu = launched
+    assert qemu.stdout.readline() == 'handed\n'
+    hello = client.command('hello')
+    assert hello['attached'] and hello['pid'] == qemu.pid
+    assert hello['pages'] == 256 and len(hello['regions']) == 1
+    # Commands sent at once are answered in order.
+    answers = client.commands(['swapout 0 3', 'swapout 8 1', 'stats'])
+    assert [a['event'] for a in answers] == ['swapout', 'swapout', 'stats']
+    assert answers[0]['dropped'] == 3 and answers[1]['dropped'] == 0
+    # One client at a time, and any number over the pager's life: an
+    # agent that restarts connects again.
+    client.close()
+    again = pager_client.PagerClient(client.control, client.process,
+                                     client.log_path, timeout=10)
+    assert again.command('stats')['out_pages'] == 3
+    again.close()
+
+
+def test_the_client_tells_a_refused_command_from_a_dead_pager(launched):
+    process, client, _ = launched
+    with pytest.raises(pager_client.UnsupportedCommand, match='frobnicate'):
+        client.commands(['frobnicate', 'frobnicate 2', 'frobnicate 3'])
     # Every error was read: the next answer is the next command's.
-    assert client.command('swapout 7 2')['dropped'] == 2
-    with pytest.raises(paging.PagerError, match='exit 1.*store gone'):
-        client.command('die')
+    assert client.command('stats')['event'] == 'stats'
+    process.kill()
+    with pytest.raises(pager_client.PagerError, match='exited.*fake pager'):
+        client.command('stats')
     # Dead for good: later commands fail at once, not after a timeout.
-    with pytest.raises(paging.PagerError, match='died'):
+    with pytest.raises(pager_client.PagerError, match='exited'):
         client.command('stats')
 
 
@@ -76,9 +100,35 @@ def test_each_vm_has_its_own_owner_in_shared_servers_and_pools():
     assert 0 < first < 2 ** 63
 
 
-def test_runs():
+def test_runs_and_their_pages():
     assert paging.runs([8, 1, 2, 3, 7, 5, 2]) == [(1, 3), (5, 1), (7, 2)]
     assert paging.runs([]) == []
+    assert paging.expand([1, 3, 5, 1, 7, 2]).tolist() == [1, 2, 3, 5, 7, 8]
+    assert paging.expand([]).tolist() == []
+
+
+GIB = 2 ** 30
+
+
+def test_guest_frames_of_page_indexes_on_q35():
+    # Up to 2.75 GiB, all of RAM is below 4 GiB: frames are indexes.
+    small = 2 * GIB
+    indexes = np.array([0, 1, small // PAGE - 1])
+    assert paging.guest_frames(indexes, small).tolist() == indexes.tolist()
+    # From 2.75 GiB on, 2 GiB is below the PCI hole and the rest above
+    # 4 GiB.
+    big = 3 * GIB
+    low = 2 * GIB // PAGE
+    indexes = np.array([0, low - 1, low, big // PAGE - 1])
+    frames = paging.guest_frames(indexes, big)
+    assert frames.tolist() == [0, low - 1, 4 * GIB // PAGE,
+                               (5 * GIB - PAGE) // PAGE]
+    # And back; frames that are not RAM are left out.
+    hole = 3 * GIB // PAGE
+    beyond = 5 * GIB // PAGE
+    assert paging.frame_indexes(np.r_[frames, hole, beyond], big).tolist() \
+        == indexes.tolist()
+    assert paging.frame_indexes([5, small // PAGE], small).tolist() == [5]
 
 
 def punch(fd, first, count):
@@ -89,63 +139,113 @@ def punch(fd, first, count):
     assert libc.fallocate(fd, 3, first * PAGE, count * PAGE) == 0
 
 
+def new_memfd(pages):
+    fd = os.memfd_create('guest-ram')
+    os.ftruncate(fd, pages * PAGE)
+    return fd
+
+
 @pytest.fixture
 def memfd():
-    fd = os.memfd_create('guest-ram')
-    os.ftruncate(fd, PAGES * PAGE)
+    fd = new_memfd(PAGES)
     yield fd
+    os.close(fd)
 
 
 def test_resident_mask(memfd):
-    for page in (0, 1, 5, PAGES - 1):
+    for page in (0, 1, 5, 70, PAGES - 1):
         os.pwrite(memfd, b'x', page * PAGE)
     assert np.flatnonzero(paging.resident_mask(memfd, PAGES)).tolist() == [
-        0, 1, 5, PAGES - 1]
+        0, 1, 5, 70, PAGES - 1]
+    # A region from page 64 of its memfd.
+    assert np.flatnonzero(paging.resident_mask(memfd, 16, 64)).tolist() \
+        == [6]
 
+
+def test_the_memfds_of_regions_are_found_in_qemu(memfd):
+    """By the inode of QEMU's mapping at each region's base, among its
+    descriptors (here: this process's)."""
+    other = new_memfd(16)
+    os.pwrite(other, b'x', 3 * PAGE)
+    mappings = [mmap.mmap(fd, pages * PAGE, mmap.MAP_SHARED)
+                for fd, pages in ((memfd, PAGES), (other, 16))]
+    bases = [ctypes.addressof(ctypes.c_char.from_buffer(m))
+             for m in mappings]
+    fds = paging.region_memfds(os.getpid(), [(bases[1], 16 * PAGE, 0),
+                                             (bases[0], PAGES * PAGE, 0)])
+    try:
+        assert [os.fstat(fd).st_ino for fd in fds] == [
+            os.fstat(other).st_ino, os.fstat(memfd).st_ino]
+        assert paging.resident_mask(fds[0], 16).nonzero()[0].tolist() == [3]
+        with pytest.raises(pager_client.PagerError, match='no memfd'):
+            paging.region_memfds(os.getpid(), [(4096, PAGE, 0)])
+    finally:
+        for fd in fds + [other]:
+            os.close(fd)
+
+
+# -- GuestPager --------------------------------------------------------------
 
 class FakeClient:
-    """The pager's side, on a real memfd: swapout punches the pages,
-    swapin writes them back, faults hands over what the test queued."""
+    """The pager's side, on real memfds (regions of pages): swapout
+    punches the pages, swapin writes them back, faults and samples hand
+    over what the test queued."""
 
     name = 'fake'
-    stores = ['file:/x']
 
-    def __init__(self, memfd):
-        self.memfd = memfd
+    def __init__(self, memfds, pages):
+        self.regions = list(zip(memfds, pages))
         self.lines = []
         self.batches = []
         self.pending_faults = []
-        self.verbs = {'swapout', 'swapin', 'faults', 'stats'}
+        self.pending_intervals = []
+        self.rate = 0.0
+        self.verbs = {'swapout', 'swapin', 'faults', 'stats', 'samples'}
+
+    def where(self, page):
+        for fd, pages in self.regions:
+            if page < pages:
+                return fd, page
+            page -= pages
+        raise IndexError(page)
 
     def commands(self, lines):
         self.batches.append(lines)
         return [self.command(line) for line in lines]
 
-    def stop(self):
-        self.lines.append('<end of input>')
+    def close(self):
+        self.lines.append('<closed>')
 
     def command(self, line):
         self.lines.append(line)
         verb, *numbers = line.split()
         if verb not in self.verbs:
-            raise paging.UnsupportedCommand(name=self.name, reason=line)
+            raise pager_client.UnsupportedCommand(name=self.name,
+                                                  reason=line)
+        if verb == 'samples':
+            intervals, self.pending_intervals = self.pending_intervals, []
+            return {'sampling': self.rate > 0, 'rate': self.rate,
+                    'salt': mrc.DEFAULT_SALT, 'interval_ms': 1000,
+                    'full_pass_every': 4, 'overflow': 0,
+                    'intervals': intervals}
         if verb == 'faults':
             faults, self.pending_faults = self.pending_faults, []
             for page in faults:
-                os.pwrite(self.memfd, b'f', page * PAGE)
+                fd, at = self.where(page)
+                os.pwrite(fd, b'f', at * PAGE)
             return {'faults': faults, 'cancelled': [], 'overflow': 0}
         if verb == 'stats':
             return {'pages_out': 7}
-        if verb == 'swapout':
-            first, count = map(int, numbers)
-            dropped = np.count_nonzero(paging.resident_mask(
-                self.memfd, PAGES)[first:first + count])
-            punch(self.memfd, first, count)
-            return {'dropped': int(dropped)}
-        if verb == 'swapin':
-            first, count = map(int, numbers)
-            os.pwrite(self.memfd, b'i' * count * PAGE, first * PAGE)
-            return {'fetched': count}
+        first, count = map(int, numbers)
+        dropped = 0
+        for page in range(first, first + count):
+            fd, at = self.where(page)
+            if verb == 'swapout':
+                dropped += bool(paging.resident_mask(fd, 1, at)[0])
+                punch(fd, at, 1)
+            else:
+                os.pwrite(fd, b'i' * PAGE, at * PAGE)
+        return {'dropped': dropped, 'fetched': count}
 
 
 class Clock:
@@ -156,16 +256,25 @@ class Clock:
         return self.now
 
 
+def guest_pager(memfds, pages, **kwargs):
+    clock = Clock()
+    regions = [(0x7f0000000000 + i * 2 ** 32, count * PAGE, 0)
+               for i, count in enumerate(pages)]
+    pager = paging.GuestPager(FakeClient(memfds, pages), memfds, regions,
+                              scan_period=1.0, cold_after=3.0, clock=clock,
+                              **kwargs)
+    return pager, clock
+
+
 @pytest.fixture
 def guest(memfd):
     """A guest whose first 128 pages are resident; pages 0-31 hot."""
     os.pwrite(memfd, b'd' * 128 * PAGE, 0)
-    clock = Clock()
-    pager = paging.GuestPager(FakeClient(memfd), memfd, PAGES,
-                              scan_period=1.0, cold_after=3.0, clock=clock)
+    pager, clock = guest_pager([memfd], [PAGES])
     for _ in range(5):
         clock.now += 1
-        assert pager.interval(np.arange(32), accesses=32) is None
+        sampled, trace = pager.interval(np.arange(32), accesses=32)
+        assert (sampled, trace) == (None, None)
     return pager, clock
 
 
@@ -184,7 +293,7 @@ def test_set_resident_swaps_out_cold_resident_pages_in_runs(guest):
     assert pager.resident_bytes() == 64 * PAGE
     assert pager.swapped_out == 64
     clock.now += 1
-    trace = pager.interval(np.arange(32), accesses=100)
+    _, trace = pager.interval(np.arange(32), accesses=100)
     assert trace.blocks.tolist() == list(range(32, 96))
     assert not trace.reads.any()
     assert (trace.direct_pages, trace.accesses) == (64, 100)
@@ -202,7 +311,7 @@ def test_a_fault_is_a_read_and_prefetches_its_zone(guest):
     pager.set_resident(0)
     pager.client.pending_faults = [40]
     clock.now += 1
-    trace = pager.interval(np.arange(32), accesses=50)
+    _, trace = pager.interval(np.arange(32), accesses=50)
     # Swap-outs as evictions, then the fault as a read, in order.
     assert trace.blocks.tolist() == list(range(32, 128)) + [40]
     assert trace.reads.tolist() == [False] * 96 + [True]
@@ -213,7 +322,7 @@ def test_a_fault_is_a_read_and_prefetches_its_zone(guest):
                if line.startswith('swapin')]
     assert swapins == ['swapin 32 8', 'swapin 41 24']
     assert pager.resident_bytes() == (32 + 33) * PAGE
-    assert 40 not in pager.detector.cold()
+    assert 40 not in pager.cold()
 
 
 def test_the_faults_of_an_interval_prefetch_in_one_batch(guest):
@@ -227,7 +336,7 @@ def test_the_faults_of_an_interval_prefetch_in_one_batch(guest):
     assert swapins == [['swapin 32 8', 'swapin 41 41', 'swapin 112 8',
                         'swapin 121 7']]
     # The second fault's zone is the most recent: all of it came in.
-    assert paging.resident_mask(pager.memfd, PAGES)[112:128].all()
+    assert paging.resident_mask(pager.memfds[0], PAGES)[112:128].all()
     assert pager.faults == 2
 
 
@@ -238,64 +347,94 @@ def test_set_resident_above_resident_swaps_recent_pages_in(guest):
     assert pager.resident_bytes() == 48 * PAGE
 
 
-def test_a_pager_without_faults_or_swapin_still_pages(guest):
+def test_a_pager_without_faults_swapin_or_samples_still_pages(guest):
     pager, clock = guest
     pager.client.verbs = {'swapout'}
     pager.set_resident(0)
     clock.now += 1
-    trace = pager.interval(np.arange(40), accesses=40)
-    assert not trace.reads.any()
-    # Pages seen accessed again in PRL are no longer cold.
-    assert not set(range(32, 40)) & set(pager.detector.cold().tolist())
+    sampled, trace = pager.interval(np.arange(40), accesses=40)
+    assert sampled is None and not trace.reads.any()
+    # Pages seen accessed again by memtrace are no longer cold.
+    assert not set(range(32, 40)) & set(pager.cold().tolist())
     assert pager.set_resident(200 * PAGE) == 32 * PAGE   # no swapin: no-op
 
 
-UUID = '1f2e3d4c-5b6a-4978-8a9b-0c1d2e3f4a5b'
+def interval(index, touched, written=(), full=False):
+    return {'index': index, 'start_ns': index * 10 ** 9,
+            'end_ns': (index + 1) * 10 ** 9, 'full': full,
+            'touched': [value for page in touched for value in (page, 1)],
+            'written': [value for page in written for value in (page, 1)]}
 
 
-@pytest.fixture
-def hypervisor(conf, short_tmp_path):
-    conf.set_override('state_path', short_tmp_path)
-    hypervisor = driver.load('qemu', conf, 'compute-1')
-    plugin = fake_memtrace.FakePlugin(hypervisor.socket_path(UUID), UUID,
-                                      PAGES * PAGE // 2 ** 20)
-    hypervisor.list_instances()
-    yield hypervisor, plugin
-    hypervisor.stop()
+def test_regions_are_one_page_index_space():
+    """Two regions (NUMA cells) of 64 and 32 pages: page 64 is the
+    second memfd's first; paging and residency work across both."""
+    memfds = [new_memfd(64), new_memfd(32)]
+    try:
+        for fd, pages in zip(memfds, (64, 32)):
+            os.pwrite(fd, b'd' * pages * PAGE, 0)
+        pager, clock = guest_pager(memfds, [64, 32])
+        assert pager.pages == 96
+        assert pager.resident_bytes() == 96 * PAGE
+        clock.now += 10
+        pager.interval(np.r_[0:16, 64:72])
+        pager.set_resident(24 * PAGE)
+        assert swapped_out(pager.client) == [(16, 48), (72, 24)]
+        assert paging.resident_mask(memfds[1], 32).nonzero()[0].tolist() \
+            == list(range(8))
+        assert pager.resident().nonzero()[0].tolist() == list(range(16)) + \
+            list(range(64, 72))
+    finally:
+        for fd in memfds:
+            os.close(fd)
 
 
-def test_the_qemu_driver_only_pages_pageable_guests(hypervisor):
-    hypervisor, _ = hypervisor
-    with pytest.raises(exception.ResizeFailed, match='libvirt'):
-        hypervisor.apply_memory_target(UUID, 0, mechanism='balloon')
-    with pytest.raises(exception.ResizeFailed, match=r'\[qemu\] paging'):
-        hypervisor.apply_memory_target(UUID, 0, mechanism='paging')
-    assert hypervisor.list_instances()[0].resident_bytes is None
+def test_sampled_intervals_make_pages_cold_or_keep_them_hot(memfd):
+    """Pages the pager saw touched are not cold; after a full pass,
+    every page not touched since can be; those outside the sample seen
+    since the last full pass are in doubt, never cold."""
+    os.pwrite(memfd, b'd' * PAGES * PAGE, 0)
+    pager, clock = guest_pager([memfd], [PAGES])
+    pager.client.rate = 0.25
+    sample = mrc.sample_mask(PAGES, 0.25).view(bool)
+    outside = np.flatnonzero(~sample)
+    hot = np.arange(64)
+    pager.client.pending_intervals = [interval(0, hot, written=[3])]
+    clock.now = 1.5
+    sampled, trace = pager.interval()
+    assert trace is None                # not paged
+    [first] = sampled.intervals
+    assert (sampled.rate, sampled.salt) == (0.25, mrc.DEFAULT_SALT)
+    assert first.touched.tolist() == hot.tolist()
+    assert (first.written.tolist(), first.full, first.seconds) == (
+        [3], False, 1.0)
+    clock.now = 10
+    pager.interval()
+    # No full pass yet: nothing outside the sample is known idle.
+    assert not set(pager.cold().tolist()) & set(outside.tolist())
+    # A full pass sees the hot pages (and one page outside the sample
+    # after it: in doubt until the next).
+    doubt = outside[outside >= 64][0]
+    pager.client.pending_intervals = [interval(9, np.r_[hot, doubt],
+                                               full=True)]
+    clock.now = 11
+    pager.interval()
+    pager.client.pending_intervals = [interval(10, hot)]
+    clock.now = 20
+    pager.interval()
+    cold = set(pager.cold().tolist())
+    assert not cold & set(hot.tolist()) and doubt not in cold
+    assert cold == set(range(64, PAGES)) - {doubt}
+    pager.set_resident(0)
+    assert pager.resident().nonzero()[0].tolist() == hot.tolist() + [doubt]
 
 
-def test_the_qemu_driver_pages_through_the_guest_pager(hypervisor, guest):
-    hypervisor, plugin = hypervisor
-    pager, clock = guest
-    hypervisor.guests[UUID].pager = pager
-    resize = hypervisor.apply_memory_target(UUID, 0, mechanism='paging',
-                                            stores=['file:/x'])
-    assert (resize.mechanism, resize.previous_bytes, resize.target_bytes) \
-        == ('paging', 128 * PAGE, 0)
-    info, = hypervisor.list_instances()
-    assert (info.resident_bytes, info.paged_bytes) == (32 * PAGE, 7 * PAGE)
-    # The interval's PRL pages are the detector's accesses; the sample
-    # carries the paging trace.
-    plugin.send(fake_memtrace.record(memtrace.PRL, [100, 100, 101]))
-    plugin.counters.update(references=500)
-    clock.now += 1
-    trace = hypervisor.collect(UUID).paging_trace
-    assert trace.blocks.tolist() == list(range(32, 128))
-    assert (trace.direct_pages, trace.accesses) == (32, 500)
-    assert pager.detector.queue_of([100, 101, 102]).tolist() == [0, 0, -1]
+def test_a_guest_paged_before_has_its_pages_out_remote(memfd):
+    """An agent that restarts takes every page not resident for the
+    pager's: a larger target brings them back."""
+    os.pwrite(memfd, b'd' * 64 * PAGE, 0)
+    pager, _ = guest_pager([memfd], [PAGES], paged=True)
+    assert pager.paging
+    assert pager.set_resident(80 * PAGE) == 64 * PAGE
+    assert pager.resident_bytes() == 80 * PAGE
 
-
-def test_guest_command_puts_pageable_ram_in_a_shared_memfd():
-    command = qemu.guest_command('qemu', 'k', 'i', '', 256, 1, UUID, 'c',
-                                 memfd=True)
-    assert 'memory-backend-memfd,id=mem,size=256M,share=on' in command
-    assert command[command.index('memory-backend=mem') - 1] == '-machine'

@@ -1,0 +1,250 @@
+"""A memcanal-pager and a QEMU with the shim, as real processes that
+speak their protocols (spec sections 1-4) and do nothing else.
+
+FAKE_QEMU maps one memfd per region (``-m MB`` or ``--regions MB,MB``),
+writes its first ``--resident`` pages, and does what
+libmemcanal-uffd.so does: it offers ``[stand-in uffd, memfds...]`` on
+``MEMCANAL_PAGER_SOCKET`` with a v2 header, waits for the answer, keeps
+the connection (ignoring zap requests) and, when it ends (its pager
+died), offers the same again every 200 ms. A first offer nobody answers
+is not made again, as the shim gives up. ``-uuid`` is on its command
+line, where handoff.qemu_uuid finds a domain's.
+
+FAKE_PAGER takes a direct or relayed handoff on ``--socket``, answers
+the control protocol on ``--control`` (hello, store, samples, swapout,
+swapin, faults, stats, quit), pages the memfds it was handed (punch,
+write back), keeps ``--state`` (QEMU's pid and the pages out) so that a
+pager started on it again takes over, and exits once its QEMU has.
+``inject JSON`` queues sampling intervals and faults for the next
+``samples`` and ``faults``.
+"""
+
+import os
+import sys
+
+FAKE_QEMU = r'''#!%(python)s
+import mmap, os, socket, struct, sys, time
+args = sys.argv[1:]
+def arg(name, default):
+    return args[args.index(name) + 1] if name in args else default
+regions_mb = [int(mb) for mb in arg('--regions', arg('-m', '1')).split(',')]
+resident = int(arg('--resident', '0'))
+path = os.environ['MEMCANAL_PAGER_SOCKET']
+memfds, maps, regions = [], [], []
+import ctypes
+for number, mb in enumerate(regions_mb):
+    fd = os.memfd_create('fake-ram-%%d' %% number)
+    os.ftruncate(fd, mb << 20)
+    mapping = mmap.mmap(fd, mb << 20, mmap.MAP_SHARED)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(mapping))
+    memfds.append(fd); maps.append(mapping)
+    regions.append((base, mb << 20, 0))
+os.pwrite(memfds[0], b'd' * 4096 * resident, 0)
+words = [0x6d6375666664320a, os.getpid(), len(regions)]
+for region in regions:
+    words.extend(region)
+header = struct.pack('=27Q', *(words + [0] * (27 - len(words))))
+uffd = os.eventfd(0)
+handed = False
+while True:
+    try:
+        with socket.socket(socket.AF_UNIX) as connection:
+            connection.connect(path)
+            socket.send_fds(connection, [header], [uffd] + memfds)
+            if connection.recv(1) == b'k':
+                handed = True
+                print('handed', flush=True)
+                while connection.recv(4096):
+                    pass
+    except OSError:
+        pass
+    if not handed:
+        print('handoff failed', flush=True)
+        while True:
+            time.sleep(3600)
+    time.sleep(0.2)
+'''
+
+FAKE_PAGER = r'''#!%(python)s
+import argparse, ctypes, json, os, select, signal, socket, struct, sys, time
+parser = argparse.ArgumentParser()
+for name in ('--socket', '--control', '--state', '--owner', '--pool-mb',
+             '--pool', '--sample-salt'):
+    parser.add_argument(name)
+parser.add_argument('--store', action='append', default=[])
+parser.add_argument('--sample-rate', type=float, default=0.0)
+parser.add_argument('--sample-interval-ms', type=int, default=10000)
+parser.add_argument('--full-pass-every', type=int, default=0)
+a = parser.parse_args()
+libc = ctypes.CDLL(None)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long,
+                           ctypes.c_long]
+PAGE = 4096
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except OSError:
+        return False
+
+state = {}
+if a.state and os.path.exists(a.state):
+    with open(a.state) as f:
+        state = json.load(f)
+adopting = bool(state) and alive(state['pid'])
+out = set(state.get('out', [])) if adopting else set()
+
+def save():
+    if a.state:
+        with open(a.state, 'w') as f:
+            json.dump({'pid': attached['pid'], 'out': sorted(out)}, f)
+
+def listen(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(path)
+    s.listen(4)
+    return s
+
+control = listen(a.control)
+handoffs = listen(a.socket)
+attached, memfds, shim, client, buffered = None, [], None, None, b''
+pending = {'intervals': [], 'faults': []}
+stores = list(a.store)
+
+def where(page):
+    for fd, (_, length, offset) in zip(memfds, attached['regions']):
+        if page < length // PAGE:
+            return fd, offset + page * PAGE
+        page -= length // PAGE
+    raise IndexError(page)
+
+def resident(page):
+    fd, at = where(page)
+    try:
+        return os.lseek(fd, at, os.SEEK_DATA) == at
+    except OSError:
+        return False
+
+def take_handoff():
+    global attached, memfds, shim, handoffs
+    connection, _ = handoffs.accept()
+    data, fds, _, _ = socket.recv_fds(connection, 216, 10)
+    words = struct.unpack('=27Q', data)
+    count = words[2]
+    regions = [list(words[3 + 3 * i:6 + 3 * i]) for i in range(count)]
+    relayed = len(fds) == count + 2
+    shim = socket.socket(fileno=fds[-1]) if relayed else connection
+    memfds = fds[1:count + 1]
+    shim.sendall(b'k')
+    if relayed:
+        connection.sendall(b'k')
+        connection.close()
+    attached = {'pid': words[1], 'regions': regions,
+                'pages': sum(r[1] for r in regions) // PAGE,
+                'relayed': relayed}
+    save()
+    handoffs.close()
+    os.unlink(a.socket)
+    handoffs = None
+
+def answer(line):
+    verb, *rest = line.split(None, 1)
+    numbers = [int(word) for word in rest[0].split()] if (
+        rest and verb in ('swapout', 'swapin')) else []
+    if verb == 'hello':
+        if attached is None:
+            return {'event': 'hello', 'attached': False}
+        return dict(attached, event='hello', attached=True,
+                    adopted=adopting)
+    if verb == 'store':
+        if len(stores) >= 4:
+            return {'event': 'error', 'line': 'too many stores'}
+        stores.append(rest[0])
+        return {'event': 'store', 'stores': stores, 'copies': len(stores)}
+    if verb == 'samples':
+        intervals, pending['intervals'] = pending['intervals'], []
+        return {'event': 'samples', 'sampling': a.sample_rate > 0,
+                'rate': a.sample_rate, 'salt': 0x6d656d63616e616c,
+                'interval_ms': a.sample_interval_ms,
+                'full_pass_every': a.full_pass_every, 'overflow': 0,
+                'intervals': intervals}
+    if verb == 'faults':
+        faults, pending['faults'] = pending['faults'], []
+        for page in faults:
+            fd, at = where(page)
+            os.pwrite(fd, b'f', at)
+            out.discard(page)
+        return {'event': 'faults', 'faults': faults, 'cancelled': [],
+                'overflow': 0}
+    if verb == 'swapout':
+        first, count = numbers
+        dropped = 0
+        for page in range(first, first + count):
+            if resident(page):
+                fd, at = where(page)
+                libc.fallocate(fd, 3, at, PAGE)
+                out.add(page)
+                dropped += 1
+        save()
+        return {'event': 'swapout', 'dropped': dropped}
+    if verb == 'swapin':
+        first, count = numbers
+        back = [page for page in range(first, first + count) if page in out]
+        for page in back:
+            fd, at = where(page)
+            os.pwrite(fd, b'i' * PAGE, at)
+            out.discard(page)
+        save()
+        return {'event': 'swapin', 'fetched': len(back)}
+    if verb == 'stats':
+        return {'event': 'stats', 'out_pages': len(out),
+                'args': sys.argv[1:], 'stores': stores}
+    if verb == 'inject':
+        for key, values in json.loads(rest[0]).items():
+            pending[key].extend(values)
+        return {'event': 'inject'}
+    if verb == 'quit':
+        sys.exit(0)
+    return {'event': 'error', 'line': 'bad command'}
+
+print('fake pager %%d' %% os.getpid(), flush=True)
+while attached is None or alive(attached['pid']):
+    watched = [control if client is None else client]
+    if handoffs is not None:
+        watched.append(handoffs)
+    for ready in select.select(watched, [], [], 0.05)[0]:
+        if ready is handoffs:
+            take_handoff()
+        elif ready is control:
+            client, _ = control.accept()
+        else:
+            data = client.recv(65536)
+            if not data:
+                client.close()
+                client, buffered = None, b''
+                continue
+            buffered += data
+            while b'\n' in buffered:
+                line, buffered = buffered.split(b'\n', 1)
+                client.sendall(json.dumps(answer(line.decode())).encode()
+                               + b'\n')
+'''
+
+
+def write(directory):
+    """The fake pager and QEMU as executables in ``directory``:
+    (pager, qemu)."""
+    paths = []
+    for name, text in (('memcanal-pager', FAKE_PAGER),
+                       ('qemu-system-x86_64', FAKE_QEMU)):
+        path = os.path.join(directory, name)
+        with open(path, 'w') as script:
+            script.write(text % {'python': sys.executable})
+        os.chmod(path, 0o755)
+        paths.append(path)
+    return paths
