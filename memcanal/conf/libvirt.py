@@ -48,10 +48,11 @@ libvirt_opts = [
                 help='Listen on the MEMCANAL_PAGER_SOCKET of every domain '
                      'whose XML sets it (<qemu:env>, doc/paging.md), from '
                      'before the domain starts, so that its QEMU hands its '
-                     'RAM to the agent and apply_memory_target with '
-                     'mechanism paging can page it through a '
-                     'memcanal-pager ([pager] options). Off: paging is '
-                     'refused.'),
+                     'RAM to the agent: its memcanal-pager then samples it '
+                     '([sampling] enabled: from the handoff on) and pages '
+                     'it (apply_memory_target with mechanism paging, '
+                     '[pager] options). Off: no domain is sampled or '
+                     'paged.'),
     cfg.StrOpt('unowned_project_id', default='unowned',
                help='Project reported for domains without nova\'s owner '
                     'metadata (not started by nova). List it in '

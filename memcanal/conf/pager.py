@@ -4,12 +4,14 @@ from oslo_config import cfg
 
 pager_group = cfg.OptGroup(
     'pager', title='Remote paging options',
-    help='The qemu driver pages guests started with [qemu] paging: one '
-         'memcanal-pager daemon per guest (hypervisor-patches/pager) holds '
-         'the guest\'s RAM through a userfaultfd that libmemcanal-uffd.so, '
-         'preloaded into QEMU, hands over, and the agent swaps the pages '
-         'its cold-page detector finds out to a local file store and to '
-         'the memory servers the service lends.')
+    help='One memcanal-pager daemon per guest (hypervisor-patches/pager) '
+         'holds the guest\'s RAM through a userfaultfd that '
+         'libmemcanal-uffd.so, preloaded into QEMU, hands over: it samples '
+         'the guest\'s page accesses ([sampling]) and swaps out the pages '
+         'the agent\'s cold-page detector finds, to a local file store and '
+         'to the memory servers the service lends. Pagers run detached '
+         'from the agent and outlive it; a restarted agent finds them '
+         'again by the records in state_dir (doc/paging.md).')
 
 pager_opts = [
     cfg.StrOpt('binary', default='memcanal-pager',
@@ -22,6 +24,14 @@ pager_opts = [
                help='Directory of the local file store: every page paged '
                     'out has a copy in <instance uuid>.pages here besides '
                     'the memory servers\'.'),
+    cfg.StrOpt('state_dir', default='$state_path/pagers',
+               help='Directory of each guest\'s pager files: the pager\'s '
+                    'state file (<instance uuid>.state, which lets a pager '
+                    'take over from one that died), its control socket '
+                    '(.ctl), the socket it takes its guest\'s RAM on '
+                    '(.sock), its log (.log) and the agent\'s record of it '
+                    '(.json). Keep it short: socket paths have at most '
+                    '107 bytes.'),
     cfg.IntOpt('pool_mb', default=0, min=0,
                help='MiB of TMemCanal\'s shared cache pool: pages recently '
                     'paged out stay in memory and a fault takes them from '
@@ -34,7 +44,11 @@ pager_opts = [
     cfg.FloatOpt('cold_after', min=0.1,
                  help='Seconds a page must go unaccessed, once in the '
                       'lowest queue, before it is cold (the detector\'s '
-                      'expire-time-II). Default: 20 report intervals.'),
+                      'expire-time-II). Default: 20 report intervals. '
+                      'Where the pager samples, a page outside the hashed '
+                      'sample is seen at full passes only ([sampling] '
+                      'full_pass_every), and is never cold while it was '
+                      'seen since the last one.'),
     cfg.FloatOpt('timeout', default=120.0, min=1.0,
                  help='Seconds the agent waits for a pager to answer a '
                       'command (a swap-out of many pages included).'),

@@ -33,32 +33,30 @@ reports them (``memoryStats``; a virtio memballoon and a guest driver):
 The simulated driver's ``swap_bytes`` and ``committed_bytes`` have no
 balloon statistic of the same meaning, so they are not reported.
 
-Paging (issue #17; doc/paging.md, "Paging libvirt guests from the
-agent"): a domain whose XML preloads libmemcanal-uffd.so with
+Sampling and paging (issues #17, #24; doc/paging.md, "libvirt guests
+from the agent"): a domain whose XML preloads libmemcanal-uffd.so with
 ``MEMCANAL_PAGER_SOCKET`` hands its RAM to that socket as its QEMU
-starts. The driver listens on every such socket of the domains it finds
-(memcanal.agent.drivers.handoff), inactive ones included, and holds the
-handoff; the first paging action starts the domain's memcanal-pager with
-its stores and relays the handoff to it. With no page references, the
-cold-page detector sees only the pager's faults, so the resident target
-is kept at every collection: what stayed unfaulted for ``[pager]
-cold_after`` is paged out.
+starts, whatever its accelerator. The driver listens there and gives the
+RAM to a memcanal-pager of the domain's own
+(memcanal.agent.drivers.domain_pagers): at once with [sampling] enabled,
+so every such domain's accesses are sampled, and its Samples carry them
+(the agent's ``sampled`` working set and curve); else at its first
+paging action. The cold-page detector learns from those samples (full
+passes show every page) and the pager's faults; the resident target of
+a paging action is kept at every collection.
 """
 
 import math
-import os
 import threading
 import time
 from xml.etree import ElementTree
 
-import numpy as np
 from oslo_log import log as logging
 from oslo_utils import importutils
 
 from memcanal.agent import driver
-from memcanal.agent.drivers import handoff
+from memcanal.agent.drivers import domain_pagers
 from memcanal.agent.drivers import paged
-from memcanal.agent import paging
 from memcanal import estimation
 from memcanal import exception
 
@@ -67,7 +65,6 @@ libvirt = importutils.try_import('libvirt')
 LOG = logging.getLogger(__name__)
 
 NOVA_NS = 'http://openstack.org/xmlns/libvirt/nova/1.1'
-QEMU_NS = 'http://libvirt.org/schemas/domain/qemu/1.0'
 KIB = 1024
 # Balloon statistics libvirt gives in KiB, and those it gives as counts.
 _KIB_STATS = ('actual', 'available', 'unused', 'usable', 'disk_caches',
@@ -91,15 +88,6 @@ def _kib(element):
         element.get('unit', 'KiB').lower()])
 
 
-def pager_socket(root):
-    """The ``MEMCANAL_PAGER_SOCKET`` the domain gives its QEMU
-    (``<qemu:commandline><qemu:env>``), or None."""
-    for env in root.findall('{%s}commandline/{%s}env' % (QEMU_NS, QEMU_NS)):
-        if env.get('name') == 'MEMCANAL_PAGER_SOCKET' and env.get('value'):
-            return env.get('value')
-    return None
-
-
 class _Domain:
     """What the driver remembers of one domain between calls."""
 
@@ -109,9 +97,6 @@ class _Domain:
         self.dirty_rate = True
         self.dirty_rate_mib = None
         self.major_fault = None
-        # While paged: its GuestPager and the resident bytes to keep.
-        self.pager = None
-        self.resident_target = None
 
 
 class LibvirtDriver(driver.HypervisorDriver):
@@ -135,8 +120,9 @@ class LibvirtDriver(driver.HypervisorDriver):
             self.options.connection_uri)
         self._domains = {}
         self._lock = threading.Lock()
-        self.listeners = {}
-        self._listen()
+        self.pagers = (domain_pagers.DomainPagers(
+            conf, self.connection, libvirt.libvirtError)
+            if self.options.paging else None)
 
     # -- host and instances ----------------------------------------------
 
@@ -178,53 +164,21 @@ class LibvirtDriver(driver.HypervisorDriver):
                       for device in root.findall('devices/memory'))
         return _kib(root.find('memory')) - devices
 
-    def _listen(self):
-        """Listen on the pager socket of every domain that names one and
-        has no listener yet: a QEMU hands its RAM over only as it starts."""
-        if not self.options.paging:
-            return
-        for listener in self.listeners.values():
-            listener.drop_abandoned()
-        for domain in self.connection.listAllDomains(0):
-            try:
-                path = pager_socket(ElementTree.fromstring(
-                    domain.XMLDesc(0)))
-            except libvirt.libvirtError:
-                continue
-            if path is None or path in self.listeners:
-                continue
-            try:
-                self.listeners[path] = handoff.Listener(path)
-            except OSError as error:
-                LOG.warning('Cannot listen on %s for the RAM of %s: %s',
-                            path, domain.UUIDString(), error)
-
-    def _forget_pagers(self, active):
-        """Stop the pagers of domains that stopped (their QEMU exited, and
-        a pager exits with its guest)."""
-        with self._lock:
-            states = list(self._domains.items())
-        for uuid, state in states:
-            if state.pager is not None and (
-                    uuid not in active
-                    or state.pager.client.process.poll() is not None):
-                LOG.info('Domain %s stopped: its pager is done', uuid)
-                state.pager.stop()
-                state.pager = state.resident_target = None
-
     def stop(self):
         """Stop listening for handoffs (held ones are dropped: their
-        guests run unpaged). Pagers serve their guests until they exit."""
-        for listener in self.listeners.values():
-            listener.close()
-        self.listeners.clear()
+        guests run unpaged). Pagers serve their guests on."""
+        if self.pagers is not None:
+            self.pagers.stop()
+
+    def _pager(self, uuid):
+        return None if self.pagers is None else self.pagers.pager(uuid)
 
     def list_instances(self):
-        self._listen()
         instances = []
         domains = self.connection.listAllDomains(
             libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)
-        self._forget_pagers({domain.UUIDString() for domain in domains})
+        if self.pagers is not None:
+            self.pagers.refresh({domain.UUIDString() for domain in domains})
         for domain in domains:
             try:
                 root = ElementTree.fromstring(domain.XMLDesc(0))
@@ -244,7 +198,7 @@ class LibvirtDriver(driver.HypervisorDriver):
                 target = current
             instances.append(paged.instance_info(driver.InstanceInfo(
                 uuid, self._project(root), boot, target,
-                self._flavor(root)), state.pager))
+                self._flavor(root)), self._pager(uuid)))
         return instances
 
     def _domain(self, uuid):
@@ -280,28 +234,9 @@ class LibvirtDriver(driver.HypervisorDriver):
                 self.options.dirty_rate_period)
         sample = driver.Sample(page_size=estimation.PAGE_SIZE, trace=None,
                                guest_stats=stats)
-        if state.pager is None:
+        if self.pagers is None:
             return sample
-        # libvirt logs no page references: the detector sees faults only.
-        sample = paged.paging_sample(instance_uuid, state.pager, sample,
-                                     None, 0)
-        self._keep_resident(instance_uuid, state)
-        return sample
-
-    @staticmethod
-    def _keep_resident(uuid, state):
-        """Page out what turned cold while more than the target is
-        resident: without page references a page turns cold only after
-        the action that set the target, by going unfaulted."""
-        pager = state.pager
-        try:
-            resident = pager.resident()
-            if (np.count_nonzero(resident) * paging.PAGE
-                    > state.resident_target
-                    and resident[pager.detector.cold()].any()):
-                pager.set_resident(state.resident_target)
-        except paging.PagerError as error:
-            LOG.error('Paging of %s: %s', uuid, error)
+        return self.pagers.collect(instance_uuid, sample)
 
     @staticmethod
     def _balloon_stats(balloon, state):
@@ -424,70 +359,22 @@ class LibvirtDriver(driver.HypervisorDriver):
 
     def _page(self, uuid, target_bytes, stores):
         """Set the resident target, starting the domain's pager with
-        ``stores`` on its first paging action."""
+        ``stores`` if it has none yet."""
         if (not isinstance(target_bytes, int) or isinstance(
                 target_bytes, bool) or target_bytes < 0):
             raise exception.ResizeFailed(
                 uuid=uuid, reason='a resident target is a whole number of '
                 'bytes, not %r' % (target_bytes,))
         domain = self._domain(uuid)
-        state = self._state(uuid)
-        if state.pager is None:
-            state.pager = self._start_pager(uuid, domain, stores)
-        resize = paged.set_resident(uuid, state.pager, target_bytes, stores)
-        state.resident_target = target_bytes
-        return resize
-
-    def _take_handoff(self, uuid, domain):
-        """The domain's pager socket and the handoff held for it."""
         try:
-            path = pager_socket(ElementTree.fromstring(domain.XMLDesc(0)))
+            socket = domain_pagers.pager_socket(ElementTree.fromstring(
+                domain.XMLDesc(0)))
         except libvirt.libvirtError as error:
             raise exception.ResizeFailed(uuid=uuid, reason=str(error))
-        listener = self.listeners.get(path)
-        held = listener.take(uuid) if listener is not None else None
-        if held is None:
+        if self.pagers is None:
             raise exception.ResizeFailed(uuid=uuid, reason=(
-                'its QEMU has not handed its RAM to the agent on %s: the '
-                'domain needs the pager socket in its XML and [libvirt] '
-                'paging, and must start after the agent listens there'
-                % path if path else 'no MEMCANAL_PAGER_SOCKET in its XML '
-                '(doc/paging.md)'))
-        if held.length > paging.IDENTITY_LIMIT:
-            # Refused before a pager registers RAM it could not page.
-            held.close()
-            raise exception.ResizeFailed(uuid=uuid, reason=(
-                'only guests of up to 2 GiB are paged'))
-        return path, held
-
-    def _start_pager(self, uuid, domain, stores):
-        """The domain's GuestPager: a memcanal-pager beside the domain's
-        socket, with ``stores`` and the local store, given the RAM its
-        QEMU handed to the agent."""
-        path, held = self._take_handoff(uuid, domain)
-        relay = os.path.join(os.path.dirname(path), uuid + '.pager')
-        try:
-            client = paged.start_pager(
-                self.conf, relay, uuid, stores, os.path.join(
-                    self.conf.pager.local_store_dir, uuid + '.pager.log'))
-        except paging.PagerError as error:
-            held.close()
-            raise exception.ResizeFailed(uuid=uuid, reason=str(error))
-        try:
-            memfd = held.relay(relay, self.conf.pager.timeout)
-            try:
-                attached = client.wait_event('attached')
-            except paging.PagerError:
-                os.close(memfd)
-                raise
-        except (handoff.HandoffError, paging.PagerError) as error:
-            client.stop()
-            raise exception.ResizeFailed(uuid=uuid, reason=str(error))
-        LOG.info('Paging %s through %s (stores %s)', uuid, client.name,
-                 ', '.join(client.stores))
-        return paging.GuestPager(
-            client, memfd, attached['len'] // paging.PAGE,
-            self.conf.agent.report_interval, self.conf.pager.cold_after)
+                '[libvirt] paging is off'))
+        return self.pagers.page(uuid, socket, target_bytes, stores)
 
     @staticmethod
     def _virtio_mem(root):

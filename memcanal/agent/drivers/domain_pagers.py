@@ -1,0 +1,211 @@
+"""The pagers of a libvirt host's domains (issues #17, #24).
+
+A domain whose XML preloads libmemcanal-uffd.so with
+``MEMCANAL_PAGER_SOCKET`` (doc/paging.md) hands its RAM to that socket
+as its QEMU starts; the agent listens on every such socket of the
+domains libvirt has defined, inactive ones included
+(memcanal.agent.drivers.handoff). Each handoff goes to a memcanal-pager
+of the domain's own (memcanal.agent.drivers.paged): at once when
+[sampling] is enabled (the pager samples every guest, paged or not),
+else at the domain's first paging action. A pager that dies while its
+QEMU runs is replaced by one that takes over: the shim offers its uffd
+again on the domain's socket, and the offer is relayed to the new pager.
+An agent that restarts finds the pagers still running by their records.
+"""
+
+import threading
+from xml.etree import ElementTree
+
+from oslo_log import log as logging
+
+from memcanal.agent.drivers import handoff
+from memcanal.agent.drivers import paged
+from memcanal.agent import pager_client
+from memcanal import exception
+
+LOG = logging.getLogger(__name__)
+
+QEMU_NS = 'http://libvirt.org/schemas/domain/qemu/1.0'
+
+
+def pager_socket(root):
+    """The ``MEMCANAL_PAGER_SOCKET`` the domain gives its QEMU
+    (``<qemu:commandline><qemu:env>``), or None."""
+    for env in root.findall('{%s}commandline/{%s}env' % (QEMU_NS, QEMU_NS)):
+        if env.get('name') == 'MEMCANAL_PAGER_SOCKET' and env.get('value'):
+            return env.get('value')
+    return None
+
+
+class DomainPagers:
+    """The pagers of the domains of ``connection`` (a virConnect), by
+    uuid, and the listeners their RAM comes through. ``errors``: the
+    exceptions libvirt raises."""
+
+    def __init__(self, conf, connection, errors):
+        self.conf = conf
+        self.connection = connection
+        self._errors = errors
+        self.listeners = {}
+        self._pagers = {}
+        # Pagers start from the listeners' threads and the driver's.
+        self._lock = threading.RLock()
+        self._adopt()
+        self.listen()
+
+    def _adopt(self):
+        """The pagers an earlier agent started for domains still
+        running; the records of others are dropped."""
+        found = paged.records(self.conf)
+        if not found:
+            return
+        active = {domain.UUIDString() for domain in
+                  self.connection.listAllDomains(0) if domain.isActive()}
+        for record in found:
+            pager = paged.VmPager.adopt(self.conf, record)
+            if record.uuid in active:
+                self._pagers[record.uuid] = pager
+            else:
+                pager.forget()
+
+    def listen(self):
+        """Listen on the pager socket of every domain that names one and
+        has no listener yet: a QEMU hands its RAM over only as it starts.
+        Held handoffs of QEMUs that exited are dropped."""
+        for listener in self.listeners.values():
+            listener.drop_abandoned()
+        for domain in self.connection.listAllDomains(0):
+            try:
+                path = pager_socket(ElementTree.fromstring(
+                    domain.XMLDesc(0)))
+            except self._errors:
+                continue
+            if path is None or path in self.listeners:
+                continue
+            try:
+                self.listeners[path] = handoff.Listener(
+                    path, take_now=self._take_now)
+            except OSError as error:
+                LOG.warning('Cannot listen on %s for the RAM of %s: %s',
+                            path, domain.UUIDString(), error)
+
+    def pager(self, uuid):
+        """The domain's VmPager, or None."""
+        with self._lock:
+            return self._pagers.get(uuid)
+
+    def _take_now(self, uuid, offer):
+        """Relay an offer at once (the listener's thread) when the
+        domain is sampled, or its pager died or waits for it; else it
+        is held, until the domain is paged."""
+        with self._lock:
+            pager = self._pagers.get(uuid)
+            if pager is not None and pager.record.qemu not in (
+                    None, [offer.pid, pager_client.start_time(offer.pid)]):
+                # A new QEMU of the domain: the old one's pager is done.
+                pager.forget()
+                del self._pagers[uuid]
+                pager = None
+            if pager is None and not self.conf.sampling.enabled:
+                return False
+            try:
+                if pager is not None and pager.alive() and pager.attach():
+                    return False        # served already; nothing to take
+                self._relay(uuid, offer)
+            except (handoff.HandoffError, pager_client.PagerError) as error:
+                LOG.error('The RAM of %s did not reach its pager: %s',
+                          uuid, error)
+            return True
+
+    def _relay(self, uuid, offer, stores=()):
+        """Give ``offer`` to the domain's pager: a new one, one taking
+        over from a pager that died, or one waiting for it."""
+        pager = self._pagers.get(uuid)
+        if pager is None:
+            pager = paged.VmPager.start(
+                self.conf, uuid, paged.pager_file(self.conf, uuid, '.sock'),
+                stores)
+        elif not pager.alive():
+            pager = pager.restart()
+        self._pagers[uuid] = pager
+        offer.relay(pager.record.socket, self.conf.pager.timeout,
+                    pager.alive)
+
+    def refresh(self, active):
+        """Forget the pagers of domains no longer ``active`` (their QEMU
+        exited, and a pager exits with it); replace those that died."""
+        self.listen()
+        with self._lock:
+            for uuid, pager in list(self._pagers.items()):
+                if uuid not in active:
+                    LOG.info('Domain %s stopped: its pager is done', uuid)
+                    pager.forget()
+                    del self._pagers[uuid]
+                else:
+                    self._upkeep(uuid, pager)
+
+    def _upkeep(self, uuid, pager):
+        kept = paged.upkeep(pager)
+        if kept is None:
+            del self._pagers[uuid]
+        elif kept is not pager:
+            self._pagers[uuid] = kept
+            # The shim's re-offer, if the listener held it.
+            for listener in self.listeners.values():
+                offer = listener.take(uuid)
+                if offer is not None:
+                    try:
+                        self._relay(uuid, offer)
+                    except handoff.HandoffError as error:
+                        LOG.error('The RAM of %s did not reach its pager: '
+                                  '%s', uuid, error)
+        return kept
+
+    def collect(self, uuid, sample):
+        """``sample`` with what the domain's pager saw (paged.collect)."""
+        with self._lock:
+            pager = self._pagers.get(uuid)
+            if pager is None or self._upkeep(uuid, pager) is None:
+                return sample
+            return paged.collect(self._pagers[uuid], sample)
+
+    def page(self, uuid, socket, target_bytes, stores):
+        """Page the domain to ``target_bytes`` resident, starting its
+        pager with ``stores`` if it has none; the Resize."""
+        with self._lock:
+            pager = self._pagers.get(uuid)
+            if pager is not None:
+                pager = self._upkeep(uuid, pager)
+            if pager is None:
+                try:
+                    self._relay(uuid, self._held(uuid, socket), stores)
+                except handoff.HandoffError as error:
+                    raise exception.ResizeFailed(uuid=uuid,
+                                                 reason=str(error))
+                pager = self._pagers[uuid]
+            return paged.set_resident(pager, target_bytes, stores,
+                                      self.conf.pager.timeout)
+
+    def _held(self, uuid, socket):
+        listener = self.listeners.get(socket)
+        offer = listener.take(uuid) if listener is not None else None
+        if offer is None:
+            raise exception.ResizeFailed(uuid=uuid, reason=(
+                'its QEMU has not handed its RAM to the agent on %s: the '
+                'domain needs the pager socket in its XML and [libvirt] '
+                'paging, and must start after the agent listens there'
+                % socket if socket else 'no MEMCANAL_PAGER_SOCKET in its '
+                'XML (doc/paging.md)'))
+        return offer
+
+    def stop(self):
+        """Stop listening (held handoffs are dropped: their guests run
+        unpaged) and let go of the pagers: they serve their guests on,
+        for the next agent to find."""
+        for listener in self.listeners.values():
+            listener.close()
+        self.listeners.clear()
+        with self._lock:
+            for pager in self._pagers.values():
+                pager.close()
+            self._pagers.clear()
