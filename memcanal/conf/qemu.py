@@ -6,11 +6,13 @@ from memcanal.estimation import logsim
 
 qemu_group = cfg.OptGroup(
     'qemu', title='QEMU guest-tracing driver options',
-    help='Guests run under QEMU TCG with the memtrace plugin '
+    help='Guests run under QEMU TCG, traced by the memtrace plugin '
          '(hypervisor-patches/memtrace), which emulates PRL and PML logs '
-         'from their real loads and stores. The agent attaches to every '
-         'plugin socket in socket_dir and can start guests itself. The '
-         'log and TLB sizes are [estimation] log_entries and tlb_entries.')
+         'from their real loads and stores, or sampled by their '
+         'memcanal-pager (paging, [sampling]), or both. The agent attaches '
+         'to every plugin socket in socket_dir and can start guests '
+         'itself. The log and TLB sizes are [estimation] log_entries and '
+         'tlb_entries.')
 
 # The test guest's serial console, quiet, and no reboot on a panic.
 GUEST_APPEND = 'console=ttyS0 quiet panic=-1'
@@ -21,7 +23,9 @@ qemu_opts = [
                     'with.'),
     cfg.StrOpt('plugin',
                help='Path of memtrace.so (tools/build-test-guest.sh builds '
-                    'it into build/test-guest). Needed to start guests.'),
+                    'it into build/test-guest). Unset: the guests the '
+                    'driver starts are not traced (start them with paging '
+                    'to have them sampled).'),
     cfg.StrOpt('socket_dir', default='$state_path/memtrace',
                help='Directory of the plugins\' sockets, one '
                     '<instance uuid>.sock per guest, and of the guests\' '
@@ -51,11 +55,12 @@ qemu_opts = [
                     'when they are all waiting, PRL misses references and '
                     'PML stops the vCPU.'),
     cfg.BoolOpt('paging', default=False,
-                help='Start guests pageable: RAM in a shared memfd, '
+                help='Start guests with their RAM in a shared memfd, '
                      '[pager] shim preloaded into QEMU, and a '
-                     'memcanal-pager per guest, so that '
-                     'apply_memory_target with mechanism paging pages '
-                     'their cold memory out ([pager] options).'),
+                     'memcanal-pager per guest, which samples them '
+                     '([sampling]) and pages their cold memory out when '
+                     'apply_memory_target asks with mechanism paging '
+                     '([pager] options).'),
     cfg.FloatOpt('sync_timeout', default=10.0, min=0.1,
                  help='Seconds the agent waits for a plugin to hand over '
                       'its logs at each report.'),

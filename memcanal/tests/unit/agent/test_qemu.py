@@ -1,3 +1,5 @@
+import ctypes.util
+import json
 import os
 import uuid
 
@@ -6,9 +8,12 @@ import pytest
 from memcanal.agent import collector
 from memcanal.agent import driver
 from memcanal.agent.drivers import memtrace
+from memcanal.agent.drivers import paged
 from memcanal.agent.drivers import qemu
+from memcanal.agent import paging
 from memcanal import exception
 from memcanal.tests.unit.agent import fake_memtrace
+from memcanal.tests.unit.agent import fake_pager
 
 UUID = '1f2e3d4c-5b6a-4978-8a9b-0c1d2e3f4a5b'
 MiB = 2 ** 20
@@ -127,8 +132,13 @@ def test_a_socket_directory_too_long_for_unix_sockets(conf):
         driver.load('qemu', conf, 'compute-1')
 
 
-def test_starting_guests_needs_a_plugin_kernel_and_initrd(hypervisor):
-    with pytest.raises(exception.MemcanalException, match='plugin, kernel'):
+def test_starting_guests_needs_a_kernel_and_something_to_observe(
+        conf, hypervisor):
+    with pytest.raises(exception.MemcanalException, match='kernel and'):
+        hypervisor.start_guest(UUID)
+    conf.set_override('kernel', '/k', 'qemu')
+    conf.set_override('initrd', '/i', 'qemu')
+    with pytest.raises(exception.MemcanalException, match='neither traced'):
         hypervisor.start_guest(UUID)
 
 
@@ -148,6 +158,139 @@ def test_guest_command_line():
     assert ['-accel', 'tcg'] == command[3:5]
     assert '-plugin' not in qemu.guest_command(
         'qemu-system-x86_64', '/k', '/i', '', 256, 1, UUID, '/c')
+
+
+def test_guest_command_puts_pageable_ram_in_a_shared_memfd():
+    command = qemu.guest_command('qemu', 'k', 'i', '', 256, 1, UUID, 'c',
+                                 memfd=True)
+    assert 'memory-backend-memfd,id=mem,size=256M,share=on' in command
+    assert command[command.index('memory-backend=mem') - 1] == '-machine'
+
+
+# -- guests with a pager ---------------------------------------------------
+
+PAGE = paging.PAGE
+GUEST_MB = 16
+
+
+@pytest.fixture
+def pageable(conf, short_tmp_path):
+    """The qemu driver set to start pageable guests of GUEST_MB, QEMU and
+    memcanal-pager being fakes (fake_pager), sampled at rate 0.5; no
+    plugin."""
+    pager_binary, qemu_binary = fake_pager.write(short_tmp_path)
+    for name, value, group in (
+            ('state_path', short_tmp_path, None),
+            ('binary', qemu_binary, 'qemu'),
+            ('kernel', '/k', 'qemu'),
+            ('initrd', '/i', 'qemu'),
+            ('memory_mb', GUEST_MB, 'qemu'),
+            ('paging', True, 'qemu'),
+            ('binary', pager_binary, 'pager'),
+            ('shim', ctypes.util.find_library('c'), 'pager'),
+            ('timeout', 10.0, 'pager'),
+            ('cold_after', 0.2, 'pager'),
+            ('report_interval', 0.1, 'agent'),
+            ('rate', 0.5, 'sampling')):
+        conf.set_override(name, value, group)
+    drivers = []
+
+    def make():
+        drivers.append(driver.load('qemu', conf, 'compute-1'))
+        return drivers[-1]
+    yield make
+    for hypervisor in drivers:
+        hypervisor.stop()
+
+
+def inject(hypervisor, intervals=(), faults=()):
+    hypervisor.guests[UUID].vm_pager.client.command('inject ' + json.dumps(
+        {'intervals': list(intervals), 'faults': list(faults)}))
+
+
+def interval(touched, full=False):
+    return {'index': 0, 'start_ns': 0, 'end_ns': 10 ** 9, 'full': full,
+            'touched': [first for page in touched for first in (page, 1)],
+            'written': []}
+
+
+def test_a_guest_without_memtrace_is_sampled_and_paged(pageable):
+    hypervisor = pageable()
+    hypervisor.start_guest(UUID, stores=['tcp:10.0.0.5:7070'])
+    guest = hypervisor.guests[UUID]
+    assert guest.connection is None
+    args = guest.vm_pager.client.command('stats')['args']
+    assert args[:2] == ['--socket', hypervisor.pager_socket_path(UUID)]
+    assert args[args.index('--store') + 1] == 'tcp:10.0.0.5:7070'
+    assert args[args.index('--sample-rate') + 1] == '0.5'
+    [info] = hypervisor.list_instances()
+    assert (info.uuid, info.allocated_bytes) == (UUID, GUEST_MB * MiB)
+
+    inject(hypervisor, [interval([5, 6]), interval(range(10), full=True)])
+    sample = hypervisor.collect(UUID)
+    assert sample.logs is None and sample.paging_trace is None
+    assert [i.touched.tolist() for i in sample.accesses.intervals] == [
+        [5, 6], list(range(10))]
+    assert [i.full for i in sample.accesses.intervals] == [False, True]
+    resize = hypervisor.apply_memory_target(UUID, 0, mechanism='paging')
+    assert (resize.mechanism, resize.target_bytes) == ('paging', 0)
+    with pytest.raises(exception.ResizeFailed, match='only pages'):
+        hypervisor.apply_memory_target(UUID, 0, mechanism='balloon')
+
+
+def test_memtrace_and_sampling_are_both_reported(pageable, conf):
+    """With the plugin too, a Sample carries both (the benchmark
+    compares them); PRL's guest-physical frames reach the detector as
+    page indexes."""
+    conf.set_override('plugin', '/memtrace.so', 'qemu')
+    hypervisor = pageable()
+    os.makedirs(hypervisor.socket_dir, exist_ok=True)
+    plugin = fake_memtrace.FakePlugin(hypervisor.socket_path(UUID), UUID,
+                                      GUEST_MB)
+    hypervisor.start_guest(UUID)
+    plugin.send(fake_memtrace.record(memtrace.PRL, [100, 100, 101]))
+    inject(hypervisor, [interval([7])])
+    sample = hypervisor.collect(UUID)
+    assert sample.logs.prl_gpas.tolist() == [100, 100, 101]
+    assert sample.accesses.intervals[0].touched.tolist() == [7]
+    detector = hypervisor.guests[UUID].pager.detector
+    assert detector.frequency([100, 101, 102]).tolist() == [1, 1, 0]
+
+
+def test_a_restarted_agent_finds_the_pagers_of_running_guests(pageable):
+    first = pageable()
+    first.start_guest(UUID)
+    guest = first.guests[UUID]
+    pid, qemu_process = guest.vm_pager.process.pid, guest.process
+    # An agent that crashed: nothing of it is stopped.
+    guest.vm_pager.close()
+    second = pageable()
+    adopted = second.guests[UUID]
+    assert (adopted.process, adopted.vm_pager.process.pid) == (None, pid)
+    inject(second, [interval([3])])
+    assert second.collect(UUID).accesses.intervals[0].touched.tolist() == [3]
+    # This agent did not start the guest: stopping it leaves it running.
+    second.stop()
+    assert qemu_process.poll() is None and adopted.vm_pager.alive()
+    first.guests.clear()
+    qemu_process.kill()
+    qemu_process.wait()
+    adopted.vm_pager.process.wait(10)
+    assert not adopted.vm_pager.alive()
+    # Its pager went with it; the next agent forgets it.
+    assert pageable().guests == {}
+    assert paged.records(second.conf) == []
+
+
+def test_a_guest_that_exits_leaves_with_its_pager(pageable):
+    hypervisor = pageable()
+    hypervisor.start_guest(UUID)
+    guest = hypervisor.guests[UUID]
+    guest.process.kill()
+    guest.process.wait()
+    assert hypervisor.list_instances() == []
+    assert not guest.vm_pager.alive()
+    assert paged.records(hypervisor.conf) == []
 
 
 def test_a_restarted_agent_attaches_to_the_guests_it_started(
