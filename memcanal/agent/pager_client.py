@@ -94,10 +94,14 @@ class Process:
 def launch(binary, arguments, log_path):
     """Start a pager detached from the agent: its own session, no
     standard input, its output appended to ``log_path``."""
-    with open(log_path, 'ab') as log:
-        popen = subprocess.Popen(
-            [binary, *arguments], stdin=subprocess.DEVNULL, stdout=log,
-            stderr=log, start_new_session=True)
+    try:
+        with open(log_path, 'ab') as log:
+            popen = subprocess.Popen(
+                [binary, *arguments], stdin=subprocess.DEVNULL, stdout=log,
+                stderr=log, start_new_session=True)
+    except OSError as error:
+        raise PagerError(name=os.path.basename(log_path), reason=(
+            'cannot start %s: %s' % (binary, error)))
     # A pager that failed at once has no start time: it is still ours to
     # reap and report.
     return Process(popen.pid, start_time(popen.pid), popen)

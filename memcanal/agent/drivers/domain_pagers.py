@@ -121,12 +121,16 @@ class DomainPagers:
         """Give ``offer`` to the domain's pager: a new one, one taking
         over from a pager that died, or one waiting for it."""
         pager = self._pagers.get(uuid)
-        if pager is None:
-            pager = paged.VmPager.start(
-                self.conf, uuid, paged.pager_file(self.conf, uuid, '.sock'),
-                stores)
-        elif not pager.alive():
-            pager = pager.restart()
+        try:
+            if pager is None:
+                pager = paged.VmPager.start(
+                    self.conf, uuid,
+                    paged.pager_file(self.conf, uuid, '.sock'), stores)
+            elif not pager.alive():
+                pager = pager.restart()
+        except pager_client.PagerError:
+            offer.close()
+            raise
         self._pagers[uuid] = pager
         offer.relay(pager.record.socket, self.conf.pager.timeout,
                     pager.alive)
@@ -145,7 +149,13 @@ class DomainPagers:
                     self._upkeep(uuid, pager)
 
     def _upkeep(self, uuid, pager):
-        kept = paged.upkeep(pager)
+        """The domain's pager, replaced if it died (None once its QEMU
+        is gone too)."""
+        try:
+            kept = paged.upkeep(pager)
+        except pager_client.PagerError as error:
+            LOG.error('No pager for %s: %s', uuid, error)
+            return None
         if kept is None:
             del self._pagers[uuid]
         elif kept is not pager:
@@ -156,7 +166,8 @@ class DomainPagers:
                 if offer is not None:
                     try:
                         self._relay(uuid, offer)
-                    except handoff.HandoffError as error:
+                    except (handoff.HandoffError,
+                            pager_client.PagerError) as error:
                         LOG.error('The RAM of %s did not reach its pager: '
                                   '%s', uuid, error)
         return kept
@@ -179,7 +190,8 @@ class DomainPagers:
             if pager is None:
                 try:
                     self._relay(uuid, self._held(uuid, socket), stores)
-                except handoff.HandoffError as error:
+                except (handoff.HandoffError,
+                        pager_client.PagerError) as error:
                     raise exception.ResizeFailed(uuid=uuid,
                                                  reason=str(error))
                 pager = self._pagers[uuid]

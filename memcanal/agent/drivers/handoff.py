@@ -219,7 +219,14 @@ class Listener:
         LOG.info('QEMU %d of %s %s its %d MiB (%d regions) on %s', pid,
                  uuid, 'offered again' if handoff.reoffer else 'handed',
                  handoff.length >> 20, len(regions), self.path)
-        if self._take_now is not None and self._take_now(uuid, handoff):
+        try:
+            taken = self._take_now is not None and self._take_now(uuid,
+                                                                  handoff)
+        except Exception:
+            LOG.exception('The handoff of %s failed', uuid)
+            handoff.close()
+            return
+        if taken:
             self._taken.add(pid)
             return
         with self._lock:

@@ -122,7 +122,10 @@ class Guest:
         """Whether QEMU still runs, where no plugin says so; its pager
         replaced if it died meanwhile."""
         if self.vm_pager is not None:
-            self.vm_pager = paged.upkeep(self.vm_pager)
+            try:
+                self.vm_pager = paged.upkeep(self.vm_pager)
+            except pager_client.PagerError as error:
+                LOG.error('No pager for %s: %s', self.uuid, error)
         if self.connection is None and (
                 self.process.poll() is not None if self.process is not None
                 else self.vm_pager is None):

@@ -434,3 +434,32 @@ def test_a_relay_hands_the_shims_connection_to_the_pager(short_tmp_path):
     finally:
         listener.close()
         pager.close()
+
+
+def test_a_pager_that_cannot_start_fails_the_paging(host, conf):
+    domain, make = host
+    conf.set_override('enabled', False, 'sampling')
+    conf.set_override('binary', '/nonexistent/memcanal-pager', 'pager')
+    hypervisor = make()
+    domain.start()
+    listener = hypervisor.pagers.listeners[domain.socket_path]
+    wait(lambda: domain.uuid in listener.held(), 'no handoff held')
+    with pytest.raises(exception.ResizeFailed, match='cannot start'):
+        hypervisor.apply_memory_target(domain.uuid, 0, 'paging')
+    # QEMU was let go: its shim gave up, the guest runs unpaged.
+    assert domain.qemu.stdout.readline() == 'handoff failed\n'
+
+
+def test_a_listener_whose_taker_fails_lets_the_offer_go(short_tmp_path):
+    path = os.path.join(short_tmp_path, 'vm.sock')
+
+    def take_now(uuid, offer):
+        raise RuntimeError('broken')
+    listener = handoff.Listener(path, uuid_of=lambda pid: 'vm',
+                                take_now=take_now)
+    try:
+        shim = offer(path, 7, [(0x7f0000000000, PAGE, 0)])
+        assert shim.recv(1) == b''
+        assert listener.held() == set()
+    finally:
+        listener.close()

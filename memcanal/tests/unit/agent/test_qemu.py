@@ -306,3 +306,23 @@ def test_a_restarted_agent_attaches_to_the_guests_it_started(
     hypervisor = driver.load('qemu', conf, 'compute-1')
     assert [i.uuid for i in hypervisor.list_instances()] == [started]
     hypervisor.stop()
+
+
+def test_a_dead_pager_is_replaced_by_one_taking_over(pageable):
+    """The shim offers its RAM again on the pager's socket, where the
+    new pager (same state and stores) listens."""
+    hypervisor = pageable()
+    hypervisor.start_guest(UUID, stores=['tcp:10.0.0.5:7070'])
+    guest = hypervisor.guests[UUID]
+    first = guest.vm_pager
+    first.process.kill()
+    [info] = hypervisor.list_instances()
+    assert guest.vm_pager is not first and guest.vm_pager.alive()
+    assert guest.vm_pager.record.stores == first.record.stores
+    hello = guest.vm_pager.client.command('hello')
+    while not hello['attached']:
+        hello = guest.vm_pager.client.command('hello')
+    assert hello['adopted'] and hello['pid'] == guest.process.pid
+    inject(hypervisor, [interval([4])])
+    assert hypervisor.collect(UUID).accesses.intervals[0].touched.tolist() \
+        == [4]
