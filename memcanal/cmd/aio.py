@@ -380,31 +380,41 @@ def _vms_summary(run, rails):
     """Every VM's memory against its working sets, and its miss ratio:
     measured by its guest, and as its curve gives it at the memory it
     holds and at its measured demand (its working set and kernel: what
-    it would keep, were its memory cut to what it needs)."""
+    it would keep, were its memory cut to what it needs). Then what the
+    pager's access sampling, the method a real host runs, gives at the
+    same sizes: the share of first touches its curve says fault, and
+    the faults per second that makes."""
     names = run.host_names()
     print('  memory MiB: flavor, ->target memcanal set, r: resident when '
-          'paged; WSS MiB by estimator; miss ratio measured by the guest '
-          'and given by its curve (which one)')
-    print('  %-36s  %-10s  %-19s  %13s  %7s  %7s  %7s  %s' % (
+          'paged; WSS MiB by estimator (sampled: the pager\'s sample of '
+          'first touches); miss ratio measured by the guest and given by '
+          'its curve (which one); the sampled curve\'s faults at both')
+    print('  %-36s  %-10s  %-19s  %13s  %7s  %7s  %7s  %7s  %s' % (
         'VM', 'host', 'project', 'memory MiB', 'PRL', 'PML', 'ESX',
-        'miss ratio: measured, at its memory, at its measured demand'))
+        'sampled', 'miss ratio: measured, at its memory, at its measured '
+        'demand; sampled curve at both'))
     for instance in run.instances:
         latest = instance['reports'][-1] if instance['reports'] else None
         wss = latest['wss'] if latest else {}
         curves = latest['mrc'] if latest else {}
+        stats = latest['guest_stats'] if latest else None
         memory = optimizer_service.memory_of(instance)
         resident = db_api.resident_of(memory,
                                       instance['resident_target_bytes'])
-        print('  %-36s  %-10s  %-19s  %13s  %7s  %7s  %7s  %s, %s, %s' % (
-            instance['uuid'], names.get(instance['host_uuid'], '?'),
-            instance['project_id'], _memory(instance, memory, resident),
-            *(_mib(wss.get(name)) for name in ('prl', 'pml', 'esx')),
-            _ratio(aio_history.misses_per_access(
-                latest['guest_stats'] if latest else None)),
-            _curve_ratio(curves, resident),
-            _curve_ratio(curves, demand.vm_demand(
-                memory, guardrails.preferred_wss(wss), rails)
-                if latest else None)))
+        measured_demand = demand.vm_demand(
+            memory, guardrails.preferred_wss(wss), rails) if latest else None
+        print('  %-36s  %-10s  %-19s  %13s  %7s  %7s  %7s  %7s  %s, %s, '
+              '%s; %s, %s' % (
+                  instance['uuid'], names.get(instance['host_uuid'], '?'),
+                  instance['project_id'], _memory(instance, memory,
+                                                  resident),
+                  *(_mib(wss.get(name))
+                    for name in ('prl', 'pml', 'esx', 'sampled')),
+                  _ratio(aio_history.misses_per_access(stats)),
+                  _curve_ratio(curves, resident),
+                  _curve_ratio(curves, measured_demand),
+                  _sampled_faults(curves, stats, resident),
+                  _sampled_faults(curves, stats, measured_demand)))
 
 
 def _memory(instance, memory, resident):
@@ -421,6 +431,18 @@ def _memory(instance, memory, resident):
 def _curve_ratio(curves, size):
     ratio, method = aio_history.curve_at(curves, size)
     return '%.3f %s' % (ratio, method) if ratio is not None else '-'
+
+
+def _sampled_faults(curves, stats, size):
+    """The sampled curve at ``size``: the share of first touches that
+    fault, and the faults per second it makes of the touch rate."""
+    ratio, _ = aio_history.curve_at(curves, size, methods=('sampled',))
+    if ratio is None:
+        return '-'
+    touches = (stats or {}).get('sampled_touches_per_s')
+    if touches is None:
+        return '%.3f' % ratio
+    return '%.3f (%.0f/s)' % (ratio, ratio * touches)
 
 
 def _decisions_summary(run):

@@ -75,6 +75,13 @@ def measured_after(reports, moment, until=None):
                     misses_per_access(after[-1]), len(after))
 
 
+def last_report_by(reports, moment):
+    """The latest of ``reports`` (oldest first) collected by ``moment``,
+    or None."""
+    before = [r for r in reports if r['collected_at'] <= moment]
+    return before[-1] if before else None
+
+
 def curve_at(curves, size, methods=optimizer_service.CURVE_METHODS):
     """(miss ratio, method) of the first curve of ``methods`` in a
     report's ``curves`` that covers ``size`` bytes (by default the most

@@ -6,12 +6,14 @@ Three figures, from what the service stored (aio_history):
   memory, what they hold resident, their measured demand, and what its
   memory server lends and its VMs borrow; migrations and pagings applied
   are marked;
-- vms.png: each VM's working set by estimator over the run, with its
-  memory (the target memcanal set), its flavor memory and what it keeps
+- vms.png: each VM's working set by estimator over the run (the
+  pager's sampled one beside PRL's, PML's and ESX's), with its memory
+  (the target memcanal set), its flavor memory and what it keeps
   resident when paged;
 - curves.png: the miss-ratio curve of every VM a decision resized or
   paged, with its size before and after and the miss ratio predicted
-  there beside the one measured while it kept that size.
+  there beside the one measured while it kept that size, and the
+  VM's sampled curve then (the share of its first touches that fault).
 """
 
 import math
@@ -26,7 +28,8 @@ from memcanal.service import optimizer as optimizer_service
 
 MIB = 2 ** 20
 WSS_STYLES = (('prl', 'PRL WSS', 'tab:green'), ('pml', 'PML WSS', 'tab:olive'),
-              ('esx', 'ESX WSS', 'tab:cyan'))
+              ('esx', 'ESX WSS', 'tab:cyan'),
+              ('sampled', 'sampled WSS', 'tab:brown'))
 DECISION_COLORS = {'migration': 'tab:red', 'pooling': 'tab:purple',
                    'memory_targets': 'tab:orange'}
 
@@ -193,16 +196,34 @@ def _paged(run, decision):
     decision: pooling decisions do not keep their inputs' curves."""
     paging = decision['outputs']['paging']
     reports = {i['uuid']: i['reports'] for i in run.instances}
-    before = [r for r in reports.get(paging['vm'], ())
-              if r['collected_at'] <= decision['created_at']]
-    if not before:
+    before = aio_history.last_report_by(reports.get(paging['vm'], ()),
+                                        decision['created_at'])
+    if before is None:
         return
-    method, points = optimizer_service.first_curve(before[-1]['mrc'])
-    predicted, _ = aio_history.curve_at(before[-1]['mrc'],
+    method, points = optimizer_service.first_curve(before['mrc'])
+    predicted, _ = aio_history.curve_at(before['mrc'],
                                         paging['resident_bytes'])
     yield paging['vm'], (decision, method, points,
                          paging['previous_resident_bytes'],
                          paging['resident_bytes'], predicted)
+
+
+def _step(ax, points, end, **style):
+    """A curve's points as steps; past its last point a curve keeps its
+    last miss ratio, drawn on to ``end`` bytes."""
+    points = list(points) + [[max(end, points[-1][0]) * 1.05,
+                              points[-1][1]]]
+    ax.step(_mib(size for size, _ in points),
+            [ratio for _, ratio in points], where='post',
+            marker='.' if len(points) < 4 else None, **style)
+
+
+def sampled_curve(instance, decision):
+    """The sampled curve of the VM's last report before ``decision``
+    was made, or None."""
+    report = aio_history.last_report_by(instance['reports'],
+                                        decision['created_at'])
+    return report['mrc'].get('sampled') if report else None
 
 
 def plot_curves(run, path):
@@ -215,13 +236,12 @@ def plot_curves(run, path):
     for ax, (uuid, (decision, method, points, before, after,
                     predicted)) in zip(axes, sorted(changed.items())):
         if points:
-            # Past its last point a curve keeps its last miss ratio.
-            points = list(points) + [[max(before, after, points[-1][0])
-                                      * 1.05, points[-1][1]]]
-            ax.step(_mib(size for size, _ in points),
-                    [ratio for _, ratio in points], where='post',
-                    marker='.' if len(points) < 4 else None,
-                    color='tab:blue', label='%s curve' % method)
+            _step(ax, points, max(before, after), color='tab:blue',
+                  label='%s curve' % method)
+        sampled = sampled_curve(instances[uuid], decision)
+        if sampled and method != 'sampled':
+            _step(ax, sampled, max(before, after), color='tab:brown',
+                  linestyle='--', label='sampled curve (first touches)')
         ax.axvline(before / MIB, color='grey', linestyle='--',
                    label='before: %d MiB' % (before // MIB))
         ax.axvline(after / MIB, color='tab:orange',

@@ -160,3 +160,10 @@ def test_taking_back_ends_the_lending():
     series = aio_history.host_series(run, RAILS)
     assert [p.borrowed for p in series['host-1']] == [0, 0]
     assert [p.resident // MIB for p in series['host-1']] == [1024, 1024]
+
+
+def test_last_report_by_a_moment():
+    reports = [report(1, 1), report(3, 2)]
+    assert aio_history.last_report_by(reports, at(2)) is reports[0]
+    assert aio_history.last_report_by(reports, at(3)) is reports[1]
+    assert aio_history.last_report_by(reports, at(0)) is None

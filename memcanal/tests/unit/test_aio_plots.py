@@ -71,3 +71,19 @@ def test_no_curves_without_changes(tmp_path):
 def test_nothing_reported_draws_nothing(tmp_path):
     run = aio_history.Run(history.START, history.HOSTS, [], [])
     assert aio_plots.write_plots(run, str(tmp_path), history.RAILS) == []
+
+
+def test_a_changed_vm_s_sampled_curve_is_the_one_before_the_decision(
+        tmp_path):
+    run = full_run()
+    vm_b = run.instances[1]
+    sampled = [[20 * MIB, 0.3], [80 * MIB, 0.0]]
+    vm_b['reports'][0]['mrc'] = {'sampled': sampled}
+    vm_b['reports'][1]['wss'] = {'prl': 16 * MIB, 'sampled': 20 * MIB}
+    vm_b['reports'][2]['mrc'] = {'sampled': [[1 * MIB, 1.0]]}
+    # Resized at 4.5 s, decided at 3.5 s: the report of 3 s has none.
+    assert aio_plots.sampled_curve(vm_b, run.decisions[-1]) is None
+    # Paged at 2 s, decided at 1 s: the report of 1 s has it.
+    assert aio_plots.sampled_curve(vm_b, run.decisions[0]) == sampled
+    paths = aio_plots.write_plots(run, str(tmp_path), history.RAILS)
+    assert len(paths) == 3

@@ -89,3 +89,31 @@ def test_decisions_summary_pairs_predicted_and_measured(capsys):
     assert ('[  4.5s] vm-b on host-1   1024 ->  1075 MiB  miss ratio '
             'predicted 0.100 (hcache curve), measured 0.100 over 1 reports '
             '(latest 0.100)') in out
+
+
+SAMPLED = [[10 * MIB, 0.5], [20 * MIB, 0.1]]
+
+
+def test_sampled_faults_are_the_curve_times_the_touch_rate():
+    curves = {'sampled': SAMPLED}
+    stats = {'sampled_touches_per_s': 200.0}
+    assert aio._sampled_faults(curves, stats, 15 * MIB) == '0.500 (100/s)'
+    assert aio._sampled_faults(curves, stats, 25 * MIB) == '0.100 (20/s)'
+    # Below the working set of one interval the curve says nothing.
+    assert aio._sampled_faults(curves, stats, 5 * MIB) == '-'
+    assert aio._sampled_faults(curves, {}, 15 * MIB) == '0.500'
+    assert aio._sampled_faults({}, stats, 15 * MIB) == '-'
+
+
+def test_vms_summary_shows_the_sampled_working_set_and_curve(capsys):
+    latest = history.report(1, 1, wss={'prl': 16 * MIB, 'sampled': 20 * MIB},
+                            mrc={'sampled': SAMPLED})
+    latest['guest_stats']['sampled_touches_per_s'] = 200.0
+    run = aio_history.Run(history.START, history.HOSTS, [
+        history.instance('vm-a', 'h1', [latest])], [])
+    aio._vms_summary(run, history.RAILS)
+    row = capsys.readouterr().out.splitlines()[-1]
+    # PRL, no PML nor ESX, the sampled working set; the sampled curve at
+    # the VM's memory and at its demand (16 MiB and a 64 MiB kernel).
+    assert '     16.0        -        -     20.0  ' in row
+    assert row.endswith('; 0.100 (20/s), 0.100 (20/s)')
