@@ -6,6 +6,8 @@
 - ``wss``: the PRL, PML and ESX working-set estimators;
 - ``mrc``: exact, SHARDS and AET miss-ratio curves (``_lru.c`` holds the
   per-reference loops);
+- ``sampling``: working sets, a fault-rate curve and cold-page ages from
+  the first touches a pager's access sampling sees;
 - ``observer``: the pipeline of all of them for one VM, which the agent,
   memcanal-trace and the benchmarks share.
 
