@@ -18,6 +18,7 @@ sequences, its decisions' outcomes, and only its own VMs
 """
 
 import threading
+import time
 
 import oslo_messaging as messaging
 from oslo_log import log as logging
@@ -46,6 +47,12 @@ UNKNOWN_HOST = 'rpc.unknown_host'      # no such host, or it has no key yet
 BAD_SIGNATURE = 'rpc.bad_signature'    # not by the host's pinned key
 KEY_MISMATCH = 'rpc.key_mismatch'      # a registration by another key
 WRONG_HOST = 'rpc.wrong_host'          # about another host
+# Seconds a process trusts a host's pinned key from memory: a key an
+# operator had the service forget (memcanal-manage host forget-key) is
+# refused by every service process within this. Reading it for every
+# report took a database transaction each, and on SQLite the write lock:
+# a third of the service's time per report.
+IDENTITY_SECONDS = 60.0
 
 
 def signing_key(conf):
@@ -86,6 +93,8 @@ class ServiceManager:
                          'failed': 0, 'refused': 0, 'left_out': 0}
         self._counters_lock = threading.Lock()
         self._writer = ingest.ReportWriter(conf.service.report_batch_size)
+        # Host name -> (db_api.host_identity, when read: time.monotonic()).
+        self._identities = {}
 
     def _count(self, outcome, count=1):
         with self._counters_lock:
@@ -100,23 +109,47 @@ class ServiceManager:
             context, str(host_uuid)[:255] if host_uuid is not None else None,
             None, code, detail[:4000])
 
+    def _identity(self, context, name, fresh=False):
+        """db_api.host_identity of ``name``, from memory when read less
+        than IDENTITY_SECONDS ago (and not ``fresh``); None for a host
+        without a key, which is not remembered."""
+        now = time.monotonic()
+        known = self._identities.get(name)
+        if fresh or known is None or now - known[1] > IDENTITY_SECONDS:
+            identity = db_api.host_identity(context, name)
+            if identity is None or identity['public_key'] is None:
+                self._identities.pop(name, None)
+                return None
+            known = self._identities[name] = (identity, now)
+        return known[0]
+
     def _sender(self, context, method, args, claimed_uuid=None):
         """The host (db_api.host_identity) whose pinned key signed
         ``args`` (the message's keyword arguments), or None once the
         message is refused. ``claimed_uuid``: the host uuid the message
         names, recorded with the refusal when its host is unknown."""
         name = args.get('host')
-        identity = (db_api.host_identity(context, name)
+        identity = (self._identity(context, name)
                     if isinstance(name, str) else None)
+
+        def verified():
+            return identity is not None and signing.verify(
+                identity['public_key'], method, args)
+        if verified():
+            return identity
+        if identity is not None:
+            # Re-keyed since it was read (forget-key, then a new
+            # registration in another service process)?
+            identity = self._identity(context, name, fresh=True)
+            if verified():
+                return identity
         if args.get(signing.SIGNATURE) is None:
             code, detail = UNSIGNED, 'the message is not signed'
-        elif identity is None or identity['public_key'] is None:
+        elif identity is None:
             code, detail = UNKNOWN_HOST, ('no host of that name registered '
                                           'a key')
-        elif not signing.verify(identity['public_key'], method, args):
-            code, detail = BAD_SIGNATURE, 'not signed by the host\'s key'
         else:
-            return identity
+            code, detail = BAD_SIGNATURE, 'not signed by the host\'s key'
         self._refuse(context, method, name,
                      identity['uuid'] if identity else claimed_uuid, code,
                      detail)
@@ -155,8 +188,9 @@ class ServiceManager:
                      identity['uuid'] if identity else None, code, detail)
         raise exception.MessageRefused(reason=detail)
 
-    @staticmethod
-    def _registered(name, public_key, registered):
+    def _registered(self, name, public_key, registered):
+        # Another process may have had the host forget its key.
+        self._identities.pop(name, None)
         if registered['pinned']:
             LOG.warning('Host %s registered with key %s, now pinned to it',
                         name, signing.fingerprint(public_key))

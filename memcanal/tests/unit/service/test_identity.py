@@ -184,3 +184,31 @@ def test_left_out_codes_are_stable():
             manager.KEY_MISMATCH, manager.WRONG_HOST) == (
         'rpc.unsigned', 'rpc.unknown_host', 'rpc.bad_signature',
         'rpc.key_mismatch', 'rpc.wrong_host')
+
+
+def test_a_host_rekeyed_through_another_process_is_known_at_once(conf,
+                                                                 database,
+                                                                 ctx):
+    one, other = manager.ServiceManager(conf), manager.ServiceManager(conf)
+    host = COMPUTE_1.register(one, ctx)['uuid']
+    COMPUTE_1.report(one, ctx, report_of(host, 1))
+    db_api.forget_host_key(ctx, 'compute-1')
+    rebuilt = keys.Agent('compute-1')
+    rebuilt.register(other, ctx)
+    rebuilt.report(one, ctx, report_of(host, 2))
+    assert db_api.get_host(ctx, host)['last_sequence'] == 2
+    COMPUTE_1.report(one, ctx, report_of(host, 3))
+    assert db_api.get_host(ctx, host)['last_sequence'] == 2
+    assert one.counters['refused'] == 1
+
+
+def test_a_forgotten_key_is_refused_once_no_longer_remembered(service,
+                                                              ctx):
+    host = COMPUTE_1.register(service, ctx)['uuid']
+    COMPUTE_1.report(service, ctx, report_of(host, 1))
+    db_api.forget_host_key(ctx, 'compute-1')
+    later = manager.time.monotonic() + manager.IDENTITY_SECONDS + 1
+    with mock.patch.object(manager.time, 'monotonic', return_value=later):
+        COMPUTE_1.report(service, ctx, report_of(host, 2))
+    assert db_api.get_host(ctx, host)['last_sequence'] == 1
+    assert service.counters['refused'] == 1
