@@ -9,7 +9,8 @@
 
 This process plays the agents: it casts ``--reports`` reports of
 ``--hosts`` hosts (``--vms`` VMs each, with an exact miss-ratio curve, as
-the real agent builds and packs them: RPC 1.4), the hosts' reports
+the real agent builds and packs them, each signed by its host's own key:
+RPC 1.5), the hosts' reports
 interleaved, as fast as one oslo.messaging client casts them over
 RabbitMQ. On the other side, N processes (``--processes``) consume the
 topic, each with its own RPC server, as N ``memcanal-service`` processes
@@ -57,6 +58,7 @@ import uuid
 # memcanal first: importing it selects oslo.service's threading backend,
 # before oslo.messaging would ask for one (memcanal/threading_backend.py).
 import memcanal  # noqa: F401  (isort: skip)
+from cryptography.hazmat.primitives.asymmetric import ed25519
 import oslo_messaging as messaging
 import sqlalchemy as sa
 
@@ -94,7 +96,8 @@ class CountingEndpoint:
     def __init__(self, counter):
         self.counter = counter
 
-    def report(self, context, report):
+    @messaging.expose
+    def report(self, context, report, host, signature):
         with self.counter.get_lock():
             self.counter.value += 1
 
@@ -188,13 +191,22 @@ def agent_reports(vms, state_dir):
     return report
 
 
-def cast_all(topic, reports, copies):
-    client = service_api.ServiceAPI()
+def agent_client(topic, name):
+    """The ServiceAPI of the agent of host ``name``, with a key of its
+    own, on ``topic``."""
+    client = service_api.ServiceAPI(name,
+                                    ed25519.Ed25519PrivateKey.generate())
     client.client = client.client.prepare(topic=topic)
+    return client
+
+
+def cast_all(reports, copies, clients):
+    """Cast ``reports``, each by its host's client (``clients``, by host
+    uuid)."""
     context = memcanal_context.get_admin_context()
     for report in reports:
         for _ in range(copies):
-            client.report(context, report)
+            clients[report['host_uuid']].report(context, report)
 
 
 def wait_for(count, expected):
@@ -214,17 +226,18 @@ def wait_for(count, expected):
 
 def register_hosts(topic, servers, names):
     """Register the hosts through the services, as agents do (each server
-    answers some: all of them are listening); their uuids."""
-    client = service_api.ServiceAPI()
-    topic_client = client.client.prepare(topic=topic)
+    answers some: all of them are listening); their clients, by the uuid
+    each was registered as."""
     context = memcanal_context.get_admin_context()
-    uuids = []
+    clients = {}
     for index, name in enumerate(names):
-        client.client = topic_client.prepare(
-            server=servers[index % len(servers)])
-        uuids.append(client.register_host(context, name, 2 ** 36, 0, 60.0,
-                                          timeout=60)['uuid'])
-    return uuids
+        client = agent_client(topic, name)
+        casting = client.client
+        client.client = casting.prepare(server=servers[index % len(servers)])
+        host = client.register_host(context, 2 ** 36, 0, 60.0, timeout=60)
+        client.client = casting
+        clients[host['uuid']] = client
+    return clients
 
 
 @contextlib.contextmanager
@@ -302,14 +315,15 @@ class Bench:
 
     def raw(self, processes):
         config, topic = self.config('sqlite://')
-        reports = self.reports([str(uuid.uuid4())
-                                for _ in range(self.args.hosts)])
+        clients = {str(uuid.uuid4()): agent_client(topic, 'host-%d' % i)
+                   for i in range(self.args.hosts)}
+        reports = self.reports(list(clients))
         expected = len(reports) * self.copies
         counter = multiprocessing.get_context('spawn').Value('i', 0)
         with services('raw', processes, config, topic,
                       counter) as (_servers, counters):
             started = time.perf_counter()
-            cast_all(topic, reports, self.copies)
+            cast_all(reports, self.copies, clients)
             received = wait_for(lambda: counter.value, expected)
             elapsed = time.perf_counter() - started
         cpu = sum(c['cpu'] for c in counters) / max(received, 1)
@@ -324,14 +338,15 @@ class Bench:
             config, topic = self.config(db_url)
             with services('memcanal', processes, config,
                           topic) as (servers, counters):
-                host_uuids = register_hosts(
+                clients = register_hosts(
                     topic, servers, ['%s-host-%d' % (topic, i)
                                      for i in range(self.args.hosts)])
-                reports = self.reports(host_uuids)
-                count, distinct, engine = stored_counter(db_url, host_uuids)
+                reports = self.reports(list(clients))
+                count, distinct, engine = stored_counter(db_url,
+                                                         list(clients))
                 try:
                     started = time.perf_counter()
-                    cast_all(topic, reports, self.copies)
+                    cast_all(reports, self.copies, clients)
                     stored = wait_for(count, len(reports))
                     elapsed = time.perf_counter() - started
                     unique = distinct()
@@ -339,7 +354,7 @@ class Bench:
                     engine.dispose()
             totals = {key: sum(c.get(key, 0) for c in counters)
                       for key in ('stored', 'duplicate', 'rejected',
-                                  'failed', 'cpu')}
+                                  'refused', 'failed', 'cpu')}
             totals['cpu'] /= max(stored * self.copies, 1)
             problems = []
             if stored != len(reports) or unique != stored:
@@ -349,7 +364,8 @@ class Bench:
                 problems.append('%d of %d services reported' % (
                     len(counters), processes))
             elif (totals['stored'] != stored or totals['failed']
-                  or totals['rejected'] or totals['duplicate']
+                  or totals['rejected'] or totals['refused']
+                  or totals['duplicate']
                   != len(reports) * (self.copies - 1)):
                 problems.append('counters disagree with the rows')
             return stored * self.copies / elapsed, problems, totals
