@@ -506,22 +506,27 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Resident in its memfd?  c caches the data extent last found. */
+/*
+ * Resident in its memfd?  Pages are asked in increasing order: c caches
+ * the hole [from, lo) and the data [lo, hi) last found, so a sparse
+ * memfd costs two lseeks per extent, not one per page.
+ */
 int pager_resident(struct pager *p, uint64_t pg, struct cursor *c)
 {
 	const struct region *r = region_of(p, pg);
 	off_t off = file_offset(p, pg);
 
-	if (c->r == r && off >= c->lo && off < c->hi)
-		return 1;
+	if (c->r == r && off >= c->from && off < c->hi)
+		return off >= c->lo;
 	c->r = r;
+	c->from = off;
 	c->lo = lseek(r->memfd, off, SEEK_DATA);
-	if (c->lo < 0) {
-		c->lo = c->hi = 0;
+	if (c->lo < 0) {            /* ENXIO: a hole to the end */
+		c->lo = c->hi = INT64_MAX;
 		return 0;
 	}
 	c->hi = lseek(r->memfd, c->lo, SEEK_HOLE);
-	return off >= c->lo && off < c->hi;
+	return off >= c->lo;
 }
 
 /* Length of the run of consecutive page numbers starting at list[i],

@@ -24,10 +24,10 @@ struct region {
 	int memfd;
 };
 
-/* The memfd extent last found to hold data (see pager_resident). */
+/* The memfd extents last found (see pager_resident). */
 struct cursor {
 	const struct region *r;
-	off_t lo, hi;
+	off_t from, lo, hi;
 };
 
 /* A bounded log of page numbers: head counts writes, tail takes. */
