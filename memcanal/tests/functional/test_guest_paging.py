@@ -8,6 +8,11 @@ The guest fills a tmpfs file with random data and notes its md5sum; the
 pager swaps out all of guest RAM; the memserver is killed; then the
 guest checks its data with md5sum, every page of it coming back through
 the pager's faults from the surviving copy.
+
+Access sampling (issue #24) runs on the same guest while it is paged,
+its pager killed mid-interval and taken over; and a 3 GiB guest, one
+memory backend or two NUMA cells, is handed over with every region,
+sampled and paged above 4 GiB guest-physical.
 """
 
 import gzip
@@ -79,6 +84,12 @@ def lines_of(stream):
     return lines
 
 
+def tail(seen):
+    """The last lines seen, each cut short (samples lines are long)."""
+    return ''.join(line[:400] + ('...\n' if len(line) > 400 else '')
+                   for line in seen[-20:])
+
+
 def wait_line(lines, pattern, timeout, seen):
     """The first line matching ``pattern``; lines read go to ``seen``."""
     while True:
@@ -86,9 +97,9 @@ def wait_line(lines, pattern, timeout, seen):
             line = lines.get(timeout=timeout)
         except queue.Empty:
             pytest.fail('no %r within %ss: %s' % (pattern, timeout,
-                                                  ''.join(seen[-20:])))
+                                                  tail(seen)))
         if line is None:
-            pytest.fail('ended before %r: %s' % (pattern, ''.join(seen[-20:])))
+            pytest.fail('ended before %r: %s' % (pattern, tail(seen)))
         seen.append(line)
         if re.search(pattern, line):
             return line
@@ -116,6 +127,13 @@ class Pager:
         self.process.stdin.write(line + '\n')
         self.process.stdin.flush()
         return self.event(answer, timeout)
+
+    def batch(self, *lines):
+        """The answers to ``lines``, sent at once: the pager runs them
+        all even if its guest exits meanwhile (then so does the pager)."""
+        self.process.stdin.write(''.join(line + '\n' for line in lines))
+        self.process.stdin.flush()
+        return [self.event(line.split()[0]) for line in lines]
 
 
 def rss_shmem_kib(pid):
@@ -156,28 +174,31 @@ def guest_command(guest, initrd):
 
 class PagedGuest:
     """The test guest under QEMU with the shim, a memcanal-pager serving
-    it from a memserver (store 0) and a file (store 1), and the guest's
-    pattern written."""
+    it from a memserver (store 0) and a file (store 1), or the file
+    alone without ``memserver``, and the guest's pattern written."""
 
-    def __init__(self, build, guest, initrd, scratch, options=()):
+    def __init__(self, build, guest, initrd, scratch, options=(),
+                 command=None, memory_mb=GUEST_MB, memserver=True):
         socket = os.path.join(scratch, 'pager.sock')
-        self.server, (host, port) = services.start_memserver(
-            max_pages=2 * PAGES)
+        stores = ['file:%s' % os.path.join(scratch, 'pages')]
+        self.server = None
+        if memserver:
+            self.server, (host, port) = services.start_memserver(
+                max_pages=2 * PAGES)
+            stores.insert(0, 'tcp:%s:%d' % (host, port))
         self.vm = None
-        self.pager_args = (build / 'memcanal-pager', socket,
-                           ['tcp:%s:%d' % (host, port),
-                            'file:%s' % os.path.join(scratch, 'pages')],
+        self.pager_args = (build / 'memcanal-pager', socket, stores,
                            options)
         self.pager = Pager(*self.pager_args)
         self.pager.event('listening')
         self.vm = subprocess.Popen(
-            guest_command(guest, initrd), stdin=subprocess.PIPE,
+            command or guest_command(guest, initrd), stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             bufsize=1, env=dict(os.environ, MEMCANAL_PAGER_SOCKET=socket,
                                 LD_PRELOAD=str(build / 'libmemcanal-uffd.so')))
-        attached = self.pager.event('attached')
-        assert attached['len'] == GUEST_MB * 2 ** 20
-        assert attached['pid'] == self.vm.pid
+        self.attached = self.pager.event('attached')
+        assert self.attached['len'] == memory_mb * 2 ** 20, self.attached
+        assert self.attached['pid'] == self.vm.pid
         self.console, self.seen = lines_of(self.vm.stdout), []
         wait_line(self.console, 'pagecheck: written', 240, self.seen)
 
@@ -372,3 +393,162 @@ def test_pool_faults_log_and_swapin(stateful_guest):
     # Each page faulted in once since: never logged twice.
     assert not set(faults['faults']) & set(
         pager.command('faults', 'faults')['faults'])
+
+
+# Access sampling as the agent runs it, faster: 10 % of the pages zapped
+# every half second, every page every fourth interval.
+SAMPLING = ['--sample-rate', '0.1', '--sample-interval-ms', '500',
+            '--full-pass-every', '4']
+
+
+def pages_of(runs):
+    return {page for first, count in zip(runs[::2], runs[1::2])
+            for page in range(first, first + count)}
+
+
+def intervals(pager, at_least):
+    """The completed intervals, once there are ``at_least`` of them."""
+    got = []
+    deadline = time.monotonic() + 60
+    while len(got) < at_least and time.monotonic() < deadline:
+        samples = pager.command('samples', 'samples')
+        assert samples['sampling'], samples
+        got += samples['intervals']
+        time.sleep(0.2)
+    assert len(got) >= at_least, got
+    return got
+
+
+def check_zaps(stats, got):
+    """Each interval was armed by its zap: the sample, or a full pass."""
+    sampling = stats['sampling']
+    for interval in got:
+        assert interval['zapped'] == (
+            stats['pages'] if interval['full']
+            else sampling['sampled_pages']), (interval, sampling)
+        assert interval['full'] == (interval['index'] % 4 == 3), interval
+    assert sampling['zap_failed'] == 0, sampling
+
+
+def touched_pages(got):
+    return set().union(*(pages_of(i['touched']) for i in got))
+
+
+@pytest.fixture
+def sampled_guest(build, initrd, short_tmp_path):
+    """The stateful guest, sampled too."""
+    guest, path = initrd
+    paged = PagedGuest(build, guest, path, short_tmp_path, options=[
+        '--state', os.path.join(short_tmp_path, 'pager.state'),
+        '--pool-mb', str(POOL_MB),
+        '--pool', os.path.join(short_tmp_path, 'pager.pool'), *SAMPLING])
+    yield paged
+    paged.stop()
+
+
+def test_sampling_paging_and_a_killed_pager_lose_nothing(sampled_guest):
+    """Sampled while all its RAM is swapped out and read back, the pager
+    SIGKILLed mid-interval (pages zapped, the guest's vCPU waiting on its
+    faults) and taken over: the guest's md5sum matches, and the new pager
+    samples the pages the check reads back."""
+    vm = sampled_guest.vm
+    check_zaps(sampled_guest.pager.command('stats', 'stats'),
+               intervals(sampled_guest.pager, 5))
+    out = sampled_guest.pager.command('swapout 0 %d' % PAGES, 'swapout')
+    assert out['dropped'] * 4 > DATA_MB * 1024, out
+
+    sampled_guest.check()
+    stats = out
+    while store_faults(stats) < 2000:
+        stats = sampled_guest.pager.command('stats', 'stats')
+        time.sleep(0.02)
+    sampled_guest.kill_pager()
+    attached = sampled_guest.restart_pager()
+    assert attached['handed_over'], attached
+    assert attached['sampling']['enabled'], attached
+
+    verdict = wait_line(sampled_guest.console, 'pagecheck: (ok|BAD)', 240,
+                        sampled_guest.seen)
+    samples, stats = sampled_guest.pager.batch('samples', 'stats')
+    print('taken over', attached, '\nafter check', stats)
+    assert 'pagecheck: ok' in verdict, ''.join(sampled_guest.seen)
+    assert stats['lost'] == 0, stats
+    check_zaps(stats, samples['intervals'])
+    # The check read its data back through the new pager's faults.
+    assert len(touched_pages(samples['intervals'])) > DATA_MB * 256 // 4
+    assert vm.wait(120) == 0
+
+
+BIG_MB = 3072
+# q35 maps the first 2 GiB of a guest this big below 4 GiB (lowmem), the
+# rest above it: memfd pages from here on are guest-physical >= 4 GiB.
+HIGH_PAGE = 2 ** 31 // 4096
+
+
+def big_guest_command(guest, initrd, cells):
+    """The test guest with 3 GiB: one memory backend, or one per NUMA
+    cell."""
+    command = qemu.guest_command(
+        'qemu-system-x86_64', guest['vmlinux'], initrd,
+        'console=ttyS0 panic=-1 rdinit=/pagecheck', BIG_MB, 1,
+        '00000000-0000-0000-0000-000000000024', '/dev/null')
+    command[command.index('-serial') + 1] = 'stdio'
+    if cells == 1:
+        return command + [
+            '-object', 'memory-backend-memfd,id=mem,size=%dM,share=on'
+            % BIG_MB, '-machine', 'memory-backend=mem']
+    for cell in range(cells):
+        command += [
+            '-object', 'memory-backend-memfd,id=m%d,size=%dM,share=on' % (
+                cell, BIG_MB // cells),
+            '-numa', 'node,nodeid=%d,memdev=m%d' % (cell, cell)]
+    return command
+
+
+@pytest.mark.parametrize('cells', [1, 2])
+def test_a_3_gib_guest_is_sampled_and_paged(build, initrd, short_tmp_path,
+                                            cells):
+    """Every backend is handed over (one region each, 3 GiB in all) and
+    sampled; the pages above 4 GiB guest-physical, where the guest's
+    data lands, go out and come back. With two cells, a pager on another
+    socket takes both memfds out of QEMU after the first is killed."""
+    guest, path = initrd
+    paged = PagedGuest(
+        build, guest, path, short_tmp_path, memory_mb=BIG_MB,
+        memserver=False, command=big_guest_command(guest, path, cells),
+        options=['--state', os.path.join(short_tmp_path, 'pager.state'),
+                 *SAMPLING])
+    try:
+        attached = paged.attached
+        assert len(attached['regions']) == cells, attached
+        assert attached['pages'] == BIG_MB * 256, attached
+        assert sum(r[1] for r in attached['regions']) == BIG_MB * 2 ** 20
+        check_zaps(paged.pager.command('stats', 'stats'),
+                   intervals(paged.pager, 5))
+        high = (HIGH_PAGE, BIG_MB * 256 - HIGH_PAGE) if cells == 1 else (
+            0, BIG_MB * 256)
+        out = paged.pager.command('swapout %d %d' % high, 'swapout')
+        assert out['dropped'] * 4 > DATA_MB * 1024, out
+        if cells == 2:
+            paged.kill_pager()
+            attached = paged.restart_pager(
+                os.path.join(short_tmp_path, 'other.sock'))
+            assert not attached['handed_over'], attached
+            assert len(attached['regions']) == 2, attached
+        paged.check()
+        verdict = wait_line(paged.console, 'pagecheck: (ok|BAD)', 240,
+                            paged.seen)
+        samples, faults, stats = paged.pager.batch('samples', 'faults',
+                                                   'stats')
+        print('swapout', out, '\nafter check', stats)
+        assert 'pagecheck: ok' in verdict, ''.join(paged.seen)
+        assert stats['lost'] == 0, stats
+        assert len(faults['faults']) > DATA_MB * 256 // 2, stats
+        if cells == 1:
+            assert min(faults['faults']) >= HIGH_PAGE, faults
+            high = {page for page in touched_pages(samples['intervals'])
+                    if page >= HIGH_PAGE}
+            assert len(high) > DATA_MB * 256 // 4, len(high)
+        assert paged.vm.wait(120) == 0
+    finally:
+        paged.stop()

@@ -6,7 +6,9 @@ the handoff (issue #17): the TCG plugin, the shim under KVM, and the shim
 in a domain of the real libvirtd (doc/paging.md, "libvirt guests"). In
 each, the guest writes 96 MiB of random data and notes its md5sum, the
 pager swaps out all of guest RAM to a file, and the guest's md5sum -c
-passes with every page faulted back through the pager.
+passes with every page faulted back through the pager. The pager samples
+the guest's accesses meanwhile (issue #24): each carrier keeps QEMU's end
+of the handoff connection and zaps the sample when the pager asks.
 """
 
 import os
@@ -55,10 +57,12 @@ def scratch(short_tmp_path):
 
 @pytest.fixture
 def pager(build, scratch):
-    """memcanal-pager listening on scratch/pager.sock, one file store."""
+    """memcanal-pager listening on scratch/pager.sock, one file store,
+    sampling."""
     path = os.path.join(scratch, 'pager.sock')
     pager = paging.Pager(build / 'memcanal-pager', path,
-                         ['file:%s' % os.path.join(scratch, 'pages')])
+                         ['file:%s' % os.path.join(scratch, 'pages')],
+                         paging.SAMPLING)
     pager.event('listening')
     os.chmod(path, 0o666)
     pager.socket = path
@@ -102,32 +106,40 @@ def run_qemu():
             vm.wait(10)
 
 
-def page_out_and_check(pager, console, qemu_pid):
+def page_out_and_check(pager, console):
     """Once the guest wrote its pattern, swap all guest RAM out, then
-    have the guest check the pattern: all of it faults back in."""
+    have the guest check the pattern: all of it faults back in. The
+    memory freed is the memfd's: sampling unmaps pages from QEMU, so its
+    RssShmem is no measure of what the guest holds."""
     console.wait('pagecheck: written')
-    before_kib = paging.rss_shmem_kib(qemu_pid)
+    before_kib = pager.command('stats', 'stats')['memfd_kib']
     out = pager.command('swapout 0 %d' % paging.PAGES, 'swapout')
-    paged_kib = paging.rss_shmem_kib(qemu_pid)
     assert out['dropped'] * 4 > paging.DATA_MB * 1024, out
     assert out['lost'] == 0, out
-    assert paged_kib < before_kib - paging.DATA_MB * 1024, (before_kib,
-                                                             paged_kib)
+    assert out['memfd_kib'] < before_kib - paging.DATA_MB * 1024, (
+        before_kib, out['memfd_kib'])
     console.send('check')
     verdict = console.wait('pagecheck: (ok|BAD)')
-    stats = pager.command('stats', 'stats')
+    samples, stats = pager.batch('samples', 'stats')
     print('swapout', out, '\nafter check', stats,
-          '\nRssShmem KiB before %d paged %d' % (before_kib, paged_kib))
+          '\nmemfd KiB before %d paged %d' % (before_kib, out['memfd_kib']))
     assert 'pagecheck: ok' in verdict, ''.join(console.seen)
     assert stats['lost'] == 0, stats
     assert stats['served'][0] > paging.DATA_MB * 256 // 2, stats
+    # Sampled all along: every interval's zap went through QEMU's end.
+    assert samples['sampling'] and samples['intervals'], samples['overflow']
+    paging.check_zaps(stats, samples['intervals'])
+    assert paging.touched_pages(samples['intervals'])
 
 
 def attached_to(pager, pid):
+    """Wait until QEMU (pid, unless None) handed its one region over
+    (v2 handoff) and the pager samples it."""
     attached = pager.event('attached')
     assert attached['len'] == paging.GUEST_MB * 2 ** 20, attached
+    assert len(attached['regions']) == 1, attached
+    assert attached['sampling']['enabled'], attached
     assert pid is None or attached['pid'] == pid, attached
-    return attached['pid']
 
 
 def test_tcg_plugin_hands_guest_ram_to_the_pager(build, initrd, pager,
@@ -138,7 +150,7 @@ def test_tcg_plugin_hands_guest_ram_to_the_pager(build, initrd, pager,
     vm = run_qemu(paging.guest_command(guest, path) + [
         '-plugin', '%s,socket=%s' % (build / PLUGIN, pager.socket)], env)
     attached_to(pager, vm.pid)
-    page_out_and_check(pager, Console(vm.stdout, vm.stdin), vm.pid)
+    page_out_and_check(pager, Console(vm.stdout, vm.stdin))
     assert vm.wait(120) == 0
 
 
@@ -170,7 +182,7 @@ def test_shim_under_kvm(build, initrd, pager, run_qemu):
     vm = run_qemu(command, dict(os.environ, LD_PRELOAD=str(build / SHIM),
                                 MEMCANAL_PAGER_SOCKET=pager.socket))
     attached_to(pager, vm.pid)
-    page_out_and_check(pager, Console(vm.stdout, vm.stdin), vm.pid)
+    page_out_and_check(pager, Console(vm.stdout, vm.stdin))
     assert vm.wait(120) == 0
 
 
@@ -214,7 +226,7 @@ def test_shim_in_an_unprivileged_qemu_opens_dev_userfaultfd(
                              files['initrd'])
     vm = run_qemu(command, os.environ)
     attached_to(pager, vm.pid)
-    page_out_and_check(pager, Console(vm.stdout, vm.stdin), vm.pid)
+    page_out_and_check(pager, Console(vm.stdout, vm.stdin))
     assert vm.wait(120) == 0
 
 
@@ -303,14 +315,14 @@ def test_libvirt_domain_with_the_shim(build, initrd, pager, scratch,
     with UnprivilegedUserfaultfd():
         domain = libvirt_connection.createXML(xml, 0)
         try:
-            qemu_pid = attached_to(pager, None)
+            attached_to(pager, None)
         except BaseException:
             domain.destroy()
             raise
     try:
         serial, _ = listener.accept()
         stream = serial.makefile('rw', errors='replace', newline='')
-        page_out_and_check(pager, Console(stream, stream), qemu_pid)
+        page_out_and_check(pager, Console(stream, stream))
     finally:
         if domain.isActive():
             domain.destroy()
