@@ -19,10 +19,11 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-/* OpenSSL writes to the socket with write(): a server gone would raise
- * SIGPIPE, which kills a pager that does not ignore it (and hangs its
- * guest).  So TLS calls run with SIGPIPE blocked in the calling thread;
- * one raised by a write that failed (EPIPE) is taken before unblocking. */
+/* OpenSSL writes to the socket with write() (also inside SSL_read, an
+ * alert): a server gone raises SIGPIPE, which kills a pager that does
+ * not ignore it (and hangs its guest).  So TLS calls run with SIGPIPE
+ * blocked in the calling thread, and one they raised is taken before it
+ * is unblocked. */
 static void sigpipe_block(sigset_t *saved)
 {
 	sigset_t pipe;
@@ -34,9 +35,11 @@ static void sigpipe_block(sigset_t *saved)
 
 static void sigpipe_restore(const sigset_t *saved)
 {
+	sigset_t pending;
 	int err = errno;
 
-	if (err == EPIPE) {
+	if (!sigismember(saved, SIGPIPE) && !sigpending(&pending) &&
+	    sigismember(&pending, SIGPIPE)) {
 		sigset_t pipe;
 		struct timespec none = { 0, 0 };
 
