@@ -102,6 +102,12 @@ class MemcanalClient(rest_client.RestClient):
     def list_memory_servers(self):
         return self._json('GET', 'memory_servers')
 
+    def update_memory_server(self, uuid, enabled):
+        """Let memory pooling lend from the server, or stop it
+        (microversion 1.6)."""
+        return self._json('PATCH', 'memory_servers/%s' % uuid,
+                          body={'enabled': enabled})
+
 
 def next_page_params(page):
     """The query parameters of a page's ``next`` link, or None on the last

@@ -7,8 +7,8 @@ conftest.py), it
 1. builds a fresh SQLite database in ``state_dir`` and stores, the way the
    service does (``register_host``, ``validate_report``,
    ``store_report``, ``create_decision``), two hosts, five VMs with three
-   reports each carrying WSS estimates and miss-ratio curves, and
-   decisions;
+   reports each carrying WSS estimates and miss-ratio curves, a memory
+   server, and decisions;
 2. serves the memcanal API on 127.0.0.1 (a free port, a thread of this
    process) with ``[api] auth_strategy = keystone``: real tokens,
    validated by keystonemiddleware;
@@ -31,7 +31,9 @@ and yields a ``Cloud``:
   state ``recommended``, one per (host, kind): memory_targets and
   allocation_ratio of each host, so four in all, to approve or reject;
 - ``applied``: the uuid of an earlier memory_targets decision of
-  compute-1 whose actions were applied, to roll back.
+  compute-1 whose actions were applied, to roll back;
+- ``memory_server``: the uuid of compute-2's memory server, which its
+  reports registered and no operator enabled yet.
 
 No service or agent runs, but the hosts registered with an hour's
 report interval, so they are ``up`` for an hour. An approved decision
@@ -62,6 +64,7 @@ from memcanal.api import microversion
 from memcanal import context
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
+from memcanal.db import pooling as pooling_db
 from memcanal.rpc import reports
 from memcanal.tests import fixtures as memcanal_fixtures
 from memcanal.tests.functional import services
@@ -91,6 +94,7 @@ VMS = {
                 PROJECT_B, 4 * GIB, 3 * GIB, 1.5),
 }
 HOSTS = {'compute-1': (64 * GIB, 2 * GIB), 'compute-2': (32 * GIB, GIB)}
+MEMORY_SERVER = '192.0.2.2:7400'
 
 
 @dataclasses.dataclass
@@ -102,6 +106,7 @@ class Cloud:
     instance_hosts: dict
     recommended: list
     applied: str
+    memory_server: str
     username: str = 'admin'
     password: str = services.KEYSTONE_ADMIN_PASSWORD
     project_name: str = 'admin'
@@ -159,14 +164,17 @@ def _seed_reports(ctx):
     for sequence in range(1, REPORTS + 1):
         collected = start + datetime.timedelta(minutes=sequence)
         for host, host_uuid in hosts.items():
-            report = reports.validate_report(
-                {'host_uuid': host_uuid, 'sequence': sequence,
-                 'collected_at': collected.strftime('%Y-%m-%dT%H:%M:%SZ'),
-                 'instances': [_sample(name, sequence)
-                               for name, vm in VMS.items()
-                               if vm[0] == host]},
-                max_mrc_points=CURVE_POINTS, max_instances=len(VMS))
-            assert db_api.store_report(ctx, report)
+            report = {'host_uuid': host_uuid, 'sequence': sequence,
+                      'collected_at': collected.strftime(
+                          '%Y-%m-%dT%H:%M:%SZ'),
+                      'instances': [_sample(name, sequence)
+                                    for name, vm in VMS.items()
+                                    if vm[0] == host]}
+            if host == 'compute-2':
+                report['memserver'] = {'address': MEMORY_SERVER,
+                                       'capacity_bytes': 8 * GIB}
+            assert db_api.store_report(ctx, reports.validate_report(
+                report, max_mrc_points=CURVE_POINTS, max_instances=len(VMS)))
     return hosts
 
 
@@ -253,6 +261,7 @@ def seeded_cloud(keystone_url, state_dir):
             configure_keystone_auth(conf, state_dir, keystone_url)
             ctx = context.get_admin_context()
             hosts = _seed_reports(ctx)
+            [server] = pooling_db.list_memory_servers(ctx)
             recommended, applied = _seed_decisions(ctx, hosts)
             with test_api.serving(deploy.loadapp(conf)) as api_url, \
                     _registered(keystone_url, api_url):
@@ -261,7 +270,8 @@ def seeded_cloud(keystone_url, state_dir):
                     instances={name: vm[1] for name, vm in VMS.items()},
                     instance_hosts={name: vm[0]
                                     for name, vm in VMS.items()},
-                    recommended=recommended, applied=applied)
+                    recommended=recommended, applied=applied,
+                    memory_server=server['uuid'])
         finally:
             conf.reset()
             conf.unregister_opts(

@@ -147,6 +147,22 @@ def test_instance_set(cloud):
             restored['mechanism']) == (False, None, None)
 
 
+def test_memory_server_list_and_set(cloud):
+    [listed] = as_json(cloud, 'memory', 'server', 'list')
+    assert (listed['UUID'], listed['Host'], listed['Enabled'],
+            listed['Free (MiB)']) == (cloud.memory_server, 'compute-2',
+                                      False, 0)
+    enabled = as_json(cloud, 'memory', 'server', 'set', 'compute-2',
+                      '--enable')
+    assert (enabled['uuid'], enabled['enabled'], enabled['free_bytes']) == (
+        cloud.memory_server, True, 8 * 2 ** 30)
+    disabled = as_json(cloud, 'memory', 'server', 'set',
+                       cloud.memory_server, '--disable')
+    assert disabled['enabled'] is False
+    refused = openstack(cloud, 'memory', 'server', 'set', 'compute-2')
+    assert refused.returncode == 2 and '--enable' in refused.stderr
+
+
 def _targets(rows):
     """{policy: {vm: MiB}} of ``plan -f json``'s rows."""
     targets = {}

@@ -88,3 +88,13 @@ class ProjectMemberTest(base.BaseMemcanalTest):
     def test_may_not_see_memory_servers(self):
         self.assert_denied(
             self.client_since(self.os_primary, '1.5').list_memory_servers)
+
+    @decorators.idempotent_id('9d3e0c57-2a61-4b8e-a0d4-7f5b8c1e6a34')
+    def test_may_not_enable_memory_servers(self):
+        servers = self.client_since(
+            self.os_admin, '1.6').list_memory_servers()['memory_servers']
+        if not servers:
+            raise self.skipException('no host registered a memory server')
+        self.assert_denied(
+            self.client_since(self.os_primary, '1.6').update_memory_server,
+            servers[0]['uuid'], True)
