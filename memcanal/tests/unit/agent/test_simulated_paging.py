@@ -92,6 +92,16 @@ def test_a_fault_on_a_page_still_in_the_pool_is_faster():
         (1 + coldpages.PREFETCH_COUNT) * actuators.POOL_FAULT_SECONDS)
 
 
+def test_a_memory_server_over_tls_is_a_store():
+    """What the service lends: tls:HOST:PORT, at TCP's costs."""
+    pager = warmed_pager()
+    seconds = pager.resize(HOT_PAGES * PAGE, ['tls:10.0.0.5:7070'])
+    assert pager.stores == ('tls:10.0.0.5:7070',)
+    assert seconds == pytest.approx(
+        (VM_PAGES - HOT_PAGES) * PAGE
+        / actuators.STORE_SWAP_OUT_BYTES_PER_SECOND['tls'])
+
+
 def test_paging_back_to_the_whole_vm_ends_paging():
     pager = warmed_pager()
     pager.resize(HOT_PAGES * PAGE, [])
