@@ -1,13 +1,15 @@
 """The qemu driver pages a real guest's detected cold pages (issue #17).
 
 The driver starts the test guest pageable ([qemu] paging: RAM in a shared
-memfd, libmemcanal-uffd.so preloaded, a memcanal-pager keeping each page
-on a memcanal-memserver and in the local file store). The guest writes
-DATA_MB of random data into a tmpfs and notes its md5sum, then runs the
-PRL paper's wsswork over a HOT_MB array in two timed phases, then checks
-its data. Nothing tells the agent which pages are cold: the driver feeds
-each interval's PRL pages from memtrace to the guest's ColdPageDetector,
-and apply_memory_target(mechanism='paging') swaps out what it found cold
+memfd, libmemcanal-uffd.so preloaded, a detached memcanal-pager keeping
+each page on a memcanal-memserver and in the local file store, and
+sampling the guest's accesses at [sampling]'s defaults). The guest
+writes DATA_MB of random data into a tmpfs and notes its md5sum, then
+runs the PRL paper's wsswork over a HOT_MB array in two timed phases,
+then checks its data. Nothing tells the agent which pages are cold: the
+driver feeds each interval's PRL pages from memtrace, and the pager's
+sampled intervals, to the guest's ColdPageDetector, and
+apply_memory_target(mechanism='paging') swaps out what it found cold
 during the first phase. The hot array stays in (few faults in the hot
 loop), the data comes back by faults when the guest checks it, and the
 check passes.
@@ -38,9 +40,11 @@ HOT_WINDOW = 10
 INSTANCE = '00000000-0000-0000-0000-000000000417'
 
 # The guest's /init for this test, rdinit=/pagecheck: test_guest_paging's,
-# with the hot loop where it waits for its command.
+# with the hot loop where it waits for its command, and staying up after
+# its check: its pager exits with its QEMU.
 PAGEHOT = test_guest_paging.PAGECHECK.replace(
-    b'read command\n', b'/bin/wsswork %d RWRW %d\n' % (HOT_MB, PHASE_SECONDS))
+    b'read command\n', b'/bin/wsswork %d RWRW %d\n' % (
+        HOT_MB, PHASE_SECONDS)).replace(b'poweroff -f', b'sleep 3600')
 
 
 def pageable_driver(conf, guest, build, initrd, state_path, cold_after):
@@ -87,11 +91,12 @@ def pageable(conf, short_tmp_path):
 
 class Intervals:
     """Collects the guest every second, as the agent would, and keeps its
-    paging traces."""
+    paging traces and sampled intervals."""
 
     def __init__(self, hypervisor):
         self.hypervisor = hypervisor
         self.traces = []
+        self.sampled = []
 
     def console(self):
         return pathlib.Path(
@@ -113,6 +118,8 @@ class Intervals:
             sample = self.hypervisor.collect(INSTANCE)
             if sample.paging_trace is not None:
                 self.traces.append(sample.paging_trace)
+            if sample.accesses is not None:
+                self.sampled.extend(sample.accesses.intervals)
 
 
 def served(pager):
@@ -128,7 +135,7 @@ def test_detected_cold_pages_are_paged_out_and_fault_back(pageable):
     # cold expire-time-I (10 intervals) and expire-time-II later.
     intervals.collect(int(pager.detector.expire_i + COLD_AFTER) + 4)
     assert 'wsswork: done' not in intervals.console()
-    cold = pager.detector.cold()
+    cold = pager.cold()
     assert np.count_nonzero(pager.resident()[cold]) > DATA_MB * 256, (
         pager.detector.stats())
 
@@ -172,3 +179,5 @@ def test_detected_cold_pages_are_paged_out_and_fault_back(pageable):
     curve = tracing.window_curve(intervals.traces)
     kept = intervals.traces[-1].direct_pages
     assert curve.at([kept])[0] > curve.at([kept + evictions])[0]
+    # The pager sampled the guest all along, memtrace or not.
+    assert intervals.sampled and any(i.full for i in intervals.sampled)

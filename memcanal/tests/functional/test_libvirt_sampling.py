@@ -1,0 +1,315 @@
+"""The libvirt driver samples a real libvirt domain, no memtrace (issue #24).
+
+The test guest runs as a domain of the real libvirtd (TCG: nothing here
+depends on the accelerator) with its RAM in a shared memfd and
+libmemcanal-uffd.so preloaded by ``<qemu:env>`` (doc/paging.md). The
+driver listens on the domain's pager socket before it starts, and gives
+its RAM to a memcanal-pager at once: the pager samples the guest from
+its first second. The guest writes DATA_MB of random data and notes its
+md5sum, then loops over a HOT_MB array (wsswork) for ever, checking its
+data whenever its console asks.
+
+One guest for the whole module, in order: the agent's reports carry a
+sampled working set near HOT_MB and a sampled curve; a new agent (driver)
+finds the same pager running and its samples keep coming; paging to a
+memory server pages the cold data out and the guest's check passes; the
+pager SIGKILLed, the driver starts one that takes over (the shim offers
+its RAM again through the agent's listener) and the check passes again.
+"""
+
+import gzip
+import os
+import pathlib
+import signal
+import tempfile
+import time
+import uuid
+
+from oslo_utils import importutils
+import pytest
+
+from memcanal.agent.drivers import libvirt as libvirt_driver
+from memcanal.agent.drivers import paged
+from memcanal.agent import manager
+from memcanal.estimation import packed_curve
+from memcanal.tests import fixtures as memcanal_fixtures
+from memcanal.tests.functional import services
+from memcanal.tests.functional import test_guest_paging as guest_paging
+from memcanal.tests.functional import test_libvirt_paging as libvirt_paging
+from memcanal.tests.functional import test_paging_carriers as carriers
+
+libvirt = importutils.try_import('libvirt')
+
+pytestmark = pytest.mark.functional
+
+MiB = 2 ** 20
+GUEST_MB = guest_paging.GUEST_MB
+DATA_MB = 64
+HOT_MB = 32
+RATE = 0.1
+INTERVAL = 1.0
+FULL_PASS_EVERY = 2
+COLD_AFTER = 2.0
+TARGET_MB = 64
+
+# The guest's /init (rdinit=/pagecheck): the data, then the hot loop in
+# the background, and a check of the data at each line on the console.
+SAMPLED_INIT = b'''#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t devtmpfs devtmpfs /dev
+mkdir -p /data
+mount -t tmpfs -o size=%dm tmpfs /data
+dd if=/dev/urandom of=/data/pattern bs=1M count=%d 2>/dev/null
+md5sum /data/pattern > /pattern.md5
+echo "pagecheck: written $(cat /pattern.md5)"
+/bin/wsswork %d RWRW 1000000 &
+while read command; do
+    if md5sum -c /pattern.md5; then
+        echo "pagecheck: ok"
+    else
+        echo "pagecheck: BAD"
+    fi
+done
+''' % (DATA_MB + 8, DATA_MB, HOT_MB)
+
+
+@pytest.fixture(scope='module')
+def conf():
+    fixture = memcanal_fixtures.ConfFixture()
+    fixture.setUp()
+    yield fixture.conf
+    fixture.cleanUp()
+
+
+@pytest.fixture(scope='module')
+def scratch():
+    """A short directory libvirt's unprivileged QEMU can read and
+    connect in."""
+    with tempfile.TemporaryDirectory(prefix='mc-') as path:
+        os.chmod(path, 0o755)
+        yield path
+
+
+@pytest.fixture(scope='module')
+def connection():
+    if libvirt is None:
+        services.missing('libvirt-python is not installed '
+                         '(tools/install-libvirt.sh)')
+    libvirt.registerErrorHandler(lambda _ctx, _error: None, None)
+    try:
+        connection = libvirt.open('qemu:///system')
+    except libvirt.libvirtError as error:
+        services.missing('libvirtd is not reachable (tools/install-'
+                         'libvirt.sh): %s' % error)
+    yield connection
+    connection.close()
+
+
+@pytest.fixture(scope='module')
+def memory_server():
+    server, (host, port) = services.start_memserver(
+        max_pages=2 * GUEST_MB * 256)
+    yield 'tcp:%s:%d' % (host, port)
+    server.kill()
+    server.wait(10)
+
+
+class Host:
+    """The agent of a libvirt host that runs the test domain: its
+    driver, which a test may replace as a restarted agent would."""
+
+    def __init__(self, conf, connection, domain, scratch):
+        self.conf = conf
+        # Only this test's domain: the driver must not listen on other
+        # tests' pager sockets.
+        self.connection = libvirt_paging.OneDomain(connection,
+                                                   domain.UUIDString())
+        self.domain = domain
+        self.uuid = domain.UUIDString()
+        self.scratch = scratch
+        self.hypervisor = None
+        self.agent = None
+        self.console = None
+
+    def start_agent(self):
+        self.hypervisor = libvirt_driver.LibvirtDriver(
+            self.conf, 'compute-1', self.connection)
+        self.agent = manager.AgentManager(self.conf, 'compute-1',
+                                          self.hypervisor)
+        self.agent.host_uuid = str(uuid.uuid4())
+
+    def stop_agent(self):
+        self.hypervisor.stop()
+
+    def pager(self):
+        return self.hypervisor.pagers.pager(self.uuid)
+
+    def report(self):
+        """One report of the domain, as the agent builds it."""
+        [entry] = self.agent.build_report()['instances']
+        return entry
+
+
+@pytest.fixture(scope='module')
+def host(conf, scratch, connection):
+    """The test domain started, sampled by its pager from the start,
+    once it wrote its data."""
+    guest = services.require_test_guest()
+    build = services.build_pager(pathlib.Path(scratch) / 'build')
+    # Written aside: readable_copies puts the copies in scratch.
+    initrd = build / 'initramfs-sampled.gz'
+    initrd.write_bytes(
+        pathlib.Path(guest['initramfs.gz']).read_bytes()
+        + gzip.compress(guest_paging.newc({'pagecheck': SAMPLED_INIT})))
+    files = carriers.readable_copies(scratch, kernel=guest['vmlinux'],
+                                     initrd=initrd,
+                                     shim=build / carriers.SHIM)
+    for name, value, group in (
+            ('state_path', scratch, None),
+            ('report_interval', INTERVAL, 'agent'),
+            ('prl_stability_window', 3 * INTERVAL, 'estimation'),
+            ('binary', str(build / 'memcanal-pager'), 'pager'),
+            ('cold_after', COLD_AFTER, 'pager'),
+            ('enabled', True, 'sampling'),
+            ('rate', RATE, 'sampling'),
+            ('interval', INTERVAL, 'sampling'),
+            ('full_pass_every', FULL_PASS_EVERY, 'sampling'),
+            ('dirty_rate_mode', 'off', 'libvirt'),
+            ('memory_stats_period', 0, 'libvirt')):
+        conf.set_override(name, value, group)
+    console_path = os.path.join(scratch, 'console.sock')
+    listener = carriers.console_listener(console_path)
+    instance = str(uuid.uuid4())
+    domain = connection.defineXML(carriers.DOMAIN % dict(
+        files, short=instance[:8], uuid=instance, memory_mb=GUEST_MB,
+        console=console_path, socket=os.path.join(scratch, 'vm.sock')))
+    host = Host(conf, connection, domain, scratch)
+    host.start_agent()
+    try:
+        with carriers.UnprivilegedUserfaultfd():
+            domain.create()
+            services.wait_for(host.pager, 60, 'a pager for the domain')
+            services.wait_for(lambda: host.pager().attach(), 60,
+                              'the pager to hold the guest\'s RAM')
+        serial, _ = listener.accept()
+        stream = serial.makefile('rw', errors='replace', newline='')
+        host.console = carriers.Console(stream, stream)
+        host.console.wait('pagecheck: written')
+        host.console.wait('wsswork: phase=RW start')
+        yield host
+    finally:
+        host.stop_agent()
+        if domain.isActive():
+            domain.destroy()
+        domain.undefine()
+        listener.close()
+
+
+def check(host):
+    host.console.send('check')
+    verdict = host.console.wait('pagecheck: (ok|BAD)')
+    assert 'pagecheck: ok' in verdict, ''.join(host.console.seen[-20:])
+
+
+def reports(host, count):
+    """``count`` reports, one an interval, as the agent sends them."""
+    entries = []
+    for _ in range(count):
+        time.sleep(INTERVAL)
+        entries.append(host.report())
+    return entries
+
+
+def test_reports_carry_the_sampled_working_set_and_curve(host):
+    entries = reports(host, 8)
+    last = entries[-1]
+    wss = [entry['wss'].get('sampled') for entry in entries]
+    print('sampled WSS MiB by report', [w and round(w / MiB, 1)
+                                        for w in wss])
+    print('guest stats', last['guest_stats'])
+    # The hot array, and what the guest's kernel and shell touch besides.
+    assert HOT_MB * MiB * 0.85 < last['wss']['sampled'] < (HOT_MB + 24) * MiB
+    assert last['guest_stats']['sampling_rate'] == RATE
+    # The intervals as the pager timed them.
+    assert last['guest_stats']['sampling_interval_s'] == pytest.approx(
+        INTERVAL, rel=0.1)
+    curve = packed_curve.unpack(last['mrc']['sampled'])
+    print('sampled curve', curve)
+    sizes, ratios = zip(*curve)
+    assert list(sizes) == sorted(sizes) and ratios[-1] <= ratios[0]
+    # Nothing else measures this guest: no memtrace, no paging yet.
+    assert 'prl' not in last['wss'] and 'paging' not in last
+
+
+def test_a_restarted_agent_finds_the_pager_and_its_samples(host):
+    pid = host.pager().process.pid
+    host.stop_agent()
+    time.sleep(2 * INTERVAL)
+    host.start_agent()
+    assert host.pager().process.pid == pid
+    # The intervals closed while no agent ran wait for the next one.
+    first = host.hypervisor.collect(host.uuid).accesses
+    assert len(first.intervals) >= 2, first
+    entries = reports(host, 4)
+    assert all(entry['wss'].get('sampled') for entry in entries[-2:])
+    assert host.pager().process.pid == pid
+
+
+def test_paging_to_a_memory_server_while_sampled(host, memory_server):
+    # A full pass and cold_after since: the data is known idle.
+    reports(host, int(FULL_PASS_EVERY + COLD_AFTER / INTERVAL) + 2)
+    pager = host.pager()
+    # The memfd's memory, not QEMU's RssShmem: zaps unmap pages from
+    # QEMU, the memfd keeps them.
+    before_kib = pager.client.command('stats')['memfd_kib']
+    resize = host.hypervisor.apply_memory_target(
+        host.uuid, TARGET_MB * MiB, 'paging', [memory_server])
+    [info] = host.hypervisor.list_instances()
+    paged_kib = pager.client.command('stats')['memfd_kib']
+    print('resize', resize, '\npaged', info, '\nguest RAM KiB before %d '
+          'paged %d' % (before_kib, paged_kib))
+    assert info.paged_bytes > DATA_MB * MiB
+    assert paged_kib < before_kib - DATA_MB * 1024
+    # Sampling goes on, the hot loop runs on.
+    entry = reports(host, 3)[-1]
+    assert entry['wss'].get('sampled') and entry['paging']['paged_bytes']
+    # The local store (the first, since the pager started before the
+    # paging action) loses its copies: the data comes back from the
+    # memory server.
+    [local, server] = pager.record.stores
+    assert server == memory_server
+    os.truncate(local[len('file:'):], 0)
+    check(host)
+    stats = pager.client.command('stats')
+    print('after the check', stats)
+    assert stats['lost'] == 0
+    assert stats['served'][1] > DATA_MB * 256 // 2, stats
+
+
+def test_a_killed_pager_is_taken_over(host):
+    pager = host.pager()
+    # The collections keep the resident target: the data the check
+    # brought in goes out again once idle. Then the pager is killed with
+    # it out.
+    services.wait_for(
+        lambda: (host.report(), pager.client.command('stats'))[1][
+            'out_pages'] > DATA_MB * 256 // 2, 60, 'the data paged out again')
+    os.kill(pager.process.pid, signal.SIGKILL)
+    successor = services.wait_for(
+        lambda: host.pager() is not pager and host.pager(), 30,
+        'a pager taking over')
+    attached = services.wait_for(successor.attach, 30,
+                                 'the new pager to hold the guest\'s RAM')
+    hello = successor.client.command('hello')
+    print('taken over', hello)
+    assert hello['adopted'] and successor.process.pid != pager.process.pid
+    assert attached.paging
+    assert successor.record.stores == pager.record.stores
+    check(host)
+    stats = successor.client.command('stats')
+    print('after the check', stats)
+    assert stats['lost'] == 0
+    # Its samples come as its predecessor's did.
+    assert reports(host, 3)[-1]['wss'].get('sampled')
+    assert paged.records(host.conf)[0].pid == successor.process.pid
