@@ -27,6 +27,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,7 +38,7 @@
 /* Smaller shared mappings of a memfd are not guest RAM. */
 #define MIN_REGION (2ULL << 20)
 #define RESEND_MS 200
-#define ZAP_CHUNK 1024   /* runs read at a time */
+#define ZAP_CHUNK 1024   /* runs read, and zapped by one call, at a time */
 
 int memcanal_find_ram(const char *backend, struct memcanal_ram *ram)
 {
@@ -246,9 +247,41 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 }
 
+/* Ranges of our mapping to zap, and how: process_madvise on ourselves
+ * (Linux 6.13) zaps a whole batch in one call, with one TLB flush from
+ * 6.16; before, it refuses MADV_DONTNEED and each range is a madvise. */
+struct zaps {
+	struct iovec iov[ZAP_CHUNK];
+	size_t n;
+	int pidfd;      /* ours, or -1: madvise each range */
+};
+
+static void zap_ranges(struct zaps *z, struct memcanal_zapped *done)
+{
+	ssize_t n = z->pidfd < 0 ? -1 :
+		    syscall(SYS_process_madvise, z->pidfd, z->iov, z->n,
+			    MADV_DONTNEED, 0);
+
+	if (n < 0 && z->pidfd >= 0 && errno == EINVAL) {
+		close(z->pidfd);
+		z->pidfd = -1;
+	}
+	for (size_t i = 0; n < 0 && i < z->n; i++) {
+		if (!madvise(z->iov[i].iov_base, z->iov[i].iov_len,
+			     MADV_DONTNEED))
+			done->pages += z->iov[i].iov_len / PAGE;
+		else if (!done->error)
+			done->error = -errno;
+	}
+	if (n >= 0)
+		done->pages += n / PAGE;
+	z->n = 0;
+}
+
 /* Zap pages first..first+count-1, split at region boundaries. */
 static void zap_run(const struct memcanal_ram *ram, uint64_t first,
-		    uint64_t count, struct memcanal_zapped *done)
+		    uint64_t count, struct zaps *z,
+		    struct memcanal_zapped *done)
 {
 	uint64_t start = 0;
 
@@ -258,12 +291,12 @@ static void zap_run(const struct memcanal_ram *ram, uint64_t first,
 
 		if (first < end) {
 			n = end - first < count ? end - first : count;
-			if (madvise((void *)(uintptr_t)(r->base + (first - start)
-							* PAGE), n * PAGE,
-				    MADV_DONTNEED) == 0)
-				done->pages += n;
-			else if (!done->error)
-				done->error = -errno;
+			if (z->n == ZAP_CHUNK)
+				zap_ranges(z, done);
+			z->iov[z->n++] = (struct iovec){
+				(void *)(uintptr_t)(r->base +
+						    (first - start) * PAGE),
+				n * PAGE };
 			first += n;
 			count -= n;
 		}
@@ -271,34 +304,45 @@ static void zap_run(const struct memcanal_ram *ram, uint64_t first,
 	}
 }
 
-/* Answer zap requests until the connection ends: 0, or -1 on a broken
- * request. */
-static int serve_zaps(int conn, const struct memcanal_ram *ram)
+/* Answer the zap requests of one request: 0, or -1 if it broke off. */
+static int zap_request(int conn, const struct memcanal_ram *ram,
+		       uint64_t nruns, struct zaps *z)
 {
 	static uint64_t runs[2 * ZAP_CHUNK];
-	struct memcanal_zap req;
+	struct memcanal_zapped done = { .magic = MEMCANAL_ZAP_MAGIC };
+	uint64_t t0 = now_ns();
 
-	while (!read_all(conn, &req, sizeof(req))) {
-		struct memcanal_zapped done = { .magic = MEMCANAL_ZAP_MAGIC };
-		uint64_t t0 = now_ns();
+	for (uint64_t i = 0; i < nruns; i += ZAP_CHUNK) {
+		uint64_t n = nruns - i < ZAP_CHUNK ? nruns - i : ZAP_CHUNK;
 
-		if (req.magic != MEMCANAL_ZAP_MAGIC)
+		if (read_all(conn, runs, n * 2 * sizeof(*runs)))
 			return -1;
-		for (uint64_t i = 0; i < req.nruns; i += ZAP_CHUNK) {
-			uint64_t n = req.nruns - i < ZAP_CHUNK ? req.nruns - i :
-				     ZAP_CHUNK;
-
-			if (read_all(conn, runs, n * 2 * sizeof(*runs)))
-				return -1;
-			for (uint64_t j = 0; j < n; j++)
-				zap_run(ram, runs[2 * j], runs[2 * j + 1], &done);
-		}
-		done.ns = now_ns() - t0;
-		if (send(conn, &done, sizeof(done), MSG_NOSIGNAL) !=
-		    sizeof(done))
-			return -1;
+		for (uint64_t j = 0; j < n; j++)
+			zap_run(ram, runs[2 * j], runs[2 * j + 1], z, &done);
 	}
-	return 0;
+	zap_ranges(z, &done);
+	done.ns = now_ns() - t0;
+	return send(conn, &done, sizeof(done), MSG_NOSIGNAL) == sizeof(done) ?
+	       0 : -1;
+}
+
+/* Answer zap requests until the pager goes away: 0, or -1 on a request
+ * that is not one. */
+static int serve_zaps(int conn, const struct memcanal_ram *ram)
+{
+	static struct zaps z;
+	struct memcanal_zap req;
+	int rc = 0;
+
+	z.pidfd = syscall(SYS_pidfd_open, getpid(), 0);
+	z.n = 0;
+	/* rc 1: the pager went away mid-request (it died). */
+	while (!rc && !read_all(conn, &req, sizeof(req)))
+		rc = req.magic != MEMCANAL_ZAP_MAGIC ? -1 :
+		     zap_request(conn, ram, req.nruns, &z) ? 1 : 0;
+	if (z.pidfd >= 0)
+		close(z.pidfd);
+	return rc < 0 ? -1 : 0;
 }
 
 void memcanal_serve(const char *path, const struct memcanal_ram *ram,
