@@ -297,6 +297,7 @@ def test_a_new_memory_server_lends_only_once_an_operator_enables_it(
         """The planner's runs that found compute-test no lender."""
         return log.read_text().count(
             'Host compute-test stays over the pooling threshold')
+
     def pooling():
         return [d for d in decisions_db.list_decisions(ctx)
                 if d['kind'] == 'pooling']

@@ -201,8 +201,7 @@ def test_actions_are_applied_once_by_action_id(agent):
 
 def test_apply_decision_shrinks_first_and_reports(agent):
     done = resize_recorder(agent)
-    results = agent._carry_out('decision-1',
-                                   actions(agent, 96, 32, 64))
+    results = agent._carry_out('decision-1', actions(agent, 96, 32, 64))
     # The VMs have 64 MiB: the shrink to 32 goes first; 64 is no change.
     assert [target // MIB for _, target, _ in done] == [32, 64, 96]
     assert [r['state'] for r in results] == ['applied'] * 3

@@ -94,8 +94,8 @@ def test_forgetting_the_key_lets_a_rebuilt_host_register(service, ctx):
         COMPUTE_1.register(service, ctx)
 
 
-def test_reports_not_signed_by_the_hosts_pinned_key_store_nothing(service,
-                                                                 ctx):
+def test_reports_not_signed_by_the_hosts_pinned_key_store_nothing(
+        service, ctx):
     host = COMPUTE_1.register(service, ctx)['uuid']
     report = report_of(host)
     IMPOSTOR.report(service, ctx, report)
