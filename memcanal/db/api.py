@@ -539,7 +539,7 @@ def _register_memservers(connection, fresh, now):
     again: the operator enabled lending to the server there, which the
     pagers' TLS and lease tokens name; the address is logged.
     """
-    latest = {host_id: report['memserver'] for host_id, report in fresh
+    latest = {host_id: report for host_id, report in fresh
               if report.get('memserver')}
     if not latest:
         return
@@ -547,7 +547,8 @@ def _register_memservers(connection, fresh, now):
         sa.select(_MEMORY_SERVERS.c.host_id, _MEMORY_SERVERS.c.address,
                   _MEMORY_SERVERS.c.enabled)
         .where(_MEMORY_SERVERS.c.host_id.in_(sorted(latest))))}
-    for host_id, server in sorted(latest.items()):
+    for host_id, report in sorted(latest.items()):
+        server = report['memserver']
         values = {'address': server['address'],
                   'capacity_bytes': server['capacity_bytes'],
                   'used_bytes': server.get('used_bytes', 0)}
@@ -556,15 +557,15 @@ def _register_memservers(connection, fresh, now):
             connection.execute(sa.insert(_MEMORY_SERVERS).values(
                 host_id=host_id, uuid=uuidutils.generate_uuid(),
                 enabled=False, created_at=now, **values))
-            LOG.info('Memory server %s of host %d registered, disabled '
+            LOG.info('Memory server %s of host %s registered, disabled '
                      'until an operator enables it', server['address'],
-                     host_id)
+                     report['host_uuid'])
             continue
         if row.address != server['address'] and row.enabled:
             values['enabled'] = False
-            LOG.warning('Memory server of host %d moved from %s to %s; '
+            LOG.warning('Memory server of host %s moved from %s to %s; '
                         'disabled until an operator enables it again',
-                        host_id, row.address, server['address'])
+                        report['host_uuid'], row.address, server['address'])
         connection.execute(
             sa.update(_MEMORY_SERVERS)
             .where(_MEMORY_SERVERS.c.host_id == host_id)
