@@ -8,6 +8,10 @@ that outcome again, without a resize; one with only an intent (the agent
 died while applying it) is settled by the VM's current size (see
 memcanal.agent.manager). The newest ``kept`` actions are remembered, far
 more than a host receives while one is being redelivered.
+
+A page action carries the lease tokens that let its VM's pager store on
+memory servers (memcanal.service.lease_tokens): the journal's directory
+is the agent's alone (0700).
 """
 
 import collections
@@ -30,6 +34,8 @@ class ActionJournal:
         self.directory = directory
         self.kept = kept
         self._lock = threading.Lock()
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        os.chmod(directory, 0o700)
         found = []
         for name in durable.names(directory, SUFFIX):
             path = os.path.join(directory, name)

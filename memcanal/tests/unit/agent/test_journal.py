@@ -1,4 +1,5 @@
 import os
+import stat
 
 from memcanal.agent import journal
 
@@ -33,3 +34,11 @@ def test_journal_forgets_its_oldest_actions_past_the_bound(tmp_path):
     assert book.get('a') is None and book.get('c') is None
     assert sorted(os.listdir(tmp_path)) == ['b.json', 'd.json']
     assert journal.ActionJournal(str(tmp_path), 2).get('b')['result']
+
+
+def test_the_journal_is_the_agents_alone(tmp_path):
+    """It holds page actions' lease tokens."""
+    path = tmp_path / 'journal'
+    path.mkdir(mode=0o755)
+    journal.ActionJournal(str(path), 2)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o700
