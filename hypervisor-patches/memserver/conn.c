@@ -261,7 +261,7 @@ static const char *forbidden(const struct conn *c, const struct request *r)
 	if (r->op == OP_HELLO)
 		return !c->ssl ? "HELLO without TLS" :
 		       c->authed ? "a second HELLO" : NULL;
-	if (!c->authed)
+	if (c->ssl && !c->authed)
 		return "a request before HELLO";
 	if (c->admin)
 		return operator_op ? NULL : "a page request on the admin socket";
@@ -285,6 +285,10 @@ static void serve_header(struct conn *c)
 		       ST_REFUSED, why);
 		return;
 	}
+	/* A plaintext client is one until it asks for something: the
+	 * event loop closes those that never did first. */
+	if (!c->ssl)
+		c->authed = 1;
 	switch (r->op) {
 	case OP_HELLO:
 		c->phase = PH_TOKEN;
@@ -409,10 +413,9 @@ int conn_start(struct conn *c, int fd, int admin, const char *peer)
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	if (admin)
 		c->authed = 1;
-	else if (!server.tls) {
-		c->authed = 1;
+	else if (!server.tls)
 		c->account = server.shared_account;
-	} else {
+	else {
 		c->ssl = SSL_new(server.tls);
 		if (!c->ssl || !SSL_set_fd(c->ssl, fd)) {
 			SSL_free(c->ssl);

@@ -42,7 +42,7 @@ struct conn {
 	SSL *ssl;          /* NULL: plaintext (--insecure or admin) */
 	uint8_t admin;     /* on the admin socket: STAT and RECLAIM only */
 	uint8_t phase;
-	uint8_t authed;    /* HELLO done (or needs none) */
+	uint8_t authed;    /* HELLO done; plaintext: a first request */
 	uint8_t attached;  /* counted in its account's connections */
 	uint8_t closing;   /* close once the reply is sent */
 	uint8_t progressed;/* bytes moved during the last run */

@@ -48,7 +48,8 @@ static struct {
 	struct conn *conns;       /* max_connections + ADMIN_CONNECTIONS */
 	struct conn **free_conns; /* a stack */
 	uint32_t nfree;
-	struct link pending; /* before HELLO, oldest accepted first */
+	struct link pending; /* before HELLO (or a first plaintext request),
+			      * oldest accepted first */
 	struct link idle;    /* the rest, least recently active first */
 	struct link runnable;/* with work left after their budget */
 } loop;
@@ -139,7 +140,8 @@ static void serve(struct conn *c)
 }
 
 /* Make room for one more client by closing the oldest that has not
- * authenticated yet: 0, or -1 if every client has. */
+ * said HELLO yet (plaintext: asked for nothing): 0, or -1 if every
+ * client has. */
 static int evict_pending(void)
 {
 	if (!linked(&loop.pending))
