@@ -1,7 +1,8 @@
 """memcanal-memserver under load, and what TLS costs (issue #25).
 
     sudo flock /tmp/memcanal-guest.lock .venv/bin/python \\
-        benchmarks/memserver_load.py [--rounds 5] [--seconds 10]
+        benchmarks/memserver_load.py [--rounds 5] [--seconds 10] \\
+        [--compare-with OLD_BINARY]
 
 Both parts drive the server through the pager's own stores
 (hypervisor-patches/pager/store_tcp.c, store_tls.c) with memserver-client
@@ -16,7 +17,13 @@ Both parts drive the server through the pager's own stores
   --seconds, on a server of --capacity pages with the default
   --max-connections 256: the server's resident memory (before, peak)
   and threads and descriptors (peak) from /proc, sampled every 50 ms,
-  and the clients' pages/s.
+  and the clients' pages/s; the same on an --insecure server.
+
+--compare-with adds a plaintext server binary that takes only --listen
+and --max-pages to both parts, e.g. the one before #25:
+
+    git show 0db8024:hypervisor-patches/memserver/memserver.c > old.c
+    gcc -O2 -o /tmp/old-memserver old.c -lpthread
 """
 
 import argparse
@@ -103,49 +110,85 @@ def figures(report):
                                     *found['GET'][1:]))
 
 
-def tls_against_plaintext(directory, seconds, rounds):
+def plaintext_servers(capacity, other):
+    """{name: (process, 'HOST:PORT')} of an --insecure server and, if
+    given, the plaintext binary other."""
+    process, address = services.start_memserver(capacity)
+    servers = {'tcp (--insecure)': (process, '%s:%d' % address)}
+    if other:
+        process = subprocess.Popen(
+            [other, '--listen', '127.0.0.1:0', '--max-pages',
+             str(capacity)], stdout=subprocess.PIPE, text=True)
+        servers['tcp (%s)' % os.path.basename(other)] = (
+            process, process.stdout.readline().split()[2])
+    return servers
+
+
+def stop(servers):
+    for process, _address in servers.values():
+        process.terminate()
+        process.wait(10)
+
+
+def tls_against_plaintext(directory, seconds, rounds, other):
     args = ['--threads', '1', '--seconds', str(seconds)]
     server = memservers.Memserver(os.path.join(directory, 'tls'), 65536)
-    process, address = services.start_memserver(65536)
+    plain = plaintext_servers(65536, other)
     tokens = leases(server, directory, 1, 65536)
-    runs = {'tls': [], 'tcp (--insecure)': []}
+    runs = {name: [] for name in ['tls'] + list(plain)}
     try:
         for _ in range(rounds):
             runs['tls'].append(figures(bench(
                 'tls:' + server.name, args, tokens, server.ca)))
-            runs['tcp (--insecure)'].append(figures(bench(
-                'tcp:%s:%d' % address, args)))
+            for name, (_process, address) in plain.items():
+                runs[name].append(figures(bench('tcp:' + address, args)))
     finally:
         server.stop()
-        process.terminate()
-        process.wait(10)
+        stop(plain)
     print('one client, %d x %d s, medians: MB/s of the PUT+GET loop; '
           '16-page PUT and 1-page GET latency, us' % (rounds, seconds))
     for name, rows in runs.items():
-        print('%-17s %6.1f MB/s  PUT p50 %6.1f p99 %6.1f  GET p50 %5.1f '
+        print('%-24s %6.1f MB/s  PUT p50 %6.1f p99 %6.1f  GET p50 %5.1f '
               'p99 %6.1f' % ((name,) + tuple(
                   statistics.median(column) for column in zip(*rows))))
 
 
-def idle_and_busy(directory, seconds, capacity):
+LOAD = ['--threads', '100', '--idle', '1000']
+
+
+def under_load(pid, command):
+    """Run a bench; print its report and the server's peak."""
+    before = process_status(pid)
+    with Peak(pid) as peak:
+        report = subprocess.run(command, capture_output=True, text=True)
+    kib, threads, fds = peak.peak()
+    print(report.stdout + report.stderr[-300:])
+    print('server: resident %d KiB before, %d KiB at most; threads %d, '
+          'descriptors %d at most\n' % (before[0], kib, threads, fds))
+
+
+def idle_and_busy(directory, seconds, capacity, other):
     os.mkdir(os.path.join(directory, 'load'))
+    print('1,000 idle and 100 busy clients, --max-pages %d (an arena of '
+          '%d KiB)' % (capacity, capacity * 4))
     server = memservers.Memserver(os.path.join(directory, 'load'),
                                   capacity)
+    tokens = leases(server, directory, 100, capacity // 100)
+    args = LOAD + ['--seconds', str(seconds), 'bench']
     try:
-        before = process_status(server.process.pid)
-        tokens = leases(server, directory, 100, capacity // 100)
-        with Peak(server.process.pid) as peak:
-            print(bench('tls:' + server.name,
-                        ['--threads', '100', '--idle', '1000', '--seconds',
-                         str(seconds)], tokens, server.ca))
-        kib, threads, fds = peak.peak()
-        print('server: --max-pages %d (%d KiB), resident %d KiB before, '
-              '%d KiB at most: %d KiB over the arena and what it had; '
-              'threads %d, descriptors %d at most' % (
-                  capacity, capacity * 4, before[0], kib,
-                  kib - before[0] - capacity * 4, threads, fds))
+        under_load(server.process.pid, [
+            CLIENT, '--store', 'tls:' + server.name, '--tokens', tokens,
+            '--ca', server.ca] + args)
     finally:
         server.stop()
+    plain = plaintext_servers(capacity, other)
+    try:
+        for name, (process, address) in plain.items():
+            print(name)
+            under_load(process.pid, [CLIENT, '--store', 'tcp:' + address]
+                       + args)
+    finally:
+        stop(plain)
 
 
 def main():
@@ -154,11 +197,14 @@ def main():
     parser.add_argument('--rounds', type=int, default=5)
     parser.add_argument('--capacity', type=int, default=65536,
                         help='the loaded server\'s --max-pages')
+    parser.add_argument('--compare-with', metavar='BINARY',
+                        help='a plaintext memory server to measure too')
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
         os.mkdir(os.path.join(directory, 'tls'))
-        tls_against_plaintext(directory, 3, args.rounds)
-        idle_and_busy(directory, args.seconds, args.capacity)
+        tls_against_plaintext(directory, 3, args.rounds, args.compare_with)
+        idle_and_busy(directory, args.seconds, args.capacity,
+                      args.compare_with)
 
 
 if __name__ == '__main__':
