@@ -249,8 +249,7 @@ class SampledProcess:
             '--full-pass-every', str(full_every)]
         if salt is not None:
             self.options += ['--sample-salt', str(salt)]
-        self.rate, self.salt = rate, mrc.DEFAULT_SALT if salt is None else salt
-        self.pager = None
+        self.pagers = 0
         self.start_pager()
         self.child = subprocess.Popen(
             [str(build / 'sample_guest'), '-m', '64', '-r', '2', '-t', '4'],
@@ -262,23 +261,24 @@ class SampledProcess:
         self.pages = next_json(self.child_lines, what='ready')['pages']
         self.attached = self.event('attached')
         assert self.attached['pid'] == self.child.pid, self.attached
-        self.sample = mrc.sample_mask(self.pages, rate, self.salt).astype(
-            bool)
+        self.sample = mrc.sample_mask(
+            self.pages, rate, mrc.DEFAULT_SALT if salt is None else salt
+        ).astype(bool)
 
     def start_pager(self, socket=None, store=True):
         """A pager on ``socket`` (default: the shim's) with the same state
         file, and the store unless not ``store``: after a kill, it takes
         over."""
-        self.control_path = os.path.join(self.directory, 'control.%d' % (
-            self.pager.pid + 1 if self.pager else 0))
+        control = os.path.join(self.directory, 'control.%d' % self.pagers)
+        self.pagers += 1
         self.pager = subprocess.Popen(
             [str(self.build / 'memcanal-pager'), '--socket',
-             socket or self.socket, '--control', self.control_path,
+             socket or self.socket, '--control', control,
              *self.options, *(['--store', self.store] if store else [])],
             stdout=subprocess.PIPE, text=True, bufsize=1)
         self.pager_lines = lines_of(self.pager.stdout)
         self.event('listening')
-        self.control = socket_file(self.control_path)
+        self.control = socket_file(control)
 
     def event(self, name, timeout=60):
         while True:
