@@ -225,6 +225,8 @@ static void command(struct daemon *d, char *line, FILE *f)
 		add_store(f, d, spec);
 	} else if (!strcmp(line, "quit")) {
 		d->quit = 1;
+	} else if (!strcmp(line, "samples")) {
+		print_samples(f, d);
 	} else if (!d->p) {
 		print_error(f, "not attached");
 	} else if (sscanf(line, "swapout %" SCNu64 " %" SCNu64, &start,
@@ -238,8 +240,6 @@ static void command(struct daemon *d, char *line, FILE *f)
 		fflush(f);
 	} else if (!strcmp(line, "faults")) {
 		faults(f, d->p);
-	} else if (!strcmp(line, "samples")) {
-		print_samples(f, d);
 	} else if (!strcmp(line, "stats")) {
 		fprintf(f, "{\"event\": \"stats\"");
 		print_stats(f, d);
@@ -312,7 +312,7 @@ static void accept_client(struct daemon *d)
 
 static int listen_control(const char *path)
 {
-	mode_t old = umask(0077);   /* mode 0600: the socket commands paging */
+	mode_t old = umask(0177);   /* mode 0600: the socket commands paging */
 	int s = guest_listen(path);
 
 	umask(old);
@@ -428,6 +428,10 @@ static void serve(struct daemon *d, const char *socket)
 			else if (fds[i].fd == d->client.fd && serve_client(d))
 				drop_client(d);
 		}
+	}
+	if (s >= 0) {            /* quit before any handoff */
+		close(s);
+		unlink(socket);
 	}
 }
 
