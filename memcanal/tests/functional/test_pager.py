@@ -348,6 +348,45 @@ def sampled(selftest, short_tmp_path):
         process.stop()
 
 
+def test_the_control_socket_serves_one_client_after_another(
+        selftest, short_tmp_path):
+    """Mode 0600; before any handoff `hello` says so and `store` adds a
+    store; a client that leaves is not fatal; `quit` ends the pager."""
+    control = os.path.join(short_tmp_path, 'control')
+    pager = subprocess.Popen(
+        [str(selftest.parent / 'memcanal-pager'), '--socket',
+         os.path.join(short_tmp_path, 'pager.sock'), '--control', control],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert json.loads(pager.stdout.readline())['event'] == 'listening'
+        assert os.stat(control).st_mode & 0o777 == 0o600
+        answers = []
+        for lines in (['hello', 'store file:%s/pages' % short_tmp_path],
+                      ['samples', 'swapout 0 1']):
+            client = socket_file(control)
+            for line in lines:
+                client.write(line + '\n')
+                client.flush()
+                answers.append(json.loads(client.readline()))
+            client.close()
+        assert answers == [
+            {'event': 'hello', 'attached': False},
+            {'event': 'store', 'copies': 1,
+             'stores': ['%s/pages' % short_tmp_path]},
+            {'event': 'samples', 'sampling': False, 'overflow': 0,
+             'intervals': []},
+            {'event': 'error', 'line': 'not attached'}]
+        client = socket_file(control)
+        client.write('quit\n')
+        client.flush()
+        assert pager.wait(10) == 0
+        assert json.loads(pager.stdout.readline()) == {'event': 'exit'}
+    finally:
+        if pager.poll() is None:
+            pager.kill()
+            pager.wait(10)
+
+
 def test_the_sample_is_mrc_sample_mask(sampled):
     """The pager's hashed sample is the estimators' (memcanal.estimation
     .mrc.sample_mask, SHARDS' hash), salt included, over both regions."""
