@@ -19,6 +19,7 @@ import subprocess
 import pytest
 
 from memcanal.agent import memserver
+from memcanal import conf
 from memcanal.agent.memserver import ALL
 from memcanal.agent.memserver import BAD_REQUEST
 from memcanal.agent.memserver import FULL
@@ -239,12 +240,22 @@ def test_two_concurrent_clients(server, admin):
     assert admin.stat()[0] == 0
 
 
-def test_registration_reports_capacity_and_what_is_held(server, admin):
+@pytest.fixture
+def admin_socket_option(server):
+    """[pooling] memserver_admin_socket naming the server's, as on the
+    agent's host."""
+    conf.CONF.set_override('memserver_admin_socket', server.admin_path,
+                           group='pooling')
+    yield
+    conf.CONF.clear_override('memserver_admin_socket', group='pooling')
+
+
+def test_registration_reports_capacity_and_what_is_held(
+        server, admin, admin_socket_option):
     """What an agent registers its host's memory server with, from the
-    admin socket."""
+    admin socket its configuration names."""
     server.client(13).put(13, 0, pages(13, 0, 3))
-    assert memserver.registration(
-        server.name, admin_socket=server.admin_path) == {
+    assert memserver.registration(server.name) == {
         'address': server.name, 'capacity_bytes': MAX_PAGES * PAGE,
         'used_bytes': 3 * PAGE}
 
