@@ -2,24 +2,24 @@
 
 The simulated pager (actuators.Pager) samples its VM as the real one
 samples a guest through the userfaultfd of its RAM (doc/estimation.md,
-"Sampled accesses"), so that the agent's "sampled" estimates and the
-detector of simulated paging learn from what a real host would give them.
-Per page it keeps whether the page is mapped, out (paged out) and
-write-protected, and sees a reference the way the pager's fault rules do:
+"Sampled accesses"; hypervisor-patches/pager/README.md), so that the
+agent's "sampled" estimates and the detector of simulated paging learn
+from what a real host would give them. Per page it keeps whether the
+page is mapped and whether it is write-protected, and sees a reference
+the way the pager's fault rules do:
 
 - each interval starts by zapping the sample (every page on a full pass:
   the ``full_pass_every``-th interval, the 12th, 24th, ...): a zapped
   page is unmapped until its next access;
-- an access to an unmapped page is seen (``touched``): a MINOR fault on
-  a zapped page, a MISSING fault on a page out or never populated (a VM
-  starts with none). A MINOR write is a write (``written``); a MINOR read
-  of a sampled page maps it write-protected, so a later write is seen
-  too, while other pages are mapped writable. A MISSING fault maps its
-  page writable;
-- an access to a mapped page is not seen, but a write to a protected one
-  (a WP fault);
-- a page the pager brings back without an access (a prefetch, a
-  swap-in) is mapped and writable: its next access is not seen.
+- an access to an unmapped page is a fault, seen (``touched``): MINOR on
+  a zapped page, MISSING on a page paged out or never populated (a VM
+  starts with none). A fault of a write is a write (``written``); a read
+  maps a sampled page write-protected, so a later write is seen too (a
+  WP fault), and any other page writable;
+- an access to a mapped page is not seen, but a write to a protected one;
+- a page the pager brings back without an access (a prefetch, a swap-in)
+  is mapped writable, its next access unseen; the pager never does so
+  with a sampled page, which stays out and faults instead.
 
 References are the VM's guest pages as the agent's emulated logs take
 them; the pager drops those beyond its memory. An interval ends at each
@@ -65,7 +65,6 @@ class Sampler:
         self.sampled = mrc.sample_mask(self.pages, settings.rate,
                                        settings.salt).view(bool)
         self._mapped = np.zeros(self.pages, bool)
-        self._out = np.zeros(self.pages, bool)
         self._protected = np.zeros(self.pages, bool)
         self._index = 0
         self._touched, self._written = [], []
@@ -106,13 +105,14 @@ class Sampler:
     def swapped_out(self, pages):
         """The pager paged these out: their next access is a MISSING
         fault."""
-        self._out[pages] = True
         self._mapped[pages] = False
         self._protected[pages] = False
 
     def fetched(self, pages):
-        """The pager brought these back without an access."""
-        self._out[pages] = False
+        """The pager brought these back without an access; the sampled
+        ones it would have left out, to fault."""
+        pages = np.asarray(pages, np.int64)
+        pages = pages[~self.sampled[pages]]
         self._mapped[pages] = True
         self._protected[pages] = False
 
@@ -133,16 +133,14 @@ class Sampler:
         wrote = np.zeros(distinct.size, bool)
         wrote[inverse[writes]] = True
         faulted = ~self._mapped[distinct]
-        minor = faulted & ~self._out[distinct]
         # A read of a sampled page leaves it protected: a later write
         # faults again.
-        protects = minor & ~write_first & self.sampled[distinct]
+        protects = faulted & ~write_first & self.sampled[distinct]
         protected = ~faulted & self._protected[distinct]
         self._touched.append(distinct[faulted])
         self._written.append(distinct[
-            (minor & write_first) | ((protects | protected) & wrote)])
+            (faulted & write_first) | ((protects | protected) & wrote)])
         self._mapped[distinct] = True
-        self._out[distinct] = False
         self._protected[distinct] = (protects | protected) & ~wrote
 
     def _close(self):

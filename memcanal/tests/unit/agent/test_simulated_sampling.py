@@ -66,17 +66,24 @@ def test_writes_are_seen_as_the_pager_s_fault_rules_show_them():
 def test_a_page_paged_out_faults_and_a_prefetched_one_does_not():
     sampling = sampler(full_pass_every=0)
     out, prefetched = UNSAMPLED[:2]
-    access(sampling, [out, prefetched], [False, False], 0)
-    sampling.swapped_out([out, prefetched])
-    sampling.fetched([prefetched])
-    # A MISSING fault is a touch, not a write.
-    access(sampling, [out, prefetched, out], [True, True, True], 2)
+    sampled_out = SAMPLED[0]
+    pages = [out, prefetched, sampled_out]
+    access(sampling, pages, [False] * 3, 0)
     sampling.advance(10)
-    [interval] = sampling.take()
-    assert interval.touched.tolist() == sorted([out, prefetched])
-    assert interval.written.tolist() == []
-    access(sampling, [out, prefetched], [False, False], 10)
+    sampling.take()
+    sampling.swapped_out(pages)
+    # The pager prefetches no sampled page: it faults instead.
+    sampling.fetched([prefetched, sampled_out])
+    access(sampling, [out, prefetched, sampled_out], [True, True, False], 13)
+    access(sampling, [sampled_out], [True], 16)
     sampling.advance(20)
+    [interval] = sampling.take()
+    assert interval.touched.tolist() == sorted([out, sampled_out])
+    # A MISSING write is a write; a sampled page read from out is
+    # mapped write-protected, so its later write is seen too.
+    assert interval.written.tolist() == sorted([out, sampled_out])
+    access(sampling, [out, prefetched], [False, False], 20)
+    sampling.advance(30)
     assert sampling.take()[0].touched.size == 0
 
 
