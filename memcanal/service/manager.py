@@ -340,11 +340,11 @@ class ServiceManager:
         back), a decision for every host whose VMs should change, and the
         allocation ratios in placement."""
         context = memcanal_context.get_admin_context()
+        made = self.migrations.run(context)
         # Pooling's actions carry lease tokens the service signs.
-        pooled = (self.pooling.run(context)
-                  if self.dispatcher.signing_key is not None else [])
-        return (self.migrations.run(context) + pooled
-                + self.optimizer.run(context) + self.ratios.run(context))
+        if self.dispatcher.signing_key is not None:
+            made += self.pooling.run(context)
+        return made + self.optimizer.run(context) + self.ratios.run(context)
 
     def carry_out_decisions(self):
         """Periodic: send approved actions, fail those never answered."""

@@ -103,3 +103,22 @@ def test_database_failure_is_counted_not_raised(service_manager, ctx):
         COMPUTE_1.report(service_manager, ctx, report)
     assert service_manager.counters['failed'] == 1
     assert db_api.count_rejections(ctx) == 0
+
+
+def test_optimize_moves_vms_before_it_pages_them_and_pages_signed(
+        service_manager, conf, tmp_path):
+    """Migrations first: pooling a hot host would keep it busy (and its
+    paged VMs are never migrated). Pooling only with the key that signs
+    its lease tokens."""
+    ran = []
+    for name in ('migrations', 'pooling', 'optimizer', 'ratios'):
+        planner = mock.Mock()
+        planner.run.side_effect = lambda context, name=name: (
+            ran.append(name) or [])
+        setattr(service_manager, name, planner)
+    service_manager.optimize()
+    assert ran == ['migrations', 'optimizer', 'ratios']
+    service_manager.dispatcher.signing_key = keys.SERVICE_KEY
+    ran.clear()
+    service_manager.optimize()
+    assert ran == ['migrations', 'pooling', 'optimizer', 'ratios']
