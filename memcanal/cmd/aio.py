@@ -51,6 +51,8 @@ MIB = 2 ** 20
 HOT_HOST_MEMORY_MB = 2700
 # Seconds between two progress lines; decisions are printed as they come.
 PROGRESS_EVERY = 5.0
+# Seconds between two looks for this run's new memory servers to enable.
+ENABLE_EVERY = 0.5
 LOG_FILE = 'memcanal-aio.log'
 
 
@@ -212,13 +214,21 @@ def _use_keys(state_dir):
     CONF.set_override('service_public_key', public, 'agent')
 
 
-def _enable_memory_servers(context, host_names):
-    """The simulated memory servers of this run's hosts, registered
-    disabled as every host's are, enabled: the person running the
-    all-in-one is its operator."""
-    for server in pooling_db.list_memory_servers(context):
-        if server['host_name'] in host_names and not server['enabled']:
-            pooling_db.set_enabled(context, server['uuid'], True)
+def _enable_memory_servers(host_names, stop):
+    """Enable the simulated memory servers of this run's hosts, which
+    register disabled as every host's do, as they register (before the
+    optimizer's first run, as a cloud's operator would have): the person
+    running the all-in-one is its operator. Returns once all are, or
+    when ``stop`` is set."""
+    context = memcanal_context.get_admin_context()
+    while not stop.wait(ENABLE_EVERY):
+        ours = [server for server in pooling_db.list_memory_servers(context)
+                if server['host_name'] in host_names]
+        for server in ours:
+            if not server['enabled']:
+                pooling_db.set_enabled(context, server['uuid'], True)
+        if len(ours) == len(host_names):
+            return
 
 
 class _QuietHandler(simple_server.WSGIRequestHandler):
@@ -557,9 +567,13 @@ def main(argv=None):
     progress = Progress(time.monotonic(), started_at,
                         {_host_name(i) for i in range(args.hosts)},
                         args.hosts * args.vms)
+    stop_enabling = threading.Event()
+    threading.Thread(target=_enable_memory_servers, daemon=True,
+                     args=(progress.host_names, stop_enabling)).start()
     try:
         _run(args, progress)
     finally:
+        stop_enabling.set()
         # The service's periodic jobs stop first: agents take seconds to
         # disconnect from RabbitMQ, long enough to be marked down
         # otherwise.
@@ -587,7 +601,6 @@ def _run(args, progress):
                 if wait <= 0:
                     break
             stop.wait(wait)
-            _enable_memory_servers(context, progress.host_names)
             progress.tick(context)
     except KeyboardInterrupt:
         pass
