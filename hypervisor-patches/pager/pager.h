@@ -270,6 +270,10 @@ struct pager_sampling_stats {
 	uint64_t current;             /* the interval under way */
 	uint64_t zapped, zap_ns;      /* the current interval's zap */
 	uint64_t zap_requests, zap_ns_total, zap_failed;
+	/* The latest zaps' times, [0] the sample's, [1] full passes': how
+	 * many, p50, p99 (microseconds). */
+	uint64_t zap_times[2];
+	double zap_p50_us[2], zap_p99_us[2];
 };
 
 /* Start sampling: the first interval's zap now, then a thread ending

@@ -51,8 +51,20 @@ static void print_sampling(FILE *f, struct pager *p,
 		ss.sampled_pages, st->faults_minor);
 	print_latency(f, p, PAGER_LAT_MINOR, "minor_");
 	fprintf(f, ", \"zap_requests\": %" PRIu64 ", \"zap_ns\": %" PRIu64
-		", \"zap_failed\": %" PRIu64 "}", ss.zap_requests,
+		", \"zap_failed\": %" PRIu64, ss.zap_requests,
 		ss.zap_ns_total, ss.zap_failed);
+	for (int full = 0; full < 2; full++) {
+		const char *kind = full ? "full_zap" : "zap";
+
+		if (ss.zap_times[full])
+			fprintf(f, ", \"%s_p50_us\": %.1f, \"%s_p99_us\": %.1f",
+				kind, ss.zap_p50_us[full], kind,
+				ss.zap_p99_us[full]);
+		else
+			fprintf(f, ", \"%s_p50_us\": null, \"%s_p99_us\": null",
+				kind, kind);
+	}
+	fprintf(f, "}");
 }
 
 static uint64_t memfd_kib(const struct guest *g)

@@ -27,6 +27,7 @@
 
 /* The completed-interval queue's budget; older intervals are dropped. */
 #define MAX_INTERVALS 64
+#define ZAP_TIMES 64     /* latest zap times kept, of each kind */
 #define MAX_RUNS (8u << 20)
 /* SHARDS' hash (memcanal/estimation/_lru.c): Fibonacci hashing of
  * page + salt, 24 bits. */
@@ -50,6 +51,7 @@ struct sampler {
 	size_t nqueue;
 	uint64_t queued_runs, overflow;
 	uint64_t zap_requests, zap_ns_total, zap_failed;
+	uint64_t zap_times[2][ZAP_TIMES], nzaps[2];   /* [full] */
 
 	pthread_mutex_t tick_lock; /* one interval ending at a time */
 	pthread_t thread;
@@ -183,6 +185,8 @@ static void arm(struct sampler *s)
 	s->zap_requests++;
 	s->zap_ns_total += ns;
 	s->zap_failed += rc != 0;
+	if (!rc)
+		s->zap_times[full][s->nzaps[full]++ % ZAP_TIMES] = ns;
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -351,6 +355,29 @@ int pager_start_sampling(struct pager *p, const struct pager_sampling *cfg,
 	return cfg->interval_ms && !s->threaded ? -1 : 0;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* p50 and p99 of the latest zaps of a kind, under the lock. */
+static void zap_percentiles(struct sampler *s, int full,
+			    struct pager_sampling_stats *st)
+{
+	uint64_t v[ZAP_TIMES];
+	size_t n = s->nzaps[full] < ZAP_TIMES ? s->nzaps[full] : ZAP_TIMES;
+
+	st->zap_times[full] = n;
+	if (!n)
+		return;
+	memcpy(v, s->zap_times[full], n * sizeof(*v));
+	qsort(v, n, sizeof(*v), cmp_u64);
+	st->zap_p50_us[full] = v[n / 2] / 1e3;
+	st->zap_p99_us[full] = v[n * 99 / 100] / 1e3;
+}
+
 int pager_sampling_stats(struct pager *p, struct pager_sampling_stats *st)
 {
 	struct sampler *s = pager_sampler(p);
@@ -363,6 +390,8 @@ int pager_sampling_stats(struct pager *p, struct pager_sampling_stats *st)
 		.zapped = s->zapped, .zap_ns = s->zap_ns,
 		.zap_requests = s->zap_requests,
 		.zap_ns_total = s->zap_ns_total, .zap_failed = s->zap_failed };
+	zap_percentiles(s, 0, st);
+	zap_percentiles(s, 1, st);
 	pthread_mutex_unlock(&s->lock);
 	return 1;
 }

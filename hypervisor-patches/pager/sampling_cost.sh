@@ -12,7 +12,8 @@
 #       its load: wsswork's read and write phases, ops per microsecond.
 #
 # One line per run: the load; arming (the zap's round trip: the pager's
-# request, QEMU's madvise, its answer) per interval and per page zapped;
+# request, QEMU's madvise, its answer) p50 and p99 over the intervals,
+# and p50 per page zapped;
 # MINOR fault service p50/p99 (reading the fault to UFFDIO_CONTINUE);
 # all from the pager's counters when its process exits.  Run as root,
 # holding /tmp/memcanal-guest.lock.
@@ -23,7 +24,8 @@ trap 'rm -rf "$dir"' EXIT
 
 process_load() {
 	"${shim[@]}" "$build/sample_guest" -m "${1:-1024}" -r 2 -t "${3:-1}" \
-		-l "${2:-12}" | tail -1
+		-l "${2:-12}" | tail -1 |
+		sed 's/.*"pages_per_s": \([0-9]*\), "bad": \([0-9]*\).*/\1 pages\/s bad \2/'
 }
 
 guest_load() {
@@ -55,14 +57,16 @@ name, load, pager = sys.argv[1:]
 out = [json.loads(line) for line in open(pager)]
 stats = [e for e in out if e['event'] == 'exit'][0]
 s = stats['sampling']
-line = '%-5s %-40s' % (name, load.strip())
+line = '%-5s %-22s' % (name, load.strip())
 if s['enabled']:
-    zapped = stats['pages'] if s['full_pass_every'] == 1 else s['sampled_pages']
-    per = s['zap_ns'] / s['zap_requests']
-    line += (' zap %7d pages %6.2f ms %6.3f us/page  MINOR p50 %5.1f us'
-             ' p99 %6.1f us (%d)' % (zapped, per / 1e6, per / zapped / 1e3,
-                                     s['minor_p50_us'], s['minor_p99_us'],
-                                     s['minor_faults']))
+    full = s['full_pass_every'] == 1
+    kind, zapped = ('full_zap', stats['pages']) if full else (
+        'zap', s['sampled_pages'])
+    p50, p99 = s[kind + '_p50_us'], s[kind + '_p99_us']
+    line += (' zap %6d pages p50 %6.2f ms (%5.3f us/page) p99 %6.2f ms'
+             '  MINOR p50 %4.1f us p99 %5.1f us (%d)' % (
+                 zapped, p50 / 1e3, p50 / zapped, p99 / 1e3,
+                 s['minor_p50_us'], s['minor_p99_us'], s['minor_faults']))
 print(line)
 EOF
 }
