@@ -118,7 +118,9 @@ class VmPager:
     @classmethod
     def _launch(cls, conf, record):
         options = conf.pager
-        os.makedirs(options.state_dir, exist_ok=True)
+        # The agent's alone: records name the stores, and control
+        # sockets command paging.
+        os.makedirs(options.state_dir, mode=0o700, exist_ok=True)
         arguments = [
             '--socket', record.socket,
             '--control', pager_file(conf, record.uuid, '.ctl'),
