@@ -39,6 +39,8 @@
 #define MIN_REGION (2ULL << 20)
 #define RESEND_MS 200
 #define ZAP_CHUNK 1024   /* runs read, and zapped by one call, at a time */
+/* process_madvise, like readv, stops at 2 GiB - 4 KiB a call. */
+#define ZAP_BYTES (1ULL << 30)
 
 int memcanal_find_ram(const char *backend, struct memcanal_ram *ram)
 {
@@ -253,6 +255,7 @@ static uint64_t now_ns(void)
 struct zaps {
 	struct iovec iov[ZAP_CHUNK];
 	size_t n;
+	uint64_t bytes;
 	int pidfd;      /* ours, or -1: madvise each range */
 };
 
@@ -275,7 +278,26 @@ static void zap_ranges(struct zaps *z, struct memcanal_zapped *done)
 	}
 	if (n >= 0)
 		done->pages += n / PAGE;
+	if (n >= 0 && (uint64_t)n < z->bytes && !done->error)
+		done->error = -EIO;       /* stopped short: not all zapped */
 	z->n = 0;
+	z->bytes = 0;
+}
+
+/* Add a range to the batch, zapping the batch when it is full. */
+static void add_range(struct zaps *z, uint64_t addr, uint64_t len,
+		      struct memcanal_zapped *done)
+{
+	while (len) {
+		uint64_t n = len < ZAP_BYTES ? len : ZAP_BYTES;
+
+		if (z->n == ZAP_CHUNK || z->bytes + n > ZAP_BYTES)
+			zap_ranges(z, done);
+		z->iov[z->n++] = (struct iovec){ (void *)(uintptr_t)addr, n };
+		z->bytes += n;
+		addr += n;
+		len -= n;
+	}
 }
 
 /* Zap pages first..first+count-1, split at region boundaries. */
@@ -291,12 +313,8 @@ static void zap_run(const struct memcanal_ram *ram, uint64_t first,
 
 		if (first < end) {
 			n = end - first < count ? end - first : count;
-			if (z->n == ZAP_CHUNK)
-				zap_ranges(z, done);
-			z->iov[z->n++] = (struct iovec){
-				(void *)(uintptr_t)(r->base +
-						    (first - start) * PAGE),
-				n * PAGE };
+			add_range(z, r->base + (first - start) * PAGE, n * PAGE,
+				  done);
 			first += n;
 			count -= n;
 		}
@@ -336,6 +354,7 @@ static int serve_zaps(int conn, const struct memcanal_ram *ram)
 
 	z.pidfd = syscall(SYS_pidfd_open, getpid(), 0);
 	z.n = 0;
+	z.bytes = 0;
 	/* rc 1: the pager went away mid-request (it died). */
 	while (!rc && !read_all(conn, &req, sizeof(req)))
 		rc = req.magic != MEMCANAL_ZAP_MAGIC ? -1 :
