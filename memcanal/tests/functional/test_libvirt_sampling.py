@@ -24,27 +24,44 @@ import pathlib
 import signal
 import tempfile
 import time
+import types
 import uuid
 
 import numpy as np
 from oslo_utils import importutils
+from oslo_utils import timeutils
 import pytest
+import requests
 
 from memcanal.agent.drivers import libvirt as libvirt_driver
 from memcanal.agent.drivers import paged
 from memcanal.agent import manager
+from memcanal.api import deploy
+from memcanal import context
+from memcanal.db import api as db_api
+from memcanal.db import decisions as decisions_db
+from memcanal.db import pooling as pooling_db
 from memcanal.estimation import packed_curve
+from memcanal.nova import client
+from memcanal.policy import demand
+from memcanal.rpc import reports as reports_rpc
+from memcanal.service import optimizer as optimizer_service
+from memcanal.service import pooling as pooling_service
 from memcanal.tests import fixtures as memcanal_fixtures
 from memcanal.tests.functional import services
+from memcanal.tests.functional import test_api
 from memcanal.tests.functional import test_guest_paging as guest_paging
 from memcanal.tests.functional import test_libvirt_paging as libvirt_paging
 from memcanal.tests.functional import test_paging_carriers as carriers
+from memcanal.tests.unit.api import data
 
 libvirt = importutils.try_import('libvirt')
 
 pytestmark = pytest.mark.functional
 
 MiB = 2 ** 20
+# The memory server a second host registers (it is only planned with).
+LENDER_ADDRESS = '192.0.2.2:7400'
 GUEST_MB = guest_paging.GUEST_MB
 DATA_MB = 64
 HOT_MB = 32
@@ -313,6 +330,85 @@ def test_reports_carry_the_sampled_working_set_and_curve(host):
     assert list(sizes) == sorted(sizes) and ratios[-1] <= ratios[0]
     # Nothing else measures this guest: no memtrace, no paging yet.
     assert 'prl' not in last['wss'] and 'paging' not in last
+
+
+def _store(ctx, host_uuid, sequence, instances, memserver=None):
+    """A report stored the way the service stores what RPC delivers:
+    validated whole, then written."""
+    report = {'host_uuid': host_uuid, 'sequence': sequence,
+              'collected_at': timeutils.utcnow().strftime(
+                  '%Y-%m-%dT%H:%M:%SZ'),
+              'instances': instances}
+    if memserver:
+        report['memserver'] = memserver
+    assert db_api.store_report(ctx, reports_rpc.validate_report(
+        report, max_mrc_points=256, max_instances=8))
+
+
+def test_the_cloud_acts_on_the_sampled_host(host, conf, tmp_path):
+    """The service stores the agent's reports of the sampled domain; the
+    API's /hosts shows the host's measured demand below what its VM is
+    allocated; what nova's MemCanalFilter reads of the API (the Snapshot
+    its client builds, through the same demand.accepts) admits a VM that
+    flavor size would refuse; and the pooling planner, on the sampled
+    curve under the fault-rate bound, pages the VM's cold memory to
+    another host's memory server, which the driver then does."""
+    # Past the sampled curve's window (12 intervals) since the guest
+    # wrote its data: those first touches would still count as faults.
+    entries = reports(host, 14)[-4:]
+    # A small host: the VM overfills it by flavor size (and by what its
+    # RAM holds), not by measured use.
+    total = 176 * MiB
+    conf.set_override('auth_strategy', 'noauth2', 'api')
+    conf.set_override('enabled', True, 'pooling')
+    with data.using(memcanal_fixtures.Database('sqlite:///%s' % (
+            tmp_path / 'memcanal.sqlite'))):
+        ctx = context.get_admin_context()
+        compute = db_api.register_host(ctx, 'compute-1', total, 0, 3600.0)
+        lender = db_api.register_host(ctx, 'compute-2', 8 * GUEST_MB * MiB,
+                                      0, 3600.0)
+        for sequence, entry in enumerate(entries, 1):
+            _store(ctx, compute['uuid'], sequence, [entry])
+        _store(ctx, lender['uuid'], 1, [], memserver={
+            'address': LENDER_ADDRESS,
+            'capacity_bytes': 2 * GUEST_MB * MiB})
+        [server] = pooling_db.list_memory_servers(ctx)
+        pooling_db.set_enabled(ctx, server['uuid'], True)
+        with test_api.serving(deploy.loadapp(conf)) as url:
+            headers = {'X-Auth-Token': 'admin',
+                       'OpenStack-API-Version': 'memcanal 1.6'}
+            hosts = requests.get(url + '/hosts', headers=headers).json()
+            ratios = requests.get(url + '/demand_ratios',
+                                  headers=headers).json()
+        [record] = [h for h in hosts['hosts'] if h['name'] == 'compute-1']
+        print('host', record)
+        assert record['allocated_bytes'] == GUEST_MB * MiB
+        assert record['demand_bytes'] < GUEST_MB * MiB // 2
+        # What the filter decides with (memcanal.nova.filters).
+        snapshot = client.Snapshot.from_api(hosts, ratios)
+        load = snapshot.host_load(types.SimpleNamespace(
+            host='compute-1', nodename='compute-1'))
+        new_vm = types.SimpleNamespace(
+            flavor=types.SimpleNamespace(name='m1.test', memory_mb=96),
+            project_id=entries[-1]['project_id'])
+        assert record['allocated_bytes'] + 96 * MiB > total
+        assert demand.accepts(load, snapshot.expected_demand(new_vm))
+
+        [decision] = pooling_service.PoolingPlanner(
+            conf, optimizer_service.Optimizer(conf).rails).run(ctx)
+        [action] = decisions_db.get_decision(ctx, decision['uuid'])[
+            'actions']
+        print('pooling', decision['outputs'], action)
+        target = action['target_bytes']
+        # Down to what the sampled curve holds within the fault bound, and
+        # not below the measured demand.
+        assert record['demand_bytes'] <= target < GUEST_MB * MiB
+    resize = host.hypervisor.apply_memory_target(
+        host.uuid, target, 'paging', [])
+    print('paged', resize, host.hypervisor.list_instances())
+    [info] = host.hypervisor.list_instances()
+    assert info.paged_bytes > 0
+    check(host)
 
 
 def test_a_restarted_agent_finds_the_pager_and_its_samples(host):
