@@ -53,6 +53,17 @@ libvirt_opts = [
                      'it (apply_memory_target with mechanism paging, '
                      '[pager] options). Off: no domain is sampled or '
                      'paged.'),
+    cfg.StrOpt('qemu_group', default='libvirt-qemu',
+               help='The group libvirt runs QEMU as (qemu.conf\'s group: '
+                    'libvirt-qemu on Debian and Ubuntu, qemu on Fedora '
+                    'and RHEL). The pager sockets the agent listens on '
+                    'are root\'s and this group\'s, mode 0660: no other '
+                    'user can connect.'),
+    cfg.StrOpt('qemu_run_dir', default='/run/libvirt/qemu',
+               help='Where libvirt keeps the pid file of each domain\'s '
+                    'QEMU (<domain name>.pid): an offer of guest RAM is '
+                    'taken only from the process that file names '
+                    '(doc/paging.md). The system daemon\'s default.'),
     cfg.StrOpt('unowned_project_id', default='unowned',
                help='Project reported for domains without nova\'s owner '
                     'metadata (not started by nova). List it in '

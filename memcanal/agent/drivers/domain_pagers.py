@@ -11,14 +11,25 @@ else at the domain's first paging action. A pager that dies while its
 QEMU runs is replaced by one that takes over: the shim offers its uffd
 again on the domain's socket, and the offer is relayed to the new pager.
 An agent that restarts finds the pagers still running by their records.
+
+Only a domain's own QEMU may hand its RAM over (issue #25): the
+listeners' sockets are open to ``[libvirt] qemu_group`` alone, and an
+offer is filed under a domain only if it comes from the process
+libvirt's pid file of that domain names (``[libvirt] qemu_run_dir``),
+by the kernel's word, with that process's own descriptors
+(memcanal.agent.drivers.handoff_checks).
 """
 
+import glob
+import grp
+import os
 import threading
 from xml.etree import ElementTree
 
 from oslo_log import log as logging
 
 from memcanal.agent.drivers import handoff
+from memcanal.agent.drivers import handoff_checks
 from memcanal.agent.drivers import paged
 from memcanal.agent import pager_client
 from memcanal import exception
@@ -26,6 +37,12 @@ from memcanal import exception
 LOG = logging.getLogger(__name__)
 
 QEMU_NS = 'http://libvirt.org/schemas/domain/qemu/1.0'
+# How much later than libvirt wrote its pid file its QEMU may seem to
+# have started: /proc gives start times in ticks since boot, put on the
+# wall clock as it is now. A process given a QEMU's pid once it exited
+# starts after the file was written, and only after every other pid
+# was handed out meanwhile (Linux assigns them in turn).
+PID_FILE_SLACK = 1.0
 
 
 def pager_socket(root):
@@ -35,6 +52,25 @@ def pager_socket(root):
         if env.get('name') == 'MEMCANAL_PAGER_SOCKET' and env.get('value'):
             return env.get('value')
     return None
+
+
+def libvirt_qemus(run_dir):
+    """The QEMUs libvirt runs, {pid: (domain name, when libvirt wrote its
+    pid file)}, from its root-owned ``<domain name>.pid`` files in
+    ``run_dir``; libvirt writes each once it forked the process that
+    becomes QEMU."""
+    found = {}
+    for path in glob.glob(os.path.join(run_dir, '*.pid')):
+        try:
+            with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW)) as file:
+                status = os.fstat(file.fileno())
+                pid = int(file.read())
+        except (OSError, ValueError):
+            continue
+        if status.st_uid == 0:
+            found[pid] = (os.path.basename(path)[:-len('.pid')],
+                          status.st_mtime)
+    return found
 
 
 class DomainPagers:
@@ -84,10 +120,37 @@ class DomainPagers:
                 continue
             try:
                 self.listeners[path] = handoff.Listener(
-                    path, take_now=self._take_now)
-            except OSError as error:
+                    path, self._domain_of, take_now=self._take_now,
+                    gid=grp.getgrnam(self.conf.libvirt.qemu_group).gr_gid)
+            except KeyError:
+                LOG.error('Cannot listen on %s for the RAM of %s: no group '
+                          '%s ([libvirt] qemu_group)', path,
+                          domain.UUIDString(), self.conf.libvirt.qemu_group)
+            except (OSError, handoff.HandoffError) as error:
                 LOG.warning('Cannot listen on %s for the RAM of %s: %s',
                             path, domain.UUIDString(), error)
+
+    def _domain_of(self, peer):
+        """The uuid of the domain whose QEMU ``peer`` is: the process
+        libvirt's pid file of the domain names, started before libvirt
+        wrote it (not one given the same pid since), the uuid libvirt
+        gives that domain. Refused otherwise."""
+        found = libvirt_qemus(self.conf.libvirt.qemu_run_dir).get(peer.pid)
+        if found is None:
+            raise handoff_checks.Refused('not_qemu', (
+                'pid %d (uid %d) is no QEMU libvirt runs' % (peer.pid,
+                                                            peer.uid)))
+        name, written = found
+        if peer.started is None or (
+                peer.started_at() > written + PID_FILE_SLACK):
+            raise handoff_checks.Refused('reused_pid', (
+                'pid %d started after libvirt wrote %s.pid: it is not the '
+                'QEMU libvirt started' % (peer.pid, name)))
+        try:
+            return self.connection.lookupByName(name).UUIDString()
+        except self._errors as error:
+            raise handoff_checks.Refused('not_qemu', (
+                'libvirt knows no domain %s: %s' % (name, error)))
 
     def pager(self, uuid):
         """The domain's VmPager, or None."""
@@ -101,7 +164,7 @@ class DomainPagers:
         with self._lock:
             pager = self._pagers.get(uuid)
             if pager is not None and pager.record.qemu not in (
-                    None, [offer.pid, pager_client.start_time(offer.pid)]):
+                    None, [offer.pid, offer.started]):
                 # A new QEMU of the domain: the old one's pager is done.
                 pager.forget()
                 del self._pagers[uuid]
@@ -117,15 +180,17 @@ class DomainPagers:
                           uuid, error)
             return True
 
-    def _relay(self, uuid, offer, stores=()):
-        """Give ``offer`` to the domain's pager: a new one, one taking
-        over from a pager that died, or one waiting for it."""
+    def _relay(self, uuid, offer, stores=(), lease_tokens=None):
+        """Give ``offer`` to the domain's pager: a new one (with
+        ``stores`` and their ``lease_tokens``), one taking over from a
+        pager that died, or one waiting for it."""
         pager = self._pagers.get(uuid)
         try:
             if pager is None:
                 pager = paged.VmPager.start(
                     self.conf, uuid,
-                    paged.pager_file(self.conf, uuid, '.sock'), stores)
+                    paged.pager_file(self.conf, uuid, '.sock'), stores,
+                    lease_tokens)
             elif not pager.alive():
                 pager = pager.restart()
         except pager_client.PagerError:
@@ -180,23 +245,25 @@ class DomainPagers:
                 return sample
             return paged.collect(self._pagers[uuid], sample)
 
-    def page(self, uuid, socket, target_bytes, stores):
+    def page(self, uuid, socket, target_bytes, stores, lease_tokens=None):
         """Page the domain to ``target_bytes`` resident, starting its
-        pager with ``stores`` if it has none; the Resize."""
+        pager with ``stores`` (and their ``lease_tokens``) if it has
+        none; the Resize."""
         with self._lock:
             pager = self._pagers.get(uuid)
             if pager is not None:
                 pager = self._upkeep(uuid, pager)
             if pager is None:
                 try:
-                    self._relay(uuid, self._held(uuid, socket), stores)
+                    self._relay(uuid, self._held(uuid, socket), stores,
+                                lease_tokens)
                 except (handoff.HandoffError,
                         pager_client.PagerError) as error:
                     raise exception.ResizeFailed(uuid=uuid,
                                                  reason=str(error))
                 pager = self._pagers[uuid]
             return paged.set_resident(pager, target_bytes, stores,
-                                      self.conf.pager.timeout)
+                                      lease_tokens, self.conf.pager.timeout)
 
     def _held(self, uuid, socket):
         listener = self.listeners.get(socket)

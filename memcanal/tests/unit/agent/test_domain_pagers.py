@@ -1,18 +1,18 @@
 """The libvirt driver samples and pages domains through their pagers.
 
-A fake QEMU (a real process, ``-uuid`` on its command line, its RAM in
-memfds, offering it as libmemcanal-uffd.so does) and a fake
-memcanal-pager (a real detached process speaking the control protocol)
-stand for the real ones, which memcanal/tests/functional/
-test_libvirt_sampling.py runs.
+A fake QEMU (a real process, its RAM in memfds and a real userfaultfd,
+offering them as libmemcanal-uffd.so does, named by a pid file as
+libvirt's QEMUs are) and a fake memcanal-pager (a real detached process
+speaking the control protocol) stand for the real ones, which
+memcanal/tests/functional/test_libvirt_sampling.py runs. Attackers
+(test_handoff's actors, as nobody) try to pass for a domain's QEMU
+(issue #25).
 """
 
 import json
 import os
 import signal
-import socket
 import subprocess
-import threading
 import time
 import uuid
 from xml.etree import ElementTree
@@ -21,13 +21,14 @@ import numpy as np
 import pytest
 
 from memcanal.agent import driver as agent_driver
-from memcanal.agent.drivers import handoff
 from memcanal.agent.drivers import domain_pagers
 from memcanal.agent.drivers import paged
 from memcanal.agent import paging
 from memcanal.estimation import mrc
 from memcanal import exception
 from memcanal.tests.unit.agent import fake_pager
+from memcanal.tests.unit.agent import test_handoff
+from memcanal.tests.unit.agent.test_handoff import actors  # noqa: F401
 
 libvirt = pytest.importorskip('libvirt',
                               reason='libvirt-python is not installed')
@@ -36,6 +37,7 @@ from memcanal.agent.drivers import libvirt as libvirt_driver  # noqa: E402
 
 PAGE = paging.PAGE
 PAGES = 256                       # the fake QEMU's 1 MiB
+STORE, TOKENS, CA = fake_pager.STORE, fake_pager.TOKENS, fake_pager.CA
 
 PAGED_XML = '''<domain type='kvm'
     xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
@@ -49,22 +51,18 @@ PAGED_XML = '''<domain type='kvm'
 </domain>'''
 
 
-def wait(predicate, what, timeout=10):
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        assert time.monotonic() < deadline, what
-        time.sleep(0.02)
-    return value
+wait = test_handoff.wait
 
 
 class PagedDomain:
     """A domain whose QEMU (a fake one, started by ``start``) preloads
-    the shim."""
+    the shim; libvirt's pid file of it in ``run_dir``."""
 
-    def __init__(self, socket_path, qemu_binary):
+    def __init__(self, socket_path, qemu_binary, run_dir):
         self.uuid = str(uuid.uuid4())
         self.socket_path = socket_path
         self.qemu_binary = qemu_binary
+        self.pid_file = os.path.join(run_dir, self.name() + '.pid')
         self.qemu = None
 
     def start(self, resident=128):
@@ -72,11 +70,25 @@ class PagedDomain:
             [self.qemu_binary, '-uuid', self.uuid, '-m', '1', '--resident',
              str(resident)], stdout=subprocess.PIPE, text=True,
             env=dict(os.environ, MEMCANAL_PAGER_SOCKET=self.socket_path))
+        self.names(self.qemu.pid)
+
+    def names(self, pid, written=None):
+        """libvirt's pid file says ``pid`` is the domain's QEMU, written
+        at ``written`` (time.time; default now)."""
+        with open(self.pid_file, 'w') as pid_file:
+            pid_file.write('%d\n' % pid)
+        if written is not None:
+            os.utime(self.pid_file, (written, written))
 
     def destroy(self):
         if self.qemu is not None and self.qemu.poll() is None:
             self.qemu.kill()
             self.qemu.wait()
+        if os.path.exists(self.pid_file):
+            os.unlink(self.pid_file)
+
+    def name(self):
+        return 'instance-' + self.uuid[:8]
 
     def memfd(self):
         """QEMU's guest RAM, to see what is resident."""
@@ -111,6 +123,11 @@ class Connection:
     def lookupByUUIDString(self, uuid):
         return self.domain
 
+    def lookupByName(self, name):
+        if name != self.domain.name():
+            raise libvirt.libvirtError('Domain not found: %s' % name)
+        return self.domain
+
     def listAllDomains(self, flags):
         if flags == libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE:
             return [self.domain] if self.domain.isActive() else []
@@ -120,10 +137,16 @@ class Connection:
 @pytest.fixture
 def host(conf, short_tmp_path):
     """A libvirt host with one domain set up for paging (not started),
-    its pagers fake memcanal-pagers sampling at rate 0.5; ``make()`` a
+    its pagers fake memcanal-pagers sampling at rate 0.5, QEMU's group
+    nogroup (test_handoff's attackers are in it); ``make()`` a
     LibvirtDriver on it, as an agent starting."""
+    os.chmod(short_tmp_path, 0o755)
     pager_binary, qemu_binary = fake_pager.write(short_tmp_path)
+    run_dir = os.path.join(short_tmp_path, 'libvirt')
+    os.mkdir(run_dir)
     for name, value, group in (
+            ('qemu_run_dir', run_dir, 'libvirt'),
+            ('qemu_group', 'nogroup', 'libvirt'),
             ('binary', pager_binary, 'pager'),
             ('state_dir', os.path.join(short_tmp_path, 'pagers'), 'pager'),
             ('local_store_dir', os.path.join(short_tmp_path, 'pages'),
@@ -132,10 +155,11 @@ def host(conf, short_tmp_path):
             ('timeout', 10.0, 'pager'),
             ('report_interval', 0.1, 'agent'),
             ('rate', 0.5, 'sampling'),
+            ('tls_ca_file', CA, 'pooling'),
             ('dirty_rate_mode', 'off', 'libvirt')):
         conf.set_override(name, value, group)
     domain = PagedDomain(os.path.join(short_tmp_path, 'run', 'vm.sock'),
-                         qemu_binary)
+                         qemu_binary, run_dir)
     drivers = []
 
     def make():
@@ -183,9 +207,11 @@ def test_pager_socket_is_read_from_the_domain_xml():
 def test_a_sampled_domain_gets_its_pager_as_it_starts(host, conf):
     domain, make = host
     hypervisor = make()
-    # The driver listens before the domain's QEMU starts (the socket is
-    # connectable by libvirt's QEMU user).
-    assert os.stat(domain.socket_path).st_mode & 0o777 == 0o666
+    # The driver listens before the domain's QEMU starts, on a socket
+    # only root and QEMU's group may connect to.
+    status = os.stat(domain.socket_path)
+    assert (status.st_mode & 0o7777, status.st_uid, status.st_gid) == (
+        0o660, 0, test_handoff.NOGROUP)
     domain.start()
     # Its RAM went to a pager at once, which answered QEMU itself.
     assert domain.qemu.stdout.readline() == 'handed\n'
@@ -196,6 +222,8 @@ def test_a_sampled_domain_gets_its_pager_as_it_starts(host, conf):
         '--socket', paged.pager_file(conf, domain.uuid, '.sock'),
         '--control', paged.pager_file(conf, domain.uuid, '.ctl'),
         '--state', state, '--owner', str(paging.owner_of(domain.uuid)),
+        '--key-file', paged.pager_file(conf, domain.uuid, '.key'),
+        '--tls-ca', CA,
         '--store', 'file:%s' % os.path.join(conf.pager.local_store_dir,
                                             domain.uuid + '.pages'),
         '--sample-rate', '0.5', '--sample-interval-ms', '100',
@@ -230,13 +258,16 @@ def test_paging_adds_the_stores_and_keeps_the_target(host, conf):
     hypervisor.collect(domain.uuid)
     time.sleep(0.3)
     resize = hypervisor.apply_memory_target(
-        domain.uuid, 0, 'paging', ['tcp:10.0.0.5:7070'])
+        domain.uuid, 0, 'paging', [STORE], TOKENS)
     assert resize == agent_driver.Resize('paging', 128 * PAGE, 0,
                                          resize.seconds)
-    # The memory server is the pager's too, after the local store.
-    assert pager.client.command('stats')['stores'][1:] == [
-        'tcp:10.0.0.5:7070']
-    assert paged.records(conf)[0].stores[1:] == ['tcp:10.0.0.5:7070']
+    # The memory server is the pager's too, after the local store, with
+    # its lease token.
+    stats = pager.client.command('stats')
+    assert (stats['stores'][1:], stats['tokens'][1:]) == (
+        [STORE], [TOKENS[STORE]])
+    [record] = paged.records(conf)
+    assert (record.stores[1:], record.lease_tokens) == ([STORE], TOKENS)
     kept = len(IN_DOUBT)
     [info] = hypervisor.list_instances()
     assert (info.resident_bytes, info.paged_bytes) == (
@@ -267,13 +298,15 @@ def test_unsampled_domains_are_held_until_paged(host, conf):
     sample = hypervisor.collect(domain.uuid)
     assert (sample.accesses, sample.paging_trace) == (None, None)
     resize = hypervisor.apply_memory_target(domain.uuid, 200 * PAGE,
-                                            'paging', ['tcp:10.0.0.5:7070'])
+                                            'paging', [STORE], TOKENS)
     assert domain.qemu.stdout.readline() == 'handed\n'
     assert resize.previous_bytes == 128 * PAGE
     pager = hypervisor.pagers.pager(domain.uuid)
     args = pager.client.command('stats')['args']
     assert '--sample-rate' not in args
-    assert args[args.index('--store') + 1] == 'tcp:10.0.0.5:7070'
+    first = args.index('--store')
+    assert args[first:first + 4] == ['--store', STORE, '--store-token',
+                                      TOKENS[STORE]]
     assert hypervisor.collect(domain.uuid).accesses is None
 
 
@@ -312,8 +345,8 @@ def test_a_pager_that_dies_is_taken_over(host, conf):
     inject(pager, intervals=[interval(0, range(32), full=True)])
     hypervisor.collect(domain.uuid)
     time.sleep(0.3)
-    hypervisor.apply_memory_target(domain.uuid, 0, 'paging',
-                                   ['tcp:10.0.0.5:7070'])
+    hypervisor.apply_memory_target(domain.uuid, 0, 'paging', [STORE],
+                                   TOKENS)
     os.kill(pager.process.pid, signal.SIGKILL)
     # The shim offers its RAM again on the domain's socket; the listener
     # relays it to a pager taking over, with the same state and stores.
@@ -321,6 +354,8 @@ def test_a_pager_that_dies_is_taken_over(host, conf):
                               if hypervisor.pagers.pager(domain.uuid)
                               is not pager else None), 'no successor')
     assert successor.record.stores == pager.record.stores
+    assert successor.client.command('stats')['tokens'] == [None,
+                                                            TOKENS[STORE]]
     hello = wait(lambda: successor.client.command('hello').get('attached')
                  and successor.client.command('hello'), 'not attached')
     assert hello['adopted'] and hello['pid'] == domain.qemu.pid
@@ -346,96 +381,6 @@ def test_a_domain_that_stops_takes_its_pager_along(host, conf):
     assert not os.path.exists(paged.pager_file(conf, domain.uuid, '.state'))
 
 
-def offer(path, pid, regions, fds=None):
-    """A shim's offer of ``regions`` from ``pid``, with a stand-in uffd
-    and a memfd per region unless ``fds`` says otherwise."""
-    connection = socket.socket(socket.AF_UNIX)
-    connection.settimeout(10)
-    connection.connect(path)
-    if fds is None:
-        fds = [os.eventfd(0)] + [os.memfd_create('r') for _ in regions]
-    socket.send_fds(connection, [handoff.pack(pid, regions)], fds)
-    for fd in fds:
-        os.close(fd)
-    return connection
-
-
-def test_the_listener_holds_one_handoff_per_domain(short_tmp_path):
-    path = os.path.join(short_tmp_path, 'shared.sock')
-    listener = handoff.Listener(path, uuid_of={1: 'vm-a', 2: 'vm-b'}.get)
-    regions = [(0x7f0000000000, 64 * PAGE, 0), (0x7e0000000000, PAGE, 0)]
-    try:
-        first = offer(path, 1, regions)
-        second = offer(path, 2, regions[:1])
-        wait(lambda: listener.held() == {'vm-a', 'vm-b'}, 'not held')
-        held = listener.take('vm-a')
-        assert (held.pid, held.regions, held.length, len(held.fds)) == (
-            1, regions, 65 * PAGE, 3)
-        assert not held.reoffer and listener.take('vm-a') is None
-        held.close()
-        assert first.recv(1) == b''
-        # The shim offers a taken handoff again, its pager having died:
-        # held, as a re-offer.
-        again = offer(path, 1, regions)
-        wait(lambda: 'vm-a' in listener.held(), 'no re-offer held')
-        assert listener.take('vm-a').reoffer
-        # Not a domain's QEMU, or not what its header says: closed.
-        assert offer(path, 3, regions[:1]).recv(1) == b''
-        assert offer(path, 2, regions, fds=[os.eventfd(0)]).recv(1) == b''
-        assert listener.held() == {'vm-b'}
-        listener.drop_abandoned()
-        assert listener.held() == {'vm-b'}
-        # QEMU exited: its handoff (and guest RAM) is let go.
-        second.close()
-        wait(lambda: (listener.drop_abandoned(), listener.held())[1]
-             == set(), 'not dropped')
-        again.close()
-    finally:
-        listener.close()
-    assert not os.path.exists(path)
-
-
-def test_a_relay_hands_the_shims_connection_to_the_pager(short_tmp_path):
-    """The pager gets QEMU's descriptors and its connection last, answers
-    the relay, and talks to QEMU directly; the relay keeps nothing."""
-    path = os.path.join(short_tmp_path, 'vm.sock')
-    pager_path = os.path.join(short_tmp_path, 'pager.sock')
-    listener = handoff.Listener(path, uuid_of=lambda pid: 'vm')
-    pager = socket.socket(socket.AF_UNIX)
-    pager.bind(pager_path)
-    pager.listen(1)
-    try:
-        shim = offer(path, 7, [(0x7f0000000000, PAGE, 0)])
-        wait(lambda: listener.held(), 'not held')
-        held = listener.take('vm')
-        relayed = []
-
-        def serve():
-            connection, _ = pager.accept()
-            data, fds, _, _ = socket.recv_fds(connection, handoff.HEADER.size,
-                                              4)
-            relayed.append((data, fds))
-            socket.socket(fileno=fds[-1]).sendall(b'k')
-            connection.sendall(b'k')
-        thread = threading.Thread(target=serve)
-        thread.start()
-        held.relay(pager_path, 10)
-        thread.join()
-        [(data, fds)] = relayed
-        assert handoff.unpack(data, len(fds) - 1) == (
-            7, [(0x7f0000000000, PAGE, 0)])
-        assert len(fds) == 3 and held.fds == []
-        assert shim.recv(1) == b'k'
-        for fd in fds[:-1]:
-            os.close(fd)
-        # Once the pager's copy is gone too, QEMU sees the end: it would
-        # offer its RAM again.
-        assert shim.recv(1) == b''
-    finally:
-        listener.close()
-        pager.close()
-
-
 def test_a_pager_that_cannot_start_fails_the_paging(host, conf):
     domain, make = host
     conf.set_override('enabled', False, 'sampling')
@@ -450,16 +395,76 @@ def test_a_pager_that_cannot_start_fails_the_paging(host, conf):
     assert domain.qemu.stdout.readline() == 'handoff failed\n'
 
 
-def test_a_listener_whose_taker_fails_lets_the_offer_go(short_tmp_path):
-    path = os.path.join(short_tmp_path, 'vm.sock')
+def test_an_impostor_takes_no_sampled_domains_pager(host, conf, actors):
+    """Anyone in QEMU's group with the domain's ``-uuid`` on its command
+    line and its own memfd and uffd does not pass for the domain's QEMU:
+    the domain keeps its pager, which no attacker's memory reaches."""
+    domain, make = host
+    hypervisor = make()
+    domain.start()
+    pager = pager_of(hypervisor, domain)
+    assert domain.qemu.stdout.readline() == 'handed\n'
+    impostor = test_handoff.attacker(actors, uuid=domain.uuid)
+    for claimed in (impostor.pid, domain.qemu.pid):
+        assert impostor.answer(impostor.offer(domain.socket_path,
+                                              claimed)) == 'closed'
+    listener = hypervisor.pagers.listeners[domain.socket_path]
+    assert listener.refused == {'not_qemu': 2}
+    assert hypervisor.pagers.pager(domain.uuid) is pager and pager.alive()
+    assert pager.client.command('hello')['pid'] == domain.qemu.pid
 
-    def take_now(uuid, offer):
-        raise RuntimeError('broken')
-    listener = handoff.Listener(path, uuid_of=lambda pid: 'vm',
-                                take_now=take_now)
-    try:
-        shim = offer(path, 7, [(0x7f0000000000, PAGE, 0)])
-        assert shim.recv(1) == b''
-        assert listener.held() == set()
-    finally:
-        listener.close()
+
+def test_an_impostor_replaces_no_held_handoff(host, conf, actors):
+    domain, make = host
+    conf.set_override('enabled', False, 'sampling')
+    hypervisor = make()
+    domain.start()
+    listener = hypervisor.pagers.listeners[domain.socket_path]
+    wait(lambda: domain.uuid in listener.held(), 'no handoff held')
+    impostor = test_handoff.attacker(actors, uuid=domain.uuid)
+    assert impostor.answer(impostor.offer(
+        domain.socket_path, domain.qemu.pid)) == 'closed'
+    # The QEMU's handoff is the one held, and paging relays it.
+    hypervisor.apply_memory_target(domain.uuid, 200 * PAGE, 'paging')
+    assert domain.qemu.stdout.readline() == 'handed\n'
+    assert hypervisor.pagers.pager(domain.uuid).client.command(
+        'hello')['pid'] == domain.qemu.pid
+
+
+def test_a_process_given_a_qemus_pid_is_not_its_qemu(host, conf, actors):
+    """libvirt's pid file names a process that started after it was
+    written: a pid reused once the domain's QEMU exited."""
+    domain, make = host
+    conf.set_override('enabled', False, 'sampling')
+    hypervisor = make()
+    listener = hypervisor.pagers.listeners[domain.socket_path]
+    qemu = actors(uuid=domain.uuid)
+    domain.names(qemu.pid, written=time.time() - 60)
+    assert qemu.answer(qemu.offer(domain.socket_path)) == 'closed'
+    assert listener.refused == {'reused_pid': 1}
+    # Written after it started, the file names the domain's QEMU.
+    domain.names(qemu.pid)
+    shim = qemu.offer(domain.socket_path)
+    wait(lambda: listener.held() == {domain.uuid}, 'not held')
+    assert qemu.answer(shim, 0.2) == 'open'
+
+
+def open_descriptors():
+    return len(os.listdir('/proc/self/fd'))
+
+
+def test_idle_connections_do_not_stop_a_qemus_handoff(host, conf, actors):
+    """~330 idle connections used to exhaust the agent's descriptors:
+    400 now leave it as it was, and the domain's QEMU hands its RAM
+    over."""
+    domain, make = host
+    hypervisor = make()
+    impostor = test_handoff.attacker(actors, uuid=domain.uuid)
+    before = open_descriptors()
+    assert impostor.command('idle %s 400' % domain.socket_path) == '400'
+    assert open_descriptors() <= before + 2
+    domain.start()
+    pager_of(hypervisor, domain)
+    assert domain.qemu.stdout.readline() == 'handed\n'
+    assert hypervisor.pagers.listeners[domain.socket_path].refused == {
+        'not_qemu': 400}
