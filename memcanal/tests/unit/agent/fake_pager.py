@@ -17,25 +17,11 @@ swapin, faults, stats, quit), pages the memfds it was handed (punch,
 write back), keeps ``--state`` (QEMU's pid and the pages out) so that a
 pager started on it again takes over, and exits once its QEMU has.
 ``inject JSON`` queues sampling intervals and faults for the next
-``samples`` and ``faults``. It checks what issue #25's pager checks
-before it uses them: ``--key-file`` (a regular file of its own, 0600,
-32 bytes, not a symlink), and for a ``tls:HOST:PORT`` store
-``--tls-ca`` and the store's lease token (``--store-token`` after it,
-or ``store SPEC TOKEN``: base64 of 240 bytes); ``tcp:`` only with
-``--insecure-tcp``. ``stats`` says what it was given: its ``args``,
-``stores`` and, a fake's alone, each store's ``tokens``.
+``samples`` and ``faults``.
 """
 
-import base64
 import os
 import sys
-
-# A memory server the service lends (the fake pager connects to none),
-# the lease token the service signed for it, and the memory servers' CA
-# file ([pooling] tls_ca_file).
-STORE = 'tls:10.0.0.5:7400'
-TOKENS = {STORE: base64.b64encode(b'lease'.ljust(240, b'.')).decode()}
-CA = '/etc/memcanal/memserver-ca.pem'
 
 FAKE_QEMU = r'''#!%(python)s
 import mmap, os, socket, struct, sys, time
@@ -81,59 +67,16 @@ while True:
 '''
 
 FAKE_PAGER = r'''#!%(python)s
-import argparse, base64, ctypes, json, os, select, signal, socket, stat
-import struct, sys, time
+import argparse, ctypes, json, os, select, signal, socket, struct, sys, time
 parser = argparse.ArgumentParser()
 for name in ('--socket', '--control', '--state', '--owner', '--pool-mb',
-             '--pool', '--sample-salt', '--key-file', '--tls-ca'):
+             '--pool', '--sample-salt'):
     parser.add_argument(name)
-parser.add_argument('--insecure-tcp', action='store_true')
+parser.add_argument('--store', action='append', default=[])
 parser.add_argument('--sample-rate', type=float, default=0.0)
 parser.add_argument('--sample-interval-ms', type=int, default=10000)
 parser.add_argument('--full-pass-every', type=int, default=0)
-# Stores in order, each with the token given after it.
-stores, tokens, rest, argv = [], [], [], iter(sys.argv[1:])
-for word in argv:
-    if word == '--store':
-        stores.append(next(argv))
-        tokens.append(None)
-    elif word == '--store-token':
-        if not stores or tokens[-1] is not None:
-            sys.exit('memcanal-pager: --store-token without its --store')
-        tokens[-1] = next(argv)
-    else:
-        rest.append(word)
-a = parser.parse_args(rest)
-
-def store_refusal(spec, token):
-    """Why the pager would not use the store, or None."""
-    kind = spec.split(':', 1)[0]
-    if kind == 'tcp' and not a.insecure_tcp:
-        return 'tcp: stores are plaintext: --insecure-tcp only'
-    if kind == 'tls':
-        if not a.tls_ca:
-            return 'a tls: store needs --tls-ca'
-        try:
-            if len(base64.b64decode(token or '', validate=True)) != 240:
-                return 'a lease token is 240 bytes'
-        except ValueError:
-            return 'a lease token is base64'
-    elif kind not in ('file', 'tcp'):
-        return 'no such store kind'
-    return None
-
-if a.key_file:
-    key = os.lstat(a.key_file)
-    if not (stat.S_ISREG(key.st_mode) and key.st_uid == os.geteuid()
-            and stat.S_IMODE(key.st_mode) == 0o600 and key.st_size == 32):
-        sys.exit('memcanal-pager: %%s: not a key file' %% a.key_file)
-else:
-    print('memcanal-pager: no --key-file: pages go out in plaintext',
-          file=sys.stderr, flush=True)
-for spec, token in zip(stores, tokens):
-    if store_refusal(spec, token):
-        sys.exit('memcanal-pager: %%s: %%s' %% (spec, store_refusal(spec,
-                                                                  token)))
+a = parser.parse_args()
 libc = ctypes.CDLL(None)
 libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long,
                            ctypes.c_long]
@@ -172,6 +115,7 @@ control = listen(a.control)
 handoffs = listen(a.socket)
 attached, memfds, shim, client, buffered = None, [], None, None, b''
 pending = {'intervals': [], 'faults': []}
+stores = list(a.store)
 
 def where(page):
     for fd, (_, length, offset) in zip(memfds, attached['regions']):
@@ -219,13 +163,9 @@ def answer(line):
         return dict(attached, event='hello', attached=True,
                     adopted=adopting)
     if verb == 'store':
-        spec, *token = rest[0].split()
         if len(stores) >= 4:
             return {'event': 'error', 'line': 'too many stores'}
-        if store_refusal(spec, token[0] if token else None):
-            return {'event': 'error', 'line': 'store: cannot open it'}
-        stores.append(spec)
-        tokens.append(token[0] if token else None)
+        stores.append(rest[0])
         return {'event': 'store', 'stores': stores, 'copies': len(stores)}
     if verb == 'samples':
         intervals, pending['intervals'] = pending['intervals'], []
@@ -264,7 +204,7 @@ def answer(line):
         return {'event': 'swapin', 'fetched': len(back)}
     if verb == 'stats':
         return {'event': 'stats', 'out_pages': len(out),
-                'args': sys.argv[1:], 'stores': stores, 'tokens': tokens}
+                'args': sys.argv[1:], 'stores': stores}
     if verb == 'inject':
         for key, values in json.loads(rest[0]).items():
             pending[key].extend(values)
