@@ -9,6 +9,12 @@
  * after, so a holder killed mid-copy leaves an empty slot, never a key
  * over half a page: the next locker gets EOWNERDEAD and only marks the
  * mutex consistent.
+ *
+ * Whoever can write the file reads and forges what pagers put there and
+ * holds every pager's lock, so it is root's alone: created O_EXCL and
+ * O_NOFOLLOW, mode 0600, in a directory root owns and no one else may
+ * write (no one can plant a file or a link there); an existing file is
+ * used only if it is a regular file of this euid, mode 0600.
  */
 #define _GNU_SOURCE
 #include "pager.h"
@@ -82,6 +88,97 @@ static int header_ok(const struct pool_header *h, size_t len)
 	       h->version == POOL_VERSION && pool_len(h->capacity) == len;
 }
 
+#define REFUSED -2   /* open_pool_file: said why on stderr */
+
+/* Refuse a pool: why, on stderr; REFUSED, with errno EPERM. */
+static int refuse(const char *path, const char *why, unsigned a, unsigned b)
+{
+	fprintf(stderr, "pager: pool %s refused: ", path);
+	fprintf(stderr, why, a, b);
+	fprintf(stderr, "\n");
+	errno = EPERM;
+	return REFUSED;
+}
+
+/*
+ * The directory path is in, opened without following a final symbolic
+ * link, if root (or this euid) owns it and no one else may write it;
+ * else REFUSED.
+ */
+static int open_directory(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[4096];
+	struct stat st;
+	int fd, theirs;
+
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		snprintf(dir, sizeof(dir), "%.*s",
+			 slash == path ? 1 : (int)(slash - path), path);
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st)) {
+		if (fd >= 0)
+			close(fd);
+		return refuse(path, errno == ELOOP || errno == ENOTDIR ?
+			      "its directory is a symbolic link" :
+			      "its directory cannot be opened", 0, 0);
+	}
+	theirs = st.st_uid && st.st_uid != geteuid();
+	if (theirs || st.st_mode & (S_IWGRP | S_IWOTH)) {
+		close(fd);
+		return refuse(path, theirs ?
+			      "its directory is owned by uid %u, not root" :
+			      "its directory is writable by others (mode %04o)",
+			      theirs ? (unsigned)st.st_uid :
+			      (unsigned)(st.st_mode & 07777), 0);
+	}
+	return fd;
+}
+
+/* path's descriptor: a new file (mode 0600), or an existing one that is
+ * this euid's regular file, mode 0600; REFUSED, or -1 and errno. */
+static int open_pool_file(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	const char *name = slash ? slash + 1 : path;
+	int dir = open_directory(path), fd;
+	struct stat st;
+
+	if (dir < 0)
+		return dir;
+	fd = openat(dir, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
+		    O_CLOEXEC, 0600);
+	if (fd >= 0 && fchmod(fd, 0600)) {   /* whatever the umask */
+		close(fd);
+		fd = -1;
+	} else if (fd < 0 && errno == EEXIST) {
+		fd = openat(dir, name, O_RDWR | O_NOFOLLOW | O_NONBLOCK |
+			    O_CLOEXEC);
+	}
+	close(dir);
+	if (fd < 0)
+		return errno == ELOOP ? refuse(path, "a symbolic link", 0, 0)
+				      : -1;
+	if (fstat(fd, &st)) {
+		close(fd);
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & 07777) != 0600) {
+		close(fd);
+		if (!S_ISREG(st.st_mode))
+			return refuse(path, "not a regular file", 0, 0);
+		if (st.st_uid != geteuid())
+			return refuse(path, "owned by uid %u, not %u",
+				      st.st_uid, geteuid());
+		return refuse(path, "mode %04o, not 0600",
+			      st.st_mode & 07777, 0);
+	}
+	return fd;
+}
+
 /*
  * The pool's mapping: a new file (size 0) is sized for `pages` and
  * initialised, an existing one checked; flock keeps a second pager from
@@ -92,8 +189,10 @@ static struct pool_header *map_file(const char *path, size_t pages,
 {
 	struct pool_header *h = MAP_FAILED;
 	struct stat st;
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	int fd = open_pool_file(path);
 
+	if (fd == REFUSED)
+		return NULL;
 	if (fd < 0 || flock(fd, LOCK_EX) || fstat(fd, &st))
 		goto out;
 	if (!st.st_size) {

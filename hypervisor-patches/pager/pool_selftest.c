@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -163,6 +164,7 @@ int main(int argc, char **argv)
 	if (f) {
 		fprintf(f, "%4096s", "not a pool");
 		fclose(f);
+		chmod(bad, 0600);   /* refused for what it holds */
 	}
 	expect(!pager_pool_open(bad, SLOTS), "a file that is no pool is refused");
 	unlink(bad);
