@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 
+#include "crypt.h"
 #include "guest.h"
 #include "pager.h"
 
@@ -27,11 +28,21 @@ struct daemon {
 	struct pager_store *stores[PAGER_MAX_STORES];
 	int nstores, copies;         /* copies 0: every store */
 	uint64_t owner;
+	const char *tls_ca;          /* the CA tls: stores' servers chain to */
+	uint8_t key[PAGER_KEY_SIZE]; /* opts.key until attached, then wiped */
 	struct pager_opts opts;
 	struct pager_sampling sampling;
 	struct client client;
 	int control;                 /* listening, or -1: stdin */
 };
+
+/*
+ * stores.c: the store a spec names (file:PATH, tls:HOST:PORT with its
+ * lease token, base64, tcp:HOST:PORT), or NULL with why (JSON-safe).
+ */
+struct pager_store *open_store(const char *spec, const char *token,
+			       uint64_t owner, const char *ca_file,
+			       char *why, size_t len);
 
 /* report.c: one JSON object each, or (print_u64s, print_stores, and
  * print_stats, which closes it) part of one. */

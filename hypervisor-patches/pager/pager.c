@@ -15,11 +15,18 @@
  * fault: seen by the sampler, or cancelling the swap-out.  Every fault
  * is recorded by the sampler (sampler.c), if there is one.
  *
- * With a state file (state.c), states and checksums live in a shared
- * mapping of it, each written before the step it describes (SWAPPING
- * before the write-protect, checksums and OUT before the punch, IN after
- * the UFFDIO_COPY), so a pager killed at any point leaves a file from
- * which the next one reconciles (pager_setup.c).
+ * Copies are sealed (crypt.c): a page's version goes up when it is
+ * marked, before it is read and sealed, so no two seals of a page share
+ * a nonce; the tag is kept here and a copy that does not open with it
+ * (forged, another page's or VM's, an older version's) is a bad copy,
+ * and the next one is tried.
+ *
+ * With a state file (state.c), states, versions and tags live in a
+ * shared mapping of it, each written before the step it describes
+ * (SWAPPING and the version before the write-protect and the seal, tags
+ * and OUT before the punch, IN after the UFFDIO_COPY), so a pager killed
+ * at any point leaves a file from which the next one reconciles
+ * (pager_setup.c).
  */
 #define _GNU_SOURCE
 #include "pager_internal.h"
@@ -55,20 +62,6 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-}
-
-/* Cheap 64-bit page checksum: catches a store that lost or zeroed data. */
-static uint64_t page_sum(const void *buf)
-{
-	const uint64_t *w = buf;
-	uint64_t h = 0x9e3779b97f4a7c15ULL;
-
-	for (size_t i = 0; i < PAGER_PAGE / 8; i++) {
-		h ^= w[i] + i;
-		h *= 0xff51afd7ed558ccdULL;
-		h ^= h >> 29;
-	}
-	return h;
 }
 
 static const struct region *region_of(const struct pager *p, uint64_t pg)
@@ -250,7 +243,7 @@ static void pool_put(struct pager *p, uint64_t pg, const void *data)
 		q->slot_of[pg] = pager_pool_put(q->shared, q->owner, pg, data);
 }
 
-/* Move pg's data out of the pool into buf; 0 if the pool lacks it. */
+/* Move pg's copy out of the pool into buf; 0 if the pool lacks it. */
 static int pool_take(struct pager *p, uint64_t pg, void *buf)
 {
 	struct pool *q = &p->pool;
@@ -309,7 +302,15 @@ static void put_done(struct pager *p, int i, int result)
 	pthread_mutex_unlock(&p->lock);
 }
 
-/* pg's copy in store i, into fault_buf: 0 if it came back whole. */
+/* Open the copy of pg in fault_buf: 0 if it is pg's, as last sealed. */
+static int open_copy(struct pager *p, uint64_t pg)
+{
+	return page_open(p->crypt, pg, p->ps.version[pg], p->fault_buf,
+			 p->ps.tag[pg]);
+}
+
+/* pg's copy in store i, opened into fault_buf: 0 if it came back whole
+ * and authentic. */
 static int get_copy(struct pager *p, int i, uint64_t pg)
 {
 	struct pager_store *s = p->stores[i];
@@ -320,7 +321,7 @@ static int get_copy(struct pager *p, int i, uint64_t pg)
 		return -1;
 	}
 	store_up(p, i);
-	if (page_sum(p->fault_buf) != p->ps.sum[pg]) {
+	if (open_copy(p, pg)) {
 		p->st.bad_sum[i]++;
 		return -1;
 	}
@@ -336,10 +337,12 @@ static int find_copy(struct pager *p, uint64_t pg)
 {
 	uint64_t now = now_ns();
 
-	/* The pool is shared: checked like any store's copy. */
-	if (pool_take(p, pg, p->fault_buf) &&
-	    page_sum(p->fault_buf) == p->ps.sum[pg])
-		return PAGER_SRC_POOL;
+	/* The pool is shared: opened like any store's copy. */
+	if (pool_take(p, pg, p->fault_buf)) {
+		if (!open_copy(p, pg))
+			return PAGER_SRC_POOL;
+		p->st.pool_bad++;
+	}
 	for (int last = 0; last < 2; last++) {
 		for (int i = 0; i < p->nstores; i++) {
 			if (!(p->ps.have[pg] & (1u << i)))
@@ -544,10 +547,10 @@ static size_t run_len(const struct pager *p, const uint64_t *list, size_t i,
 static long swap_batch(struct pager *p, uint64_t *pages, size_t n,
 		       struct cursor *cursor)
 {
-	uint64_t sums[BATCH];
+	uint8_t tags[BATCH][PAGER_TAG_SIZE];
 	size_t m = 0, r;
 	unsigned ok = 0;
-	int nok = 0, copies = p->copies ? p->copies : p->nstores;
+	int nok = 0, copies = p->copies ? p->copies : p->nstores, sealed = 1;
 	long dropped = 0;
 
 	/* 1. mark */
@@ -563,6 +566,10 @@ static long swap_batch(struct pager *p, uint64_t *pages, size_t n,
 			continue;
 		}
 		p->ps.state[pg] = PG_SWAPPING;
+		/* A new version before anything is sealed with it: stored
+		 * (state file) first, so no crash ever seals twice with one
+		 * nonce. */
+		p->ps.version[pg]++;
 		pages[m++] = pg;
 	}
 	for (size_t i = 0; i < m; i += r) {
@@ -589,9 +596,13 @@ static long swap_batch(struct pager *p, uint64_t *pages, size_t n,
 			return -1;
 		}
 	}
-	for (size_t i = 0; i < m; i++)
-		sums[i] = page_sum(p->swap_buf + i * PAGER_PAGE);
-	for (int s = 0; s < p->nstores; s++) {
+	/* Sealed in place: stores and the pool get ciphertext.  Versions
+	 * of marked pages change only here (swap_lock). */
+	for (size_t i = 0; i < m && sealed; i++)
+		sealed = !page_seal(p->crypt, pages[i],
+				    p->ps.version[pages[i]],
+				    p->swap_buf + i * PAGER_PAGE, tags[i]);
+	for (int s = 0; s < p->nstores && sealed; s++) {
 		int good = store_usable(p, s);
 
 		for (size_t i = 0; i < m && good > 0; i += r) {
@@ -608,7 +619,7 @@ static long swap_batch(struct pager *p, uint64_t *pages, size_t n,
 		}
 	}
 
-	/* 3. validate and drop */
+	/* 3. validate and drop (kept in: too few copies, or unsealed) */
 	pthread_mutex_lock(&p->lock);
 	if (nok < copies)
 		p->st.put_failed_batches++;
@@ -620,7 +631,8 @@ static long swap_batch(struct pager *p, uint64_t *pages, size_t n,
 			int out = j < i + r && p->ps.state[pages[j]] == PG_SWAPPING;
 
 			if (out && nok >= copies) {
-				p->ps.sum[pages[j]] = sums[j];
+				memcpy(p->ps.tag[pages[j]], tags[j],
+				       PAGER_TAG_SIZE);
 				p->ps.have[pages[j]] = ok;
 				/* OUT, then punched */
 				p->ps.state[pages[j]] = PG_OUT;

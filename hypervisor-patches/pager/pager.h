@@ -27,8 +27,9 @@
  * call returns 0 on success, -1 with errno set on failure.  put must not
  * return before the copy is durable enough to be the only one.  get
  * reads one page; a short or failed read is a failure, and the pager
- * checks a checksum of what comes back, so a store that silently lost
- * data is caught too.  Calls on one store are serialised by the pager's
+ * authenticates what comes back (crypt.h), so a store that lost, forged
+ * or replayed data is caught too.  What a store is given is sealed
+ * (unless the pager has no key).  Calls on one store are serialised by the pager's
  * callers: put from the swap-out caller, get/del from the fault thread,
  * so an implementation shared by both must be thread-safe.
  */
@@ -75,6 +76,8 @@ struct pager_stats {
 	uint64_t wp_on_out;         /* writes that raced the punch */
 	uint64_t put_failed_batches;/* batches kept in: too few copies */
 	uint64_t lost;              /* no store had a good copy */
+	uint64_t pool_bad;          /* pool copies that did not open */
+	uint64_t sealed;            /* 1: copies are AES-256-GCM sealed */
 	uint64_t swapped_in;        /* brought back by pager_swap_in */
 	uint64_t pool_pages;        /* OUT pages whose data the pool holds */
 	uint64_t pool_capacity;     /* slots, shared by the pool's pagers */
@@ -94,9 +97,16 @@ struct pager_stats {
  * overwritten, in a shared mapping of the file path (or an anonymous
  * one, path NULL: one pager's own).  Every pager mapping the same file
  * shares its capacity; pages are keyed by (owner, page), owner naming
- * the guest.  The first to open the file sizes it for `pages` slots;
+ * the guest.  The first to open the file creates it for `pages` slots;
  * later ones check it and keep its size.  A process killed while using
  * the pool does not wedge the others (a robust mutex).
+ *
+ * The file holds guests' pages (sealed, from pagers with a key) and the
+ * lock every pager takes: its directory must be owned by root (or the
+ * caller's euid) and writable by no one else, it is created O_EXCL mode
+ * 0600, never opened through a symbolic link, and an existing one is
+ * used only if it is a regular file of the caller's euid, mode 0600
+ * (else NULL, and why on stderr).
  */
 struct pager_pool;
 
@@ -120,21 +130,25 @@ uint64_t pager_pool_recovered(struct pager_pool *q);
 void pager_pool_close(struct pager_pool *q);
 
 /*
- * Optional parts.  state_path: a file mapping each page's state and
- * copies' checksums, updated before the step each change describes, so
- * that a pager started after a crash can take over (see pager_init).
- * pid names the registration, with the memfds' inodes and the regions,
- * so that a state file of another one is never adopted.  pool_pages,
- * pool_path: the shared cache pool (above) that swapped-out pages go
- * to, served before any store; pool_owner keys this pager's pages in
- * it, and must differ between pagers sharing pool_path.
+ * Optional parts.  state_path: a file mapping each page's state and its
+ * copies' version and tag, updated before the step each change
+ * describes, so that a pager started after a crash can take over (see
+ * pager_init).  pid names the registration, with the memfds' inodes and
+ * the regions, so that a state file of another one is never adopted.
+ * pool: the shared cache pool (above, opened by the caller, who closes
+ * it after pager_fini) that swapped-out pages go to, served before any
+ * store.  owner names the guest: it keys this pager's pages in the pool
+ * (it must differ between pagers sharing a pool) and is bound into every
+ * sealed page.  key: the VM's PAGER_KEY_SIZE-byte key (pager_read_key):
+ * every copy is sealed with a key derived from it (crypt.h); NULL:
+ * plaintext, checksummed.
  */
 struct pager_opts {
 	const char *state_path;
 	uint64_t pid;
-	size_t pool_pages;
-	const char *pool_path;
-	uint64_t pool_owner;
+	struct pager_pool *pool;
+	uint64_t owner;
+	const uint8_t *key;
 };
 
 /* One mapping of a memfd: len bytes at base (in the uffd's memory map),
@@ -164,8 +178,11 @@ struct pager;
  * nstores may be 0: pager_add_store adds stores later.  The pager does
  * not own uffd, memfds or stores.
  *
+ * With opts->key, at most 2^32 pages (the nonce has 32 bits of page).
+ *
  * A uffd already set up (its pager died) is adopted instead, if
- * opts->state_path describes the same registration: no second API; the
+ * opts->state_path describes the same registration, sealed with the
+ * same key (or both plaintext): no second API; the
  * features the state file records are registered again (the kernel
  * keeps ranges the same uffd holds); pages SWAPPING go back IN, OUT
  * pages still resident too, every IN page is un-protected, and every

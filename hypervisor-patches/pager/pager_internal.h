@@ -38,7 +38,7 @@ struct event_log {
 
 /* This pager's view of the shared cache pool (pool.c). */
 struct pool {
-	struct pager_pool *shared;  /* NULL: no pool */
+	struct pager_pool *shared;  /* NULL: no pool; the caller's */
 	uint64_t owner;
 	uint32_t *slot_of;          /* per page: the slot it went to, or
 				     * NO_SLOT; another pager may have
@@ -54,7 +54,10 @@ struct pager {
 	int nstores, copies;        /* copies 0: every store */
 	struct sampler *sampler;    /* set under the lock, once */
 
-	pthread_mutex_t lock;       /* states, sums, have, stats */
+	struct page_crypt *crypt;   /* seals copies (swap-out), opens
+				     * them (under the lock) */
+
+	pthread_mutex_t lock;       /* states, versions, tags, have, stats */
 	pthread_mutex_t swap_lock;  /* one swap-out at a time; stores */
 	struct page_states ps;
 	uint64_t pages_out;

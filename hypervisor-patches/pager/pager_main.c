@@ -2,10 +2,12 @@
  * memcanal-pager: page a QEMU guest's RAM out to stores and back, and
  * sample which of its pages the guest accesses.
  *
- *   memcanal-pager --socket PATH [--store SPEC]... [--copies N]
- *                  [--owner N] [--state PATH] [--pool-mb N] [--pool PATH]
- *                  [--control PATH] [--sample-rate R] [--sample-salt S]
- *                  [--sample-interval-ms MS] [--full-pass-every N]
+ *   memcanal-pager --socket PATH [--store SPEC [--store-token B64]]...
+ *                  [--copies N] [--owner N] [--key-file PATH]
+ *                  [--tls-ca PATH] [--state PATH] [--pool-mb N]
+ *                  [--pool PATH] [--control PATH] [--sample-rate R]
+ *                  [--sample-salt S] [--sample-interval-ms MS]
+ *                  [--full-pass-every N]
  *
  * It waits on the Unix socket PATH for libmemcanal-uffd.so (preloaded
  * into QEMU), or a relay of its handoff, to hand over the uffd and the
@@ -16,7 +18,9 @@
  * leaves; stdin is not read):
  *
  *   hello                 attached yet?  The guest's regions if so
- *   store SPEC            add a store (file:PATH, tcp:HOST:PORT)
+ *   store SPEC [TOKEN]    add a store (file:PATH, tls:HOST:PORT and its
+ *                         lease token, tcp:HOST:PORT: --insecure
+ *                         memory servers, for tests)
  *   swapout START COUNT   swap out pages START..START+COUNT-1 (indexes in
  *                         the regions concatenated; pages not resident
  *                         are skipped)
@@ -47,6 +51,13 @@
  * shared by every pager given the same PATH, pages keyed by --owner,
  * which must then differ per guest.
  *
+ * --key-file PATH: the VM's 32-byte key (root's, 0600, not a link):
+ * every page leaves the pager sealed with AES-256-GCM (crypt.h), bound
+ * to --owner, the page and its version.  Without it pages go out in
+ * plaintext, which the pager says on stderr (tests of old behaviour).
+ * tls: stores check their server against --tls-ca and present the lease
+ * token given after them (--store-token, or the `store` command's).
+ *
  * "listening", "attached" and "exit" events go to stdout.  The pager
  * runs until QEMU exits (it must outlive the guest) or `quit`.  Stores
  * are tried in the order given; a page goes out once `copies` (default:
@@ -68,6 +79,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "daemon.h"
 
 /* How long a pager taking over waits for the shim to hand it the uffd
@@ -87,22 +100,6 @@ static double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static struct pager_store *open_store(const char *spec, uint64_t owner)
-{
-	char buf[512], *port;
-
-	if (!strncmp(spec, "file:", 5))
-		return pager_file_store(spec + 5);
-	if (strncmp(spec, "tcp:", 4))
-		return NULL;
-	snprintf(buf, sizeof(buf), "%s", spec + 4);
-	port = strrchr(buf, ':');
-	if (!port)
-		return NULL;
-	*port++ = 0;
-	return pager_tcp_store(buf, port, owner);
 }
 
 /* START COUNT clipped to the guest's pages. */
@@ -158,17 +155,20 @@ static void faults(FILE *f, struct pager *p)
 	fflush(f);
 }
 
-static void add_store(FILE *f, struct daemon *d, const char *spec)
+static void add_store(FILE *f, struct daemon *d, const char *spec,
+		      const char *token)
 {
 	struct pager_store *s;
+	char why[200], line[256];
 
 	if (d->nstores == PAGER_MAX_STORES) {
 		print_error(f, "store: too many stores");
 		return;
 	}
-	s = open_store(spec, d->owner);
+	s = open_store(spec, token, d->owner, d->tls_ca, why, sizeof(why));
 	if (!s) {
-		print_error(f, "store: cannot open it");
+		snprintf(line, sizeof(line), "store: %s", why);
+		print_error(f, line);
 		return;
 	}
 	if (d->p && pager_add_store(d->p, s)) {
@@ -213,7 +213,8 @@ static void sampleset(FILE *f, struct daemon *d)
 static void command(struct daemon *d, char *line, FILE *f)
 {
 	uint64_t start, count;
-	char spec[LINE_MAX_LEN];
+	char spec[LINE_MAX_LEN], token[LINE_MAX_LEN];
+	int n;
 
 	if (!strcmp(line, "hello") && !d->p) {
 		fprintf(f, "{\"event\": \"hello\", \"attached\": false}\n");
@@ -221,8 +222,8 @@ static void command(struct daemon *d, char *line, FILE *f)
 	} else if (!strcmp(line, "hello")) {
 		print_attached(f, d, "hello");
 	} else if (!strncmp(line, "store ", 6) &&
-		   sscanf(line + 6, "%4095s", spec) == 1) {
-		add_store(f, d, spec);
+		   (n = sscanf(line + 6, "%4095s %4095s", spec, token)) >= 1) {
+		add_store(f, d, spec, n == 2 ? token : NULL);
 	} else if (!strcmp(line, "quit")) {
 		d->quit = 1;
 	} else if (!strcmp(line, "samples")) {
@@ -337,6 +338,9 @@ static void attach(struct daemon *d, int handed_over)
 	d->opts.pid = g->pid;
 	d->p = pager_init(g->uffd, r, (int)g->h.nregions, d->stores,
 			  d->nstores, d->copies, &d->opts);
+	/* The pager derived what it seals with: the VM's key is not kept. */
+	OPENSSL_cleanse(d->key, sizeof(d->key));
+	d->opts.key = NULL;
 	if (!d->p)
 		die("pager_init");
 	d->handed_over = handed_over;
@@ -438,11 +442,45 @@ static void serve(struct daemon *d, const char *socket)
 static int usage(void)
 {
 	fprintf(stderr, "usage: memcanal-pager --socket PATH [--store "
-		"file:PATH|tcp:HOST:PORT]... [--copies N] [--owner N] "
+		"file:PATH|tls:HOST:PORT|tcp:HOST:PORT [--store-token B64]]... "
+		"[--copies N] [--owner N] [--key-file PATH] [--tls-ca PATH] "
 		"[--state PATH] [--pool-mb N] [--pool PATH] [--control PATH] "
 		"[--sample-rate R] [--sample-salt S] [--sample-interval-ms MS] "
 		"[--full-pass-every N]\n");
 	return 2;
+}
+
+/* The key, the pool and the stores the command line names; exits if
+ * any is refused. */
+static void open_all(struct daemon *d, const char *key_file,
+		     const char *pool_path, uint64_t pool_mb,
+		     const char *const *specs, const char *const *tokens,
+		     int nspecs)
+{
+	char why[200];
+
+	if (key_file && pager_read_key(key_file, d->key))
+		exit(1);
+	if (key_file)
+		d->opts.key = d->key;
+	else
+		fprintf(stderr, "memcanal-pager: no --key-file: pages leave "
+			"this pager in plaintext\n");
+	if (pool_mb || pool_path) {
+		d->opts.pool = pager_pool_open(pool_path,
+					       (pool_mb << 20) / PAGER_PAGE);
+		if (!d->opts.pool)
+			exit(1);
+	}
+	for (int i = 0; i < nspecs; i++) {
+		d->stores[d->nstores] = open_store(specs[i], tokens[i], d->owner,
+						   d->tls_ca, why, sizeof(why));
+		if (!d->stores[d->nstores++]) {
+			fprintf(stderr, "memcanal-pager: %s: %s\n", specs[i],
+				why);
+			exit(1);
+		}
+	}
 }
 
 int main(int argc, char **argv)
@@ -450,7 +488,9 @@ int main(int argc, char **argv)
 	struct daemon d = { .pidfd = -1, .control = -1, .owner = 1,
 		.client = { .fd = 0 },
 		.sampling = { .salt = DEFAULT_SALT, .interval_ms = 10000 } };
-	const char *path = NULL, *control = NULL, *specs[PAGER_MAX_STORES];
+	const char *path = NULL, *control = NULL, *key_file = NULL;
+	const char *specs[PAGER_MAX_STORES], *tokens[PAGER_MAX_STORES] = { 0 };
+	const char *pool_path = NULL;
 	int nspecs = 0;
 	uint64_t pool_mb = 0;
 
@@ -466,16 +506,23 @@ int main(int argc, char **argv)
 			path = val;
 		else if (!strcmp(arg, "--store") && nspecs < PAGER_MAX_STORES)
 			specs[nspecs++] = val;
+		else if (!strcmp(arg, "--store-token") && nspecs &&
+			 !tokens[nspecs - 1])
+			tokens[nspecs - 1] = val;   /* the store before it */
 		else if (!strcmp(arg, "--copies"))
 			d.copies = atoi(val);
 		else if (!strcmp(arg, "--owner"))
 			d.owner = strtoull(val, NULL, 0);
+		else if (!strcmp(arg, "--key-file"))
+			key_file = val;
+		else if (!strcmp(arg, "--tls-ca"))
+			d.tls_ca = val;
 		else if (!strcmp(arg, "--state"))
 			d.opts.state_path = val;
 		else if (!strcmp(arg, "--pool-mb"))
 			pool_mb = strtoull(val, NULL, 0);
 		else if (!strcmp(arg, "--pool"))
-			d.opts.pool_path = val;
+			pool_path = val;
 		else if (!strcmp(arg, "--control"))
 			control = val;
 		else if (!strcmp(arg, "--sample-rate"))
@@ -492,13 +539,8 @@ int main(int argc, char **argv)
 	if (!path || d.copies < 0 || d.copies > PAGER_MAX_STORES ||
 	    !(d.sampling.rate >= 0 && d.sampling.rate <= 1))
 		return usage();
-	for (int i = 0; i < nspecs; i++) {
-		d.stores[d.nstores] = open_store(specs[i], d.owner);
-		if (!d.stores[d.nstores++])
-			die(specs[i]);
-	}
-	d.opts.pool_pages = (pool_mb << 20) / PAGER_PAGE;
-	d.opts.pool_owner = d.owner;
+	d.opts.owner = d.owner;
+	open_all(&d, key_file, pool_path, pool_mb, specs, tokens, nspecs);
 	d.client.out = stdout;
 	if (control) {
 		d.control = listen_control(control);
@@ -516,5 +558,7 @@ int main(int argc, char **argv)
 		unlink(control);
 	for (int i = 0; i < d.nstores; i++)
 		d.stores[i]->destroy(d.stores[i]);
+	if (d.opts.pool)
+		pager_pool_close(d.opts.pool);
 	return 0;
 }

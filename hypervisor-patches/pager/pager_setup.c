@@ -29,8 +29,7 @@
 static void free_pager(struct pager *p)
 {
 	states_close(&p->ps);
-	if (p->pool.shared)
-		pager_pool_close(p->pool.shared);
+	page_crypt_free(p->crypt);
 	free(p->pool.slot_of);
 	for (int s = 0; s < LATENCIES; s++)
 		free(p->samples[s]);
@@ -43,21 +42,65 @@ static void free_pager(struct pager *p)
 	free(p);
 }
 
+/*
+ * The registration's sealing: a fresh one gets a new salt and records
+ * its key's id, before anything is sealed; an adopted one must be sealed
+ * the same way, with the same key (pages sealed otherwise would all be
+ * refused, as forged).
+ */
+static int set_up_sealing(struct pager *p, const struct pager_opts *o,
+			  int fresh)
+{
+	struct state_seal *seal = p->ps.seal;
+	const uint8_t *key = o ? o->key : NULL;
+	uint8_t id[PAGER_KEY_ID_SIZE];
+
+	if (key && p->npages > (1ULL << 32)) {
+		fprintf(stderr, "pager: more than 2^32 pages cannot be sealed\n");
+		errno = EINVAL;
+		return -1;
+	}
+	if (fresh && key && page_crypt_salt(seal->salt))
+		return -1;
+	if (!fresh && seal->sealed != !!key) {
+		fprintf(stderr, "pager: the state file's pages are %s, and "
+			"this pager has %s key\n", seal->sealed ? "sealed" :
+			"plaintext", key ? "a" : "no");
+		errno = EKEYREJECTED;
+		return -1;
+	}
+	p->crypt = page_crypt_new(key, seal->salt, o ? o->owner : 0, id);
+	if (!p->crypt)
+		return -1;
+	if (fresh) {
+		memcpy(seal->key_id, id, sizeof(id));
+		seal->sealed = !!key;
+	} else if (memcmp(seal->key_id, id, sizeof(id))) {
+		fprintf(stderr, "pager: the state file's pages were sealed "
+			"with another key\n");
+		errno = EKEYREJECTED;
+		return -1;
+	}
+	p->st.sealed = !!key;
+	return 0;
+}
+
 static int alloc_pager(struct pager *p, const struct pager_opts *o,
 		       struct pager_registration *reg, int fresh)
 {
 	struct pool *q = &p->pool;
 
-	if (states_open(&p->ps, o ? o->state_path : NULL, reg, fresh))
+	if (states_open(&p->ps, o ? o->state_path : NULL, reg, fresh) ||
+	    set_up_sealing(p, o, fresh))
 		return -1;
-	if (o && (o->pool_pages || o->pool_path)) {
-		q->owner = o->pool_owner;
-		q->shared = pager_pool_open(o->pool_path, o->pool_pages);
+	if (o && o->pool) {
+		q->owner = o->owner;
+		q->shared = o->pool;
 		q->slot_of = malloc(p->npages * sizeof(*q->slot_of));
-		if (!q->shared || !q->slot_of)
+		if (!q->slot_of)
 			return -1;
 		memset(q->slot_of, 0xff, p->npages * sizeof(*q->slot_of));
-		if (!fresh)   /* the dead pager's pages, checksummed on take */
+		if (!fresh)   /* the dead pager's pages, opened on take */
 			pager_pool_find(q->shared, q->owner, q->slot_of,
 					p->npages);
 	}

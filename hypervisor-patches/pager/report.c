@@ -98,6 +98,7 @@ void print_stats(FILE *f, struct daemon *d)
 		", \"faults_minor\": %" PRIu64 ", \"deferred\": %" PRIu64
 		", \"zero_fills\": %" PRIu64 ", \"wp_on_out\": %" PRIu64
 		", \"put_failed_batches\": %" PRIu64 ", \"lost\": %" PRIu64
+		", \"sealed\": %s, \"pool_bad\": %" PRIu64
 		", \"adopted\": %s, \"reconciled\": %" PRIu64
 		", \"fault_samples\": %zu, \"fault_p50_us\": %.1f"
 		", \"fault_p99_us\": %.1f",
@@ -105,6 +106,7 @@ void print_stats(FILE *f, struct daemon *d)
 		memfd_kib(&d->g), st.swapped_out, st.swapped_in, st.cancelled,
 		st.faults_missing, st.faults_wp, st.faults_minor, st.deferred,
 		st.zero_fills, st.wp_on_out, st.put_failed_batches, st.lost,
+		st.sealed ? "true" : "false", st.pool_bad,
 		st.adopted ? "true" : "false", st.reconciled, samples, p50,
 		p99);
 	print_u64s(f, "served", st.served, d->nstores);

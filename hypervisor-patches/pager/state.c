@@ -1,11 +1,14 @@
 /*
  * The pager's page states, in memory or in a state file.
  *
- * The file: a header (magic, then struct pager_registration: QEMU's
- * pid, the uffd's features, the regions with their memfds' inodes),
- * then state[npages], have[npages], sum[npages], mapped shared: a
- * killed pager's stores to it are in the page cache for the next one.
- * It is flocked, so a second pager on a live one's file is refused.
+ * The file (v3): a header (magic, then struct pager_registration:
+ * QEMU's pid, the uffd's features, the regions with their memfds'
+ * inodes; then struct state_seal: the salt the key is derived with, the
+ * key's id, sealed or not), then state[npages], have[npages] (padded to
+ * 8 bytes), version[npages] (u64), tag[npages] (16 bytes), mapped
+ * shared: a killed pager's stores to it are in the page cache for the
+ * next one.  It is flocked, so a second pager on a live one's file is
+ * refused.
  */
 #define _GNU_SOURCE
 #include "state.h"
@@ -20,25 +23,41 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define STATE_MAGIC 0x3274617473706d63ULL   /* "mcpstat2" */
+#define STATE_MAGIC 0x3374617473706d63ULL   /* "mcpstat3" */
 
 struct state_header {
 	uint64_t magic;
 	struct pager_registration reg;
+	struct state_seal seal;
 };
 
-static size_t state_size(uint64_t npages)
+/* The arrays after the header. */
+static size_t arrays_size(uint64_t npages)
 {
-	return sizeof(struct state_header) + (2 * npages + 7) / 8 * 8 +
-	       npages * sizeof(uint64_t);
+	return (2 * npages + 7) / 8 * 8 +
+	       npages * (sizeof(uint64_t) + PAGER_TAG_SIZE);
+}
+
+/* Point s's arrays into base, which holds arrays_size(npages) bytes. */
+static void lay_out(struct page_states *s, char *base, uint64_t npages)
+{
+	s->state = (uint8_t *)base;
+	s->have = s->state + npages;
+	s->version = (uint64_t *)(base + (2 * npages + 7) / 8 * 8);
+	s->tag = (uint8_t (*)[PAGER_TAG_SIZE])(s->version + npages);
 }
 
 static int in_memory(struct page_states *s, uint64_t npages)
 {
-	s->state = calloc(npages ? npages : 1, 2);
-	s->have = s->state + npages;
-	s->sum = calloc(npages ? npages : 1, sizeof(*s->sum));
-	return s->state && s->sum ? 0 : -1;
+	char *base = calloc(1, arrays_size(npages) + 1);
+
+	s->seal = calloc(1, sizeof(*s->seal));
+	if (!base || !s->seal) {
+		free(base);
+		return -1;
+	}
+	lay_out(s, base, npages);
+	return 0;
 }
 
 /* Same registration, whatever the features. */
@@ -54,7 +73,7 @@ static int same(const struct pager_registration *a,
 int states_open(struct page_states *s, const char *path,
 		struct pager_registration *reg, int fresh)
 {
-	size_t len = state_size(reg->npages);
+	size_t len = sizeof(struct state_header) + arrays_size(reg->npages);
 	struct state_header want = { .magic = STATE_MAGIC, .reg = *reg };
 	struct state_header *h;
 	struct stat st;
@@ -90,9 +109,8 @@ int states_open(struct page_states *s, const char *path,
 	if (fresh)
 		memcpy(h, &want, sizeof(want));
 	reg->features = h->reg.features;
-	s->state = (uint8_t *)map + sizeof(want);
-	s->have = s->state + reg->npages;
-	s->sum = (uint64_t *)(map + len - reg->npages * sizeof(uint64_t));
+	s->seal = &h->seal;
+	lay_out(s, map + sizeof(want), reg->npages);
 	return 0;
 not_ours:
 	fprintf(stderr, "pager: %s is not the state of this registration\n",
@@ -109,7 +127,7 @@ void states_close(struct page_states *s)
 		munmap(s->map, s->len);
 	} else {
 		free(s->state);
-		free(s->sum);
+		free(s->seal);
 	}
 }
 

@@ -1,6 +1,8 @@
 /*
  * A pager store in a local file: page i at offset i * PAGER_PAGE.
- * Dropped copies are punched out of the file.
+ * Dropped copies are punched out of the file.  It holds what the pager
+ * gives it, sealed pages (crypt.h); it is created 0600 and never opened
+ * through a symbolic link.
  */
 #define _GNU_SOURCE
 #include "pager.h"
@@ -72,7 +74,7 @@ struct pager_store *pager_file_store(const char *path)
 
 	if (!f)
 		return NULL;
-	f->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	f->fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (f->fd < 0) {
 		free(f);
 		return NULL;

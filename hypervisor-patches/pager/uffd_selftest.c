@@ -15,7 +15,9 @@
  * counted, and every page is checked once more.  -p MiB gives the pager
  * a shared cache pool of that size; -P path puts that pool in the file
  * path, shared with other selftests given the same path (this one's
- * pages keyed by its pid), created by the first.  -r 1 restarts the pager at a
+ * pages keyed by its pid), created by the first.  -K path seals every
+ * copy with the key in path (memcanal-pager's --key-file; without it,
+ * plaintext).  -r 1 restarts the pager at a
  * quarter of the run, as after a crash: the first one stops (its uffd
  * stays set up, with pages out and writers faulting), the second adopts
  * the registration from the state file and must serve every page.  -R 2
@@ -23,13 +25,14 @@
  * second half first): page indexes then differ from memfd offsets.
  *
  *   uffd_selftest [-m MiB] [-s seconds] [-w writers] [-d dir] [-k 0|1]
- *                 [-n 1|2] [-t host:port] [-p MiB] [-P path] [-r 0|1]
- *                 [-R 1|2]
+ *                 [-n 1|2] [-t host:port] [-p MiB] [-P path] [-K key]
+ *                 [-r 0|1] [-R 1|2]
  *
  * Exit status 1 on any wrong word, lost page or swap-out error.  -n 1 (one store, no
  * redundancy) with -k 1 must lose pages: the check of the checker.
  */
 #define _GNU_SOURCE
+#include "crypt.h"
 #include "pager.h"
 
 #include <errno.h>
@@ -144,9 +147,11 @@ int main(int argc, char **argv)
 	long mib = 64, secs = 4, kill_store = 1, pool_mib = 0, restart = 0;
 	int nstores = 2, nregions = 1;
 	const char *dir = "/tmp", *server = NULL, *pool_path = NULL;
+	const char *key_file = NULL;
+	uint8_t key[PAGER_KEY_SIZE];
 	int opt;
 
-	while ((opt = getopt(argc, argv, "m:s:w:d:k:n:t:p:P:r:R:")) != -1) {
+	while ((opt = getopt(argc, argv, "m:s:w:d:k:n:t:p:P:K:r:R:")) != -1) {
 		switch (opt) {
 		case 'm': mib = atol(optarg); break;
 		case 's': secs = atol(optarg); break;
@@ -157,12 +162,14 @@ int main(int argc, char **argv)
 		case 't': server = optarg; break;
 		case 'p': pool_mib = atol(optarg); break;
 		case 'P': pool_path = optarg; break;
+		case 'K': key_file = optarg; break;
 		case 'r': restart = atol(optarg); break;
 		case 'R': nregions = atoi(optarg); break;
 		default:
 			fprintf(stderr, "usage: %s [-m MiB] [-s seconds] "
 				"[-w writers] [-d dir] [-k 0|1] [-n 1|2] "
-				"[-t host:port] [-p MiB] [-r 0|1] [-R 1|2]\n",
+				"[-t host:port] [-p MiB] [-P path] [-K key] "
+				"[-r 0|1] [-R 1|2]\n",
 				argv[0]);
 			return 2;
 		}
@@ -250,10 +257,18 @@ int main(int argc, char **argv)
 	struct pager_opts opts = {
 		.state_path = state_path,
 		.pid = getpid(),
-		.pool_pages = (pool_mib << 20) / PAGER_PAGE,
-		.pool_path = pool_path,
-		.pool_owner = getpid(),
+		.owner = getpid(),
+		.key = key_file ? key : NULL,
 	};
+
+	if (key_file && pager_read_key(key_file, key))
+		return 2;
+	if (pool_mib || pool_path) {
+		opts.pool = pager_pool_open(pool_path,
+					    (pool_mib << 20) / PAGER_PAGE);
+		if (!opts.pool)
+			return 2;
+	}
 
 	snprintf(state_path, sizeof(state_path), "%s/uffd_selftest.%d.state",
 		 dir, (int)getpid());
@@ -393,11 +408,16 @@ int main(int argc, char **argv)
 	       (unsigned long long)st.pool_capacity);
 	printf("batches kept in for want of copies: %llu\n",
 	       (unsigned long long)st.put_failed_batches);
+	printf("sealed: %s, bad pool copies: %llu\n",
+	       st.sealed ? "AES-256-GCM" : "no (plaintext)",
+	       (unsigned long long)st.pool_bad);
 	printf("lost pages: %llu\n", (unsigned long long)st.lost);
 	printf("wrong words: %llu\n",
 	       (unsigned long long)atomic_load(&wrong_words));
 
 	pager_fini(p);
+	if (opts.pool)
+		pager_pool_close(opts.pool);
 	free(list);
 	free(version);
 	munmap(mem, len);
