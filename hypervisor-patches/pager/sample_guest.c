@@ -4,11 +4,12 @@
  *
  *   MEMCANAL_PAGER_SOCKET=PATH LD_PRELOAD=libmemcanal-uffd.so \
  *       sample_guest [-m MiB] [-r regions] [-t threads] [-p percent]
- *                    [-l seconds]
+ *                    [-l seconds] [-S secret]
  *
  * It maps -r memfds (memfd:sample_guest.N, MAP_SHARED, -m MiB in all),
  * as QEMU maps its memory backends, and fills every page with words that
- * name the page, its version and the word.  Pages are numbered as the
+ * name the page, its version and the word (-S: every page starts with
+ * the text secret instead, for tests that look for it where pages go).  Pages are numbered as the
  * pager numbers them: the regions in address order, concatenated.  Then
  * it prints {"ready": true, "pages": N, ...} and reads commands:
  *
@@ -54,6 +55,7 @@ static int nregions = 2, nthreads = 4, percent = 30;
 static uint64_t npages;
 static uint32_t *version;
 static uint8_t *kind;       /* the phase's access to each page */
+static const char *secret = "";
 static atomic_ullong bad;
 
 static volatile uint64_t *page_at(uint64_t pg)
@@ -72,13 +74,25 @@ static uint64_t word(uint64_t pg, uint32_t v, uint64_t i)
 	return (pg << 40) ^ ((uint64_t)v << 12) ^ i ^ 0x3c3c000000000000ULL;
 }
 
+/* Word i of page pg at version v: the secret's, then word()'s. */
+static uint64_t expected(uint64_t pg, uint32_t v, uint64_t i)
+{
+	size_t len = strlen(secret);
+	uint64_t w = 0;
+
+	if (i * 8 >= len)
+		return word(pg, v, i);
+	memcpy(&w, secret + i * 8, len - i * 8 < 8 ? len - i * 8 : 8);
+	return w;
+}
+
 static uint64_t check(uint64_t pg)
 {
 	volatile uint64_t *w = page_at(pg);
 	uint64_t wrong = 0;
 
 	for (uint64_t i = 0; i < WORDS; i++)
-		wrong += w[i] != word(pg, version[pg], i);
+		wrong += w[i] != expected(pg, version[pg], i);
 	return wrong;
 }
 
@@ -87,7 +101,7 @@ static void rewrite(uint64_t pg, uint32_t v)
 	volatile uint64_t *w = page_at(pg);
 
 	for (uint64_t i = 0; i < WORDS; i++)
-		w[i] = word(pg, v, i);
+		w[i] = expected(pg, v, i);
 	version[pg] = v;
 }
 
@@ -218,23 +232,26 @@ int main(int argc, char **argv)
 	char line[256];
 	int opt;
 
-	while ((opt = getopt(argc, argv, "m:r:t:p:l:")) != -1) {
+	while ((opt = getopt(argc, argv, "m:r:t:p:l:S:")) != -1) {
 		switch (opt) {
 		case 'm': mib = atol(optarg); break;
 		case 'r': nregions = atoi(optarg); break;
 		case 't': nthreads = atoi(optarg); break;
 		case 'p': percent = atoi(optarg); break;
 		case 'l': loop = atol(optarg); break;
+		case 'S': secret = optarg; break;
 		default:
 			fprintf(stderr, "usage: %s [-m MiB] [-r regions] "
-				"[-t threads] [-p percent] [-l seconds]\n",
+				"[-t threads] [-p percent] [-l seconds] "
+				"[-S secret]\n",
 				argv[0]);
 			return 2;
 		}
 	}
 	if (nregions < 1 || nregions > MAX_REGIONS || nthreads < 1 ||
 	    nthreads > MAX_THREADS || percent < 1 || percent > 100 ||
-	    mib * 256 / nregions < 512 || map_regions(mib)) {
+	    mib * 256 / nregions < 512 || strlen(secret) > PAGE / 2 ||
+	    map_regions(mib)) {
 		fprintf(stderr, "bad arguments, or no memory\n");
 		return 2;
 	}
