@@ -12,6 +12,10 @@ real shim (libmemcanal-uffd.so): two memfd regions, pages checksummed,
 phases that read, write, or read then write known pages from several
 threads. memcanal-pager samples it through its control socket, intervals
 ended by hand (``tick``), so each phase is exactly one interval.
+
+Pagers seal every copy with a VM key (issue #25), as the agent always
+has them do; one run of each program stays plaintext, the old way.
+test_pager_attacks.py attacks the copies.
 """
 
 import json
@@ -40,9 +44,25 @@ def selftest(tmp_path_factory):
         tmp_path_factory.mktemp('pager-build')) / 'uffd_selftest'
 
 
-def run(selftest, tmp_path, *args):
+def key_file(path):
+    """A new VM key at ``path``, as the agent makes one: 32 random
+    bytes, root's, mode 0600."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, 'wb') as key:
+        key.write(os.urandom(32))
+    return str(path)
+
+
+@pytest.fixture(scope='module')
+def key(tmp_path_factory):
+    return key_file(tmp_path_factory.mktemp('key') / 'vm.key')
+
+
+def run(selftest, tmp_path, *args, key=None):
+    """uffd_selftest, its copies sealed with ``key`` (None: plaintext)."""
+    sealing = ['-K', key] if key else []
     return subprocess.run([str(selftest), '-m', '64', '-s', '3',
-                           '-d', str(tmp_path), *args],
+                           '-d', str(tmp_path), *sealing, *args],
                           capture_output=True, text=True, timeout=120)
 
 
@@ -58,9 +78,10 @@ def memserver():
     process.wait(10)
 
 
-def check_store_0_lost_midway(result):
+def check_store_0_lost_midway(result, sealed=True):
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
+    assert ('sealed: AES-256-GCM' if sealed else 'sealed: no') in out, out
     assert number(r'wrong words: (\d+)', out) == 0, out
     assert number(r'lost pages: (\d+)', out) == 0, out
     assert number(r'swapped out: (\d+) pages', out) > 0, out
@@ -74,32 +95,37 @@ def check_store_0_lost_midway(result):
     return out
 
 
-@pytest.mark.parametrize('regions', ['1', '2'])
-def test_a_file_store_lost_midway_loses_nothing(selftest, tmp_path, regions):
+@pytest.mark.parametrize('regions,sealed', [('1', True), ('2', True),
+                                            ('1', False)])
+def test_a_file_store_lost_midway_loses_nothing(selftest, key, tmp_path,
+                                                regions, sealed):
     """-R 2: the memfd's halves mapped in swapped order, two regions whose
-    page indexes are not their memfd offsets."""
+    page indexes are not their memfd offsets. Unsealed: the old way,
+    copies checksummed."""
     out = check_store_0_lost_midway(
-        run(selftest, tmp_path, '-k', '1', '-n', '2', '-R', regions))
+        run(selftest, tmp_path, '-k', '1', '-n', '2', '-R', regions,
+            key=key if sealed else None), sealed)
     assert 'in %s regions' % regions in out, out
     assert 'store 0 (file) emptied' in out, out
     assert not list(tmp_path.iterdir()), 'store files left behind'
 
 
-def test_a_memserver_emptied_midway_loses_nothing(selftest, memserver,
+def test_a_memserver_emptied_midway_loses_nothing(selftest, key, memserver,
                                                   tmp_path):
     out = check_store_0_lost_midway(
-        run(selftest, tmp_path, '-k', '1', '-n', '2', '-t', memserver))
+        run(selftest, tmp_path, '-k', '1', '-n', '2', '-t', memserver,
+            key=key))
     assert 'store 0 (memserver) emptied' in out, out
 
 
-def run_signalling_memserver(selftest, tmp_path, signum):
+def run_signalling_memserver(selftest, key, tmp_path, signum):
     """The selftest's output with store 0 a memserver that gets
     ``signum`` 1.5 s into the run; nothing lost, no wrong word."""
     server, (host, port) = services.start_memserver(max_pages=65536)
     try:
         run = subprocess.Popen(
             [str(selftest), '-m', '64', '-s', '3', '-k', '0', '-d',
-             str(tmp_path), '-t', '%s:%d' % (host, port)],
+             str(tmp_path), '-t', '%s:%d' % (host, port), '-K', key],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(1.5)
         server.send_signal(signum)
@@ -114,21 +140,21 @@ def run_signalling_memserver(selftest, tmp_path, signum):
     return out
 
 
-def test_a_memserver_killed_midway_loses_nothing(selftest, tmp_path):
+def test_a_memserver_killed_midway_loses_nothing(selftest, key, tmp_path):
     """The server process dies (SIGKILL): gets fail and fall back to the
     file; puts fail, so nothing more goes out with one copy only."""
-    out = run_signalling_memserver(selftest, tmp_path, signal.SIGKILL)
+    out = run_signalling_memserver(selftest, key, tmp_path, signal.SIGKILL)
     assert number(r'swapped out: (\d+) pages', out) > 0, out
     assert number(r'store 0: .*failed puts (\d+)', out) > 0, out
     assert number(r'store 0: served \d+, failed gets (\d+)', out) > 0, out
     assert number(r'batches kept in for want of copies: (\d+)', out) > 0
 
 
-def test_a_memserver_frozen_midway_loses_nothing(selftest, tmp_path):
+def test_a_memserver_frozen_midway_loses_nothing(selftest, key, tmp_path):
     """The server stops answering (SIGSTOP: the kernel still accepts its
     connections): requests time out, the store is tried last while it
     backs off, the file serves, and the run finishes."""
-    out = run_signalling_memserver(selftest, tmp_path, signal.SIGSTOP)
+    out = run_signalling_memserver(selftest, key, tmp_path, signal.SIGSTOP)
     # A get or a put timed out, and the store was skipped after.
     assert (number(r'store 0: served \d+, failed gets (\d+)', out)
             + number(r'store 0: .*failed puts (\d+)', out)) > 0, out
@@ -136,10 +162,10 @@ def test_a_memserver_frozen_midway_loses_nothing(selftest, tmp_path):
     assert number(r'store 1: served (\d+)', out) > 0, out
 
 
-def test_one_store_lost_is_caught(selftest, tmp_path):
+def test_one_store_lost_is_caught(selftest, key, tmp_path):
     """Without redundancy the same loss is data lost, and the selftest
     says so: its checks can fail."""
-    result = run(selftest, tmp_path, '-k', '1', '-n', '1')
+    result = run(selftest, tmp_path, '-k', '1', '-n', '1', key=key)
     assert result.returncode == 1, result.stdout
     assert number(r'lost pages: (\d+)', result.stdout) > 0
     assert number(r'wrong words: (\d+)', result.stdout) > 0
@@ -147,15 +173,17 @@ def test_one_store_lost_is_caught(selftest, tmp_path):
 
 @pytest.mark.parametrize('pool_file', [False, True])
 def test_a_restarted_pager_adopts_and_the_pool_serves_first(
-        selftest, tmp_path, tmp_path_factory, pool_file):
+        selftest, key, tmp_path, tmp_path_factory, pool_file):
     """The pager stops at a quarter of the run, writers faulting on its
     pages meanwhile; the next one adopts the uffd from the state file
-    and serves every page, the pool first. With the pool in a file the
-    new pager also takes up the old one's pool pages (checksummed)."""
+    (its versions and tags) and serves every page, the pool first. With
+    the pool in a file the new pager also takes up the old one's pool
+    pages (opened with the tags it kept)."""
     pool = ['-P', str(tmp_path_factory.mktemp('pool') / 'pool')]
     out = check_store_0_lost_midway(
         run(selftest, tmp_path, '-k', '1', '-n', '2', '-p', '8', '-r', '1',
-            *(pool if pool_file else [])))
+            *(pool if pool_file else []), key=key))
+    assert number(r'bad pool copies: (\d+)', out) == 0, out
     assert number(r'pager restarted at [\d.]+ s: adopted (\d+)', out) == 1
     assert number(r', (\d+) pages out before', out) > 0, out
     assert number(r'faults from pool: (\d+)', out) > 0, out
@@ -163,7 +191,7 @@ def test_a_restarted_pager_adopts_and_the_pool_serves_first(
     assert not list(tmp_path.iterdir()), 'files left behind'
 
 
-def test_two_pagers_share_one_pool_file(selftest, tmp_path):
+def test_two_pagers_share_one_pool_file(selftest, key, tmp_path):
     """Two selftests, each with its own pager, memfd and stores, map one
     8 MiB pool file (-P): both lose nothing and both are served from
     it; their pages are keyed by pid, so the same page numbers of the
@@ -176,7 +204,7 @@ def test_two_pagers_share_one_pool_file(selftest, tmp_path):
         directory.mkdir()
         processes.append(subprocess.Popen(
             [str(selftest), '-m', '64', '-s', '3', '-d', str(directory),
-             '-k', '1', '-n', '2', '-p', '8', '-P', str(pool)],
+             '-k', '1', '-n', '2', '-p', '8', '-P', str(pool), '-K', key],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     for process in processes:
         out, err = process.communicate(timeout=120)
@@ -185,7 +213,9 @@ def test_two_pagers_share_one_pool_file(selftest, tmp_path):
                                         out, err))
         assert number(r'faults from pool: (\d+)', out) > 0, out
         assert number(r'pages held of (\d+)', out) == 2048, out
+        assert number(r'bad pool copies: (\d+)', out) == 0, out
     assert pool.stat().st_size > 8 << 20
+    assert pool.stat().st_mode & 0o777 == 0o600
 
 
 def test_the_pool_file_is_shared_by_owner_and_survives_a_killed_holder(
@@ -233,26 +263,43 @@ def pages_of(runs):
         firsts.tolist(), counts.tolist())] or [np.zeros(0, np.int64)])
 
 
+def store_arguments(stores):
+    """--store options of stores given as specs or (spec, token)."""
+    arguments = []
+    for store in stores:
+        spec, token = (store, None) if isinstance(store, str) else store
+        arguments += ['--store', spec] + (
+            ['--store-token', token] if token else [])
+    return arguments
+
+
 class SampledProcess:
     """sample_guest under the shim, paged and sampled by memcanal-pager
-    (a file store, a state file, intervals ended by ``tick``), which is
-    driven through its control socket."""
+    (a file store, or ``stores``, a state file, copies sealed with a new
+    key, or ``key``'s, or none if None; intervals ended by ``tick``),
+    which is driven through its control socket."""
+
+    GUEST = ('-m', '64', '-r', '2', '-t', '4')
 
     def __init__(self, build, directory, rate, full_every=0, salt=None,
-                 shim_socket=None):
+                 shim_socket=None, key=True, stores=None, options=(),
+                 guest=GUEST):
         self.build, self.directory = build, directory
         self.socket = os.path.join(directory, 'pager.sock')
         self.store = 'file:%s' % os.path.join(directory, 'pages')
+        self.stores = [self.store] if stores is None else stores
+        self.key = (key_file(os.path.join(directory, 'vm.key'))
+                    if key is True else key)
         self.options = [
             '--state', os.path.join(directory, 'pager.state'),
             '--sample-rate', str(rate), '--sample-interval-ms', '0',
-            '--full-pass-every', str(full_every)]
+            '--full-pass-every', str(full_every), *options]
         if salt is not None:
             self.options += ['--sample-salt', str(salt)]
         self.pagers = 0
         self.start_pager()
         self.child = subprocess.Popen(
-            [str(build / 'sample_guest'), '-m', '64', '-r', '2', '-t', '4'],
+            [str(build / 'sample_guest'), *guest],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
             bufsize=1, env=dict(
                 os.environ, MEMCANAL_PAGER_SOCKET=shim_socket or self.socket,
@@ -261,20 +308,23 @@ class SampledProcess:
         self.pages = next_json(self.child_lines, what='ready')['pages']
         self.attached = self.event('attached')
         assert self.attached['pid'] == self.child.pid, self.attached
+        assert self.attached['sealed'] == bool(self.key), self.attached
         self.sample = mrc.sample_mask(
             self.pages, rate, mrc.DEFAULT_SALT if salt is None else salt
         ).astype(bool)
 
-    def start_pager(self, socket=None, store=True):
+    def start_pager(self, socket=None, store=True, key=None):
         """A pager on ``socket`` (default: the shim's) with the same state
-        file, and the store unless not ``store``: after a kill, it takes
-        over."""
+        file, key (unless ``key``) and stores (none if not ``store``):
+        after a kill, it takes over."""
         control = os.path.join(self.directory, 'control.%d' % self.pagers)
+        key = key or self.key
         self.pagers += 1
         self.pager = subprocess.Popen(
             [str(self.build / 'memcanal-pager'), '--socket',
-             socket or self.socket, '--control', control,
-             *self.options, *(['--store', self.store] if store else [])],
+             socket or self.socket, '--control', control, *self.options,
+             *(['--key-file', key] if key else []),
+             *(store_arguments(self.stores) if store else [])],
             stdout=subprocess.PIPE, text=True, bufsize=1)
         self.pager_lines = lines_of(self.pager.stdout)
         self.event('listening')
@@ -587,3 +637,32 @@ def test_a_relayed_handoff_is_sampled(sampled, short_tmp_path):
     assert record['zapped'] == process.pages, record
     np.testing.assert_array_equal(seen, touched)
     np.testing.assert_array_equal(seen_written, written)
+
+
+@pytest.mark.parametrize('other_key', [True, False])
+def test_a_pager_taking_over_with_another_key_is_refused(
+        sampled, short_tmp_path, other_key):
+    """The state file names the key the pages are sealed with: a pager
+    taking over with another key, or with none, exits rather than take
+    every copy for a forgery (and the guest's pages for lost); the VM's
+    own key then takes over and every page comes back."""
+    process = sampled(0.1)
+    process.command('swapout 0 %d' % process.pages)
+    process.kill_pager()
+    key = ['--key-file', key_file(os.path.join(short_tmp_path, 'other.key'))]
+    refused = subprocess.run(
+        [str(process.build / 'memcanal-pager'), '--socket', process.socket,
+         *process.options, *(key if other_key else []),
+         *store_arguments(process.stores)],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        timeout=60)
+    assert refused.returncode == 1, refused
+    assert ('sealed with another key' if other_key else
+            'are sealed, and this pager has no key') in refused.stderr
+    process.start_pager()
+    attached = process.event('attached')
+    assert attached['adopted'] and attached['sealed'], attached
+    process.send('check')
+    assert process.answer() == {'check': 0}
+    stats = process.command('stats')
+    assert stats['lost'] == 0 and stats['bad_sum'] == [0], stats
