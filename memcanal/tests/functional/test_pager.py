@@ -311,7 +311,7 @@ class SampledProcess:
         assert self.attached['sealed'] == bool(self.key), self.attached
         self.sample = mrc.sample_mask(
             self.pages, rate, mrc.DEFAULT_SALT if salt is None else salt
-        ).astype(bool)
+        ).astype(bool) if rate else np.zeros(self.pages, bool)
 
     def start_pager(self, socket=None, store=True, key=None):
         """A pager on ``socket`` (default: the shim's) with the same state
