@@ -41,7 +41,11 @@ RAM to a memcanal-pager of the domain's own
 (memcanal.agent.drivers.domain_pagers): at once with [sampling] enabled,
 so every such domain's accesses are sampled, and its Samples carry them
 (the agent's ``sampled`` working set and curve); else at its first
-paging action. The cold-page detector learns from those samples (full
+paging action. Only the domain's own QEMU may hand it over (issue #25):
+the socket is ``[libvirt] qemu_group``'s, and an offer is taken only
+from the process libvirt's pid file of the domain names, with that
+process's own descriptors (memcanal.agent.drivers.handoff_checks).
+The cold-page detector learns from those samples (full
 passes show every page) and the pager's faults; the resident target of
 a paging action is kept at every collection.
 """
