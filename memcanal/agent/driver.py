@@ -170,7 +170,8 @@ class HypervisorDriver(abc.ABC):
 
     @abc.abstractmethod
     def apply_memory_target(self, instance_uuid, target_bytes,
-                            mechanism='balloon', stores=()):
+                            mechanism='balloon', stores=(),
+                            lease_tokens=None):
         """Resize a VM's memory to ``target_bytes`` with ``mechanism`` (one
         of MECHANISMS); return a Resize, or raise ResizeFailed and leave
         the VM as it was.
@@ -179,8 +180,11 @@ class HypervisorDriver(abc.ABC):
         ``target_bytes`` is how much of it stays resident on the host; the
         Resize's ``previous_bytes`` is the memory resident before.
         ``stores`` are where paged-out pages go besides the agent's own
-        local store (``tcp:HOST:PORT`` specs of memory servers lent to
-        this host); other mechanisms ignore them."""
+        local store, in order (``tls:HOST:PORT`` specs of memory servers
+        lent to this host), and ``lease_tokens`` the service's lease
+        token of each (base64, by store), which the VM's pager presents
+        to that server; both as a pooling ``page`` action carries them.
+        Other mechanisms ignore them."""
 
     def migrate_instance(self, instance_uuid, destination_host):
         """Move a VM to the host named ``destination_host``; a VM already

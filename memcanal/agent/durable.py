@@ -9,7 +9,9 @@ so after a crash it holds the old content or the new, never a part.
 import os
 
 
-def _sync_directory(path):
+def sync_directory(path):
+    """Make the names in directory ``path`` durable (a file made or
+    renamed there)."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -17,17 +19,21 @@ def _sync_directory(path):
         os.close(fd)
 
 
-def write(path, text):
-    """Replace ``path`` with ``text`` atomically and durably."""
+def write(path, text, mode=0o666):
+    """Replace ``path`` with ``text`` atomically and durably; the file
+    has ``mode`` (less the umask) from its first byte on, so a secret's
+    file is never wider, not even while it is written."""
     directory = os.path.dirname(path) or '.'
     os.makedirs(directory, exist_ok=True)
     tmp = path + '.tmp'
-    with open(tmp, 'w') as f:
+    remove(tmp)                 # a crash's leftover, with its own mode
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode),
+              'w') as f:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _sync_directory(directory)
+    sync_directory(directory)
 
 
 def names(directory, suffix):

@@ -410,7 +410,8 @@ class AgentManager:
         try:
             resize = self.driver.apply_memory_target(
                 action['instance_uuid'], action['target_bytes'],
-                action['mechanism'], action.get('stores', ()))
+                action['mechanism'], action.get('stores', ()),
+                action.get('lease_tokens'))
         except (exception.ResizeFailed, exception.InstanceNotFound) as error:
             LOG.warning('Action %s failed: %s', action['uuid'], error)
             return {'uuid': action['uuid'], 'state': 'failed',

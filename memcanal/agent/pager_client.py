@@ -36,6 +36,13 @@ class UnsupportedCommand(PagerError):
     or it refused it (a fifth store)."""
 
 
+def shown(line):
+    """A command as logs and errors show it: without the lease token of
+    a ``store``, which lets whoever holds it store on a memory server."""
+    words = line.split()
+    return ' '.join(words[:2]) if words[:1] == ['store'] else line
+
+
 def start_time(pid):
     """When process ``pid`` started (clock ticks since boot, /proc's
     ``starttime``), which a later process reusing the pid does not
@@ -168,7 +175,7 @@ class PagerClient:
         if not lines:
             return []
         with self._lock:
-            doing = 'on %r' % lines[0]
+            doing = 'on %r' % shown(lines[0])
             try:
                 if self._socket is None:
                     self._connect(doing)
@@ -186,7 +193,7 @@ class PagerClient:
         for line, answer in zip(lines, answers):
             if answer.get('event') == 'error':
                 raise UnsupportedCommand(name=self.name, reason='%r: %s' % (
-                    line, answer.get('line', answer)))
+                    shown(line), answer.get('line', answer)))
         return answers
 
     def command(self, line):
@@ -197,13 +204,13 @@ class PagerClient:
         while True:
             text = self._stream.readline()
             if not text:
-                raise self._error('on %r' % line, 'closed its control '
-                                  'socket')
+                raise self._error('on %r' % shown(line), 'closed its '
+                                  'control socket')
             try:
                 answer = json.loads(text)
             except ValueError:
                 raise PagerError(name=self.name, reason='said %r on %r' % (
-                    text.strip(), line))
+                    text.strip(), shown(line)))
             if answer.get('event') in (None, verb, 'error'):
                 return answer
             LOG.debug('memcanal-pager %s: %s', self.name, answer)

@@ -25,22 +25,29 @@ pager_opts = [
                     'out has a copy in <instance uuid>.pages here besides '
                     'the memory servers\'.'),
     cfg.StrOpt('state_dir', default='$state_path/pagers',
-               help='Directory of each guest\'s pager files: the pager\'s '
-                    'state file (<instance uuid>.state, which lets a pager '
-                    'take over from one that died), its control socket '
-                    '(.ctl), the socket it takes its guest\'s RAM on '
-                    '(.sock), its log (.log) and the agent\'s record of it '
-                    '(.json). Keep it short: socket paths have at most '
-                    '107 bytes.'),
+               help='Directory of each guest\'s pager files, the '
+                    'agent\'s alone (made 0700): the pager\'s state file '
+                    '(<instance uuid>.state, which lets a pager take over '
+                    'from one that died), the guest\'s page key (.key, 32 '
+                    'random bytes, 0600: every page leaves the host '
+                    'encrypted with it, and it never leaves the host), '
+                    'its control socket (.ctl), the socket it takes its '
+                    'guest\'s RAM on (.sock), its log (.log) and the '
+                    'agent\'s record of it (.json, 0600: it holds the '
+                    'lease tokens of the guest\'s memory servers). Keep '
+                    'it short: socket paths have at most 107 bytes.'),
     cfg.IntOpt('pool_mb', default=0, min=0,
                help='MiB of TMemCanal\'s shared cache pool: pages recently '
                     'paged out stay in memory and a fault takes them from '
                     'it first. 0: no pool.'),
-    cfg.StrOpt('pool_path', default='/dev/shm/memcanal-pool',
+    cfg.StrOpt('pool_path', default='/dev/shm/memcanal/pool',
                help='The file the pool lives in, shared by every pager of '
                     'this host (the first creates it with pool_mb), so '
-                    'the pool is the host\'s, not one per VM. Empty: each '
-                    'pager has a pool of its own.'),
+                    'the pool is the host\'s, not one per VM. Its '
+                    'directory is root\'s alone (the agent makes it '
+                    '0700): a pager refuses a pool file someone else '
+                    'could have planted. Empty: each pager has a pool of '
+                    'its own.'),
     cfg.FloatOpt('cold_after', min=0.1,
                  help='Seconds a page must go unaccessed, once in the '
                       'lowest queue, before it is cold (the detector\'s '

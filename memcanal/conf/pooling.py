@@ -50,6 +50,13 @@ pooling_opts = [
                     'memcanal-memserver (its --admin): the agent asks it '
                     'what the server holds (STAT) to register it. Only '
                     'root may use it; no network client can.'),
+    cfg.StrOpt('tls_ca_file',
+               help='PEM file of the CA that signed the memory servers\' '
+                    'certificates (tools/pki.sh ca makes one): the pagers '
+                    'of this host\'s VMs check every memory server they '
+                    'page to against it, and the host name it is '
+                    'registered under (memcanal-pager --tls-ca). Unset: '
+                    'a paging action that lends a memory server fails.'),
 ]
 
 

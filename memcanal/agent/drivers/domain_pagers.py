@@ -180,15 +180,17 @@ class DomainPagers:
                           uuid, error)
             return True
 
-    def _relay(self, uuid, offer, stores=()):
-        """Give ``offer`` to the domain's pager: a new one, one taking
-        over from a pager that died, or one waiting for it."""
+    def _relay(self, uuid, offer, stores=(), lease_tokens=None):
+        """Give ``offer`` to the domain's pager: a new one (with
+        ``stores`` and their ``lease_tokens``), one taking over from a
+        pager that died, or one waiting for it."""
         pager = self._pagers.get(uuid)
         try:
             if pager is None:
                 pager = paged.VmPager.start(
                     self.conf, uuid,
-                    paged.pager_file(self.conf, uuid, '.sock'), stores)
+                    paged.pager_file(self.conf, uuid, '.sock'), stores,
+                    lease_tokens)
             elif not pager.alive():
                 pager = pager.restart()
         except pager_client.PagerError:
@@ -243,23 +245,25 @@ class DomainPagers:
                 return sample
             return paged.collect(self._pagers[uuid], sample)
 
-    def page(self, uuid, socket, target_bytes, stores):
+    def page(self, uuid, socket, target_bytes, stores, lease_tokens=None):
         """Page the domain to ``target_bytes`` resident, starting its
-        pager with ``stores`` if it has none; the Resize."""
+        pager with ``stores`` (and their ``lease_tokens``) if it has
+        none; the Resize."""
         with self._lock:
             pager = self._pagers.get(uuid)
             if pager is not None:
                 pager = self._upkeep(uuid, pager)
             if pager is None:
                 try:
-                    self._relay(uuid, self._held(uuid, socket), stores)
+                    self._relay(uuid, self._held(uuid, socket), stores,
+                                lease_tokens)
                 except (handoff.HandoffError,
                         pager_client.PagerError) as error:
                     raise exception.ResizeFailed(uuid=uuid,
                                                  reason=str(error))
                 pager = self._pagers[uuid]
             return paged.set_resident(pager, target_bytes, stores,
-                                      self.conf.pager.timeout)
+                                      lease_tokens, self.conf.pager.timeout)
 
     def _held(self, uuid, socket):
         listener = self.listeners.get(socket)

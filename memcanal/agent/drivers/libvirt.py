@@ -330,13 +330,15 @@ class LibvirtDriver(driver.HypervisorDriver):
     # -- resizing ------------------------------------------------------------
 
     def apply_memory_target(self, instance_uuid, target_bytes,
-                            mechanism='balloon', stores=()):
+                            mechanism='balloon', stores=(),
+                            lease_tokens=None):
         if mechanism not in driver.MECHANISMS:
             raise exception.ResizeFailed(
                 uuid=instance_uuid,
                 reason='unknown mechanism %r' % (mechanism,))
         if mechanism == 'paging':
-            return self._page(instance_uuid, target_bytes, stores)
+            return self._page(instance_uuid, target_bytes, stores,
+                              lease_tokens)
         if (not isinstance(target_bytes, int) or isinstance(
                 target_bytes, bool) or target_bytes < estimation.PAGE_SIZE):
             raise exception.ResizeFailed(
@@ -361,9 +363,9 @@ class LibvirtDriver(driver.HypervisorDriver):
         return driver.Resize(mechanism, previous, target_bytes,
                              time.monotonic() - started)
 
-    def _page(self, uuid, target_bytes, stores):
+    def _page(self, uuid, target_bytes, stores, lease_tokens):
         """Set the resident target, starting the domain's pager with
-        ``stores`` if it has none yet."""
+        ``stores`` (and their ``lease_tokens``) if it has none yet."""
         if (not isinstance(target_bytes, int) or isinstance(
                 target_bytes, bool) or target_bytes < 0):
             raise exception.ResizeFailed(
@@ -378,7 +380,8 @@ class LibvirtDriver(driver.HypervisorDriver):
         if self.pagers is None:
             raise exception.ResizeFailed(uuid=uuid, reason=(
                 '[libvirt] paging is off'))
-        return self.pagers.page(uuid, socket, target_bytes, stores)
+        return self.pagers.page(uuid, socket, target_bytes, stores,
+                                lease_tokens)
 
     @staticmethod
     def _virtio_mem(root):

@@ -12,14 +12,26 @@ local file store, driven through memcanal.agent.paging.GuestPager.
 Each pager has a record on disk (``[pager] state_dir/<uuid>.json``,
 written whole or not at all), so that an agent that restarts finds the
 pagers still running and connects to them again, and starts one that
-takes over (same ``--state`` and stores) from a pager that died while
-its QEMU runs.
+takes over (same ``--state``, key, stores and lease tokens) from a pager
+that died while its QEMU runs.
+
+Pages leave the host in a form no one else can read or forge (issue
+#25): each VM has a page key of its own (``<uuid>.key``, made by the
+agent as its first pager starts, given to every pager of the VM as
+``--key-file``), with which its pager seals every page it pages out.
+The key never leaves the host (the agent does not even read it back),
+and goes with the VM's other files once the VM is gone. A memory
+server (``tls:HOST:PORT``) is checked against [pooling] tls_ca_file,
+and the pager presents the lease token the service signed for it,
+which the record keeps (0600, in the agent's 0700 state_dir) for the
+pagers that take over. Tokens are not logged.
 """
 
 import dataclasses
 import glob
 import json
 import os
+import stat
 import time
 
 from oslo_log import log as logging
@@ -32,18 +44,88 @@ from memcanal import exception
 
 LOG = logging.getLogger(__name__)
 RECORD = '.json'
+KEY = '.key'
+KEY_BYTES = 32                  # AES-256-GCM's
+TLS = 'tls:'
+
+
+def local_store_path(conf, instance_uuid):
+    """The VM's file in [pager] local_store_dir."""
+    return os.path.join(conf.pager.local_store_dir, instance_uuid + '.pages')
 
 
 def local_store(conf, instance_uuid):
     """The store spec of the VM's pages in [pager] local_store_dir."""
     os.makedirs(conf.pager.local_store_dir, exist_ok=True)
-    return 'file:%s' % os.path.join(conf.pager.local_store_dir,
-                                    instance_uuid + '.pages')
+    return 'file:' + local_store_path(conf, instance_uuid)
 
 
 def pager_file(conf, instance_uuid, suffix):
     """The VM's pager file ending in ``suffix`` in [pager] state_dir."""
     return os.path.join(conf.pager.state_dir, instance_uuid + suffix)
+
+
+def state_dir(conf):
+    """[pager] state_dir, the agent's alone (0700), made if missing:
+    it holds the VMs' page keys, records with lease tokens, and control
+    sockets that command paging."""
+    path = conf.pager.state_dir
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+def page_key(conf, instance_uuid):
+    """The path of the VM's page key, made if the VM has none: 32
+    random bytes, mode 0600. It is written beside its name and linked
+    there (which replaces nothing, a symlink neither), so it is whole or
+    absent; one found there is used only if it is a key as the agent
+    makes them, PagerError otherwise (it is never replaced: the pages
+    out were encrypted with it)."""
+    path = pager_file(conf, instance_uuid, KEY)
+    try:
+        status = os.lstat(path)
+    except FileNotFoundError:
+        _make_key(path)
+        return path
+    if not (stat.S_ISREG(status.st_mode) and status.st_uid == os.geteuid()
+            and stat.S_IMODE(status.st_mode) == 0o600
+            and status.st_size == KEY_BYTES):
+        raise pager_client.PagerError(name=instance_uuid, reason=(
+            '%s is not a page key as the agent makes them (a regular file '
+            'of its own, mode 0600, %d bytes)' % (path, KEY_BYTES)))
+    return path
+
+
+def _make_key(path):
+    """A new key at ``path``, which must not exist."""
+    tmp = path + '.tmp'
+    durable.remove(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                 | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)            # whatever the umask
+        os.write(fd, os.urandom(KEY_BYTES))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)
+    finally:
+        os.unlink(tmp)
+    # Durable before any page is encrypted with it.
+    durable.sync_directory(os.path.dirname(path))
+
+
+def check_memory_servers(conf, instance_uuid, stores):
+    """PagerError if ``stores`` name a memory server and no CA to check
+    it against is configured."""
+    servers = [store for store in stores if store.startswith(TLS)]
+    if servers and not conf.pooling.tls_ca_file:
+        raise pager_client.PagerError(name=instance_uuid, reason=(
+            'cannot page to %s: [pooling] tls_ca_file (the CA of the '
+            'memory servers\' certificates) is not set'
+            % ', '.join(servers)))
 
 
 def sampling_arguments(conf):
@@ -61,9 +143,11 @@ def sampling_arguments(conf):
 @dataclasses.dataclass
 class Record:
     """What the agent keeps of one VM's pager: where it takes its
-    guest's RAM, its stores in order (a pager taking over needs the same
-    ones), its process and its QEMU's (pid and start time, which a
-    reused pid does not share), and the resident target being kept."""
+    guest's RAM, its stores in order and the lease tokens of those that
+    are memory servers, by store (a pager taking over needs the same
+    ones, in the same order), its process and its QEMU's (pid and start
+    time, which a reused pid does not share), and the resident target
+    being kept. Its file is 0600, and its repr leaves the tokens out."""
 
     uuid: str
     socket: str
@@ -72,10 +156,11 @@ class Record:
     started: int | None = None
     qemu: list | None = None
     resident_target: int | None = None
+    lease_tokens: dict = dataclasses.field(default_factory=dict, repr=False)
 
     def save(self, conf):
         durable.write(pager_file(conf, self.uuid, RECORD),
-                      json.dumps(dataclasses.asdict(self)))
+                      json.dumps(dataclasses.asdict(self)), mode=0o600)
 
 
 def records(conf):
@@ -106,31 +191,42 @@ class VmPager:
         self.guest = None
 
     @classmethod
-    def start(cls, conf, instance_uuid, socket, stores=()):
+    def start(cls, conf, instance_uuid, socket, stores=(),
+              lease_tokens=None):
         """A pager taking the VM's RAM on ``socket``, keeping each page
-        in ``stores`` (memory servers lent to this host) and in the
-        local file store, keyed by the VM (paging.owner_of) there and in
-        the host's pool."""
+        in ``stores`` (memory servers lent to this host, each with its
+        token from ``lease_tokens``) and in the local file store, keyed
+        by the VM (paging.owner_of) there and in the host's pool, and
+        encrypted with the VM's page key."""
+        tokens = lease_tokens or {}
         return cls._launch(conf, Record(
             instance_uuid, socket,
-            list(stores) + [local_store(conf, instance_uuid)]))
+            list(stores) + [local_store(conf, instance_uuid)],
+            lease_tokens={store: tokens[store] for store in stores
+                          if store in tokens}))
 
     @classmethod
     def _launch(cls, conf, record):
         options = conf.pager
-        # The agent's alone: records name the stores, and control
-        # sockets command paging.
-        os.makedirs(options.state_dir, mode=0o700, exist_ok=True)
+        state_dir(conf)
+        check_memory_servers(conf, record.uuid, record.stores)
         arguments = [
             '--socket', record.socket,
             '--control', pager_file(conf, record.uuid, '.ctl'),
             '--state', pager_file(conf, record.uuid, '.state'),
-            '--owner', str(paging.owner_of(record.uuid))]
+            '--owner', str(paging.owner_of(record.uuid)),
+            '--key-file', page_key(conf, record.uuid)]
+        if conf.pooling.tls_ca_file:
+            arguments += ['--tls-ca', conf.pooling.tls_ca_file]
         for store in record.stores:
             arguments += ['--store', store]
+            if store in record.lease_tokens:
+                arguments += ['--store-token', record.lease_tokens[store]]
         if options.pool_mb:
             arguments += ['--pool-mb', str(options.pool_mb)]
             if options.pool_path:
+                os.makedirs(os.path.dirname(options.pool_path), mode=0o700,
+                            exist_ok=True)
                 arguments += ['--pool', options.pool_path]
         process = pager_client.launch(
             options.binary, arguments + sampling_arguments(conf),
@@ -153,10 +249,15 @@ class VmPager:
 
     def restart(self):
         """A pager taking over from this one, which died: the same state
-        file and stores, so it finds the pages it held out."""
+        file, key, stores and tokens, so it finds and reads the pages it
+        held out. Without the key, none: a new key would not open them."""
         LOG.warning('memcanal-pager %d of %s died; starting one that takes '
                     'over', self.process.pid, self.record.uuid)
         self.close()
+        if not os.path.lexists(pager_file(self.conf, self.record.uuid, KEY)):
+            raise pager_client.PagerError(name=self.record.uuid, reason=(
+                'its page key is gone: no pager can read the pages it held '
+                'out'))
         return self._launch(self.conf, self.record)
 
     def alive(self):
@@ -199,20 +300,31 @@ class VmPager:
                  self.guest.pages * paging.PAGE >> 20, self.record.uuid,
                  pid, len(regions))
 
-    def add_stores(self, stores):
+    def add_stores(self, stores, lease_tokens=None):
         """Have the pager also keep pages in ``stores`` it lacks (a
-        paging action's memory servers); those it refuses are logged
-        and not used."""
+        paging action's memory servers), each with its token from
+        ``lease_tokens``; those it refuses are logged and not used. The
+        newer token of a store it has is recorded, for the pagers that
+        take over from it (the same server and VM: the same pages)."""
+        tokens = lease_tokens or {}
+        check_memory_servers(self.conf, self.record.uuid, stores)
         for store in stores:
+            token = tokens.get(store)
             if store in self.record.stores:
+                if token and self.record.lease_tokens.get(store) != token:
+                    self.record.lease_tokens[store] = token
+                    self.record.save(self.conf)
                 continue
             try:
-                self.client.command('store %s' % store)
+                self.client.command(' '.join(filter(None, (
+                    'store', store, token))))
             except pager_client.UnsupportedCommand as error:
                 LOG.warning('Paging %s without %s: %s', self.record.uuid,
                             store, error)
                 continue
             self.record.stores.append(store)
+            if token:
+                self.record.lease_tokens[store] = token
             self.record.save(self.conf)
 
     def keep_resident(self, target_bytes):
@@ -229,13 +341,15 @@ class VmPager:
 
     def forget(self):
         """The guest is gone (a pager exits with its QEMU): its pager's
-        files go too. A pager that never got its guest's RAM would wait
-        for it forever: it is stopped."""
+        files go too, its page key and the local store's copies of its
+        pages with them. A pager that never got its guest's RAM would
+        wait for it forever: it is stopped."""
         self.close()
         if self.record.qemu is None:
             self.process.kill()
-        for suffix in (RECORD, '.state', '.ctl', '.sock'):
+        for suffix in (RECORD, '.state', '.ctl', '.sock', KEY):
             durable.remove(pager_file(self.conf, self.record.uuid, suffix))
+        durable.remove(local_store_path(self.conf, self.record.uuid))
 
 
 def upkeep(pager):
@@ -301,11 +415,11 @@ def _keep_target(pager):
         guest.set_resident(target)
 
 
-def set_resident(pager, target_bytes, stores, timeout):
+def set_resident(pager, target_bytes, stores, lease_tokens, timeout):
     """Page the VM out (or in) to ``target_bytes`` resident, with
-    ``stores`` added to its pager's: the driver's Resize, the target
-    then kept at each collection. Waits up to ``timeout`` for a pager
-    just started to hold the guest's RAM."""
+    ``stores`` (and their ``lease_tokens``) added to its pager's: the
+    driver's Resize, the target then kept at each collection. Waits up
+    to ``timeout`` for a pager just started to hold the guest's RAM."""
     uuid = pager.record.uuid
     started = time.monotonic()
     try:
@@ -314,7 +428,7 @@ def set_resident(pager, target_bytes, stores, timeout):
             raise pager_client.PagerError(
                 name=uuid, reason='its guest\'s RAM did not reach the '
                 'pager within %.0fs' % timeout)
-        pager.add_stores(stores)
+        pager.add_stores(stores, lease_tokens)
         previous = guest.set_resident(target_bytes)
     except pager_client.PagerError as error:
         raise exception.ResizeFailed(uuid=uuid, reason=str(error))

@@ -203,12 +203,14 @@ class QemuDriver(driver.HypervisorDriver):
     def console_path(self, instance_uuid):
         return os.path.join(self.socket_dir, instance_uuid + '.console')
 
-    def start_guest(self, instance_uuid, append=None, stores=()):
+    def start_guest(self, instance_uuid, append=None, stores=(),
+                    lease_tokens=None):
         """Start a guest from [qemu] kernel and initrd, traced by the
         plugin if there is one, pageable (and sampled) with [qemu]
         paging, and attach to it; ``append`` adds to [qemu] append. Its
         pager keeps each page it pages out in ``stores`` (memory
-        servers, ``tcp:HOST:PORT``) and in the local file store."""
+        servers, ``tls:HOST:PORT``, with their ``lease_tokens`` by
+        store) and in the local file store."""
         options = self.options
         if not (options.kernel and options.initrd):
             raise exception.MemcanalException(
@@ -231,7 +233,7 @@ class QemuDriver(driver.HypervisorDriver):
             options.memory_mb, options.vcpus, instance_uuid,
             self.console_path(instance_uuid), plugin, memfd=options.paging)
         LOG.info('Starting guest %s', instance_uuid)
-        vm_pager = (self._start_pager(instance_uuid, stores)
+        vm_pager = (self._start_pager(instance_uuid, stores, lease_tokens)
                     if options.paging else None)
         env = None if vm_pager is None else dict(
             os.environ, LD_PRELOAD=self.conf.pager.shim,
@@ -250,7 +252,7 @@ class QemuDriver(driver.HypervisorDriver):
         self.guests[instance_uuid] = guest
         return instance_uuid
 
-    def _start_pager(self, instance_uuid, stores):
+    def _start_pager(self, instance_uuid, stores, lease_tokens):
         """A pager for the guest, listening for its RAM: QEMU's shim
         offers it once, as QEMU starts."""
         if not self.conf.pager.shim:
@@ -258,7 +260,7 @@ class QemuDriver(driver.HypervisorDriver):
                 '[pager] shim is needed to start pageable guests')
         vm_pager = paged.VmPager.start(self.conf, instance_uuid,
                                        self.pager_socket_path(instance_uuid),
-                                       stores)
+                                       stores, lease_tokens)
         # It answers on its control socket once it listens on both.
         vm_pager.attach()
         return vm_pager
@@ -360,7 +362,8 @@ class QemuDriver(driver.HypervisorDriver):
                              sample.guest_stats.get('references', 0))
 
     def apply_memory_target(self, instance_uuid, target_bytes,
-                            mechanism='balloon', stores=()):
+                            mechanism='balloon', stores=(),
+                            lease_tokens=None):
         """Only paging: the other mechanisms are the libvirt driver's."""
         guest = self._guest(instance_uuid)
         if mechanism != 'paging':
@@ -372,7 +375,7 @@ class QemuDriver(driver.HypervisorDriver):
             raise exception.ResizeFailed(
                 uuid=instance_uuid, reason='not started with [qemu] paging')
         return paged.set_resident(guest.vm_pager, target_bytes, stores,
-                                  self.conf.pager.timeout)
+                                  lease_tokens, self.conf.pager.timeout)
 
     def stop(self):
         """Detach from every guest and stop those the driver started."""

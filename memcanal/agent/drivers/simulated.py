@@ -528,7 +528,10 @@ class SimulatedDriver(driver.HypervisorDriver):
             vm.stop_tracing()
 
     def apply_memory_target(self, instance_uuid, target_bytes,
-                            mechanism='balloon', stores=()):
+                            mechanism='balloon', stores=(),
+                            lease_tokens=None):
+        """As a real host's driver; the simulated memory servers need no
+        lease tokens (and the resize log keeps none)."""
         vm = self._vm(instance_uuid)
         if vm.uuid in self._failing:
             raise exception.ResizeFailed(

@@ -17,11 +17,34 @@ swapin, faults, stats, quit), pages the memfds it was handed (punch,
 write back), keeps ``--state`` (QEMU's pid and the pages out) so that a
 pager started on it again takes over, and exits once its QEMU has.
 ``inject JSON`` queues sampling intervals and faults for the next
-``samples`` and ``faults``.
+``samples`` and ``faults``. It checks what issue #25's pager checks
+before it uses them: ``--key-file`` (a regular file of its own, 0600,
+32 bytes, not a symlink), and for a ``tls:HOST:PORT`` store
+``--tls-ca`` and the store's lease token (``--store-token`` after it,
+or ``store SPEC TOKEN``: base64 of 240 bytes, for its ``--owner``).
+``stats`` says what it was given: its ``args``, ``stores`` and, a
+fake's alone, each store's ``tokens``.
 """
 
+import base64
 import os
+import struct
 import sys
+
+from memcanal.agent import paging
+
+# A memory server the service lends (the fake pager connects to none),
+# and the memory servers' CA file ([pooling] tls_ca_file).
+STORE = 'tls:10.0.0.5:7400'
+CA = '/etc/memcanal/memserver-ca.pem'
+
+
+def lease_token(instance_uuid, lease=b'lease'):
+    """A stand-in lease token for the VM's pages, base64, as a page
+    action carries it: 240 bytes, the owner where a real one has it (the
+    fake pager connects to no server, so it need not be signed)."""
+    return base64.b64encode((lease.ljust(24, b'.') + struct.pack(
+        '<Q', paging.owner_of(instance_uuid))).ljust(240, b'.')).decode()
 
 FAKE_QEMU = r'''#!%(python)s
 import mmap, os, socket, struct, sys, time
@@ -67,16 +90,62 @@ while True:
 '''
 
 FAKE_PAGER = r'''#!%(python)s
-import argparse, ctypes, json, os, select, signal, socket, struct, sys, time
+import argparse, base64, ctypes, json, os, select, signal, socket, stat
+import struct, sys, time
 parser = argparse.ArgumentParser()
 for name in ('--socket', '--control', '--state', '--owner', '--pool-mb',
-             '--pool', '--sample-salt'):
+             '--pool', '--sample-salt', '--key-file', '--tls-ca'):
     parser.add_argument(name)
-parser.add_argument('--store', action='append', default=[])
 parser.add_argument('--sample-rate', type=float, default=0.0)
 parser.add_argument('--sample-interval-ms', type=int, default=10000)
 parser.add_argument('--full-pass-every', type=int, default=0)
-a = parser.parse_args()
+# Stores in order, each with the token given after it.
+stores, tokens, rest, argv = [], [], [], iter(sys.argv[1:])
+for word in argv:
+    if word == '--store':
+        stores.append(next(argv))
+        tokens.append(None)
+    elif word == '--store-token':
+        if not stores or tokens[-1] is not None:
+            sys.exit('memcanal-pager: --store-token without its --store')
+        tokens[-1] = next(argv)
+    else:
+        rest.append(word)
+a = parser.parse_args(rest)
+
+def store_refusal(spec, token):
+    """Why the pager would not use the store, or None."""
+    kind = spec.split(':', 1)[0]
+    if kind not in ('file', 'tcp', 'tls'):
+        return 'no such store kind'
+    if token and kind != 'tls':
+        return 'only tls: stores take a token'
+    if kind != 'tls':
+        return None
+    if not a.tls_ca:
+        return 'a tls: store needs --tls-ca'
+    try:
+        raw = base64.b64decode(token or '', validate=True)
+    except ValueError:
+        return 'a lease token is base64'
+    if len(raw) != 240:
+        return 'a lease token is 240 bytes'
+    if struct.unpack_from('<Q', raw, 24)[0] != int(a.owner or 1):
+        return 'the lease token is for another owner'
+    return None
+
+if a.key_file:
+    key = os.lstat(a.key_file)
+    if not (stat.S_ISREG(key.st_mode) and key.st_uid == os.geteuid()
+            and stat.S_IMODE(key.st_mode) == 0o600 and key.st_size == 32):
+        sys.exit('memcanal-pager: %%s: not a key file' %% a.key_file)
+else:
+    print('memcanal-pager: no --key-file: pages go out in plaintext',
+          file=sys.stderr, flush=True)
+for spec, token in zip(stores, tokens):
+    if store_refusal(spec, token):
+        sys.exit('memcanal-pager: %%s: %%s' %% (spec, store_refusal(spec,
+                                                                  token)))
 libc = ctypes.CDLL(None)
 libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long,
                            ctypes.c_long]
@@ -115,7 +184,6 @@ control = listen(a.control)
 handoffs = listen(a.socket)
 attached, memfds, shim, client, buffered = None, [], None, None, b''
 pending = {'intervals': [], 'faults': []}
-stores = list(a.store)
 
 def where(page):
     for fd, (_, length, offset) in zip(memfds, attached['regions']):
@@ -163,9 +231,13 @@ def answer(line):
         return dict(attached, event='hello', attached=True,
                     adopted=adopting)
     if verb == 'store':
+        spec, *token = rest[0].split()
         if len(stores) >= 4:
             return {'event': 'error', 'line': 'too many stores'}
-        stores.append(rest[0])
+        if store_refusal(spec, token[0] if token else None):
+            return {'event': 'error', 'line': 'store: cannot open it'}
+        stores.append(spec)
+        tokens.append(token[0] if token else None)
         return {'event': 'store', 'stores': stores, 'copies': len(stores)}
     if verb == 'samples':
         intervals, pending['intervals'] = pending['intervals'], []
@@ -204,7 +276,7 @@ def answer(line):
         return {'event': 'swapin', 'fetched': len(back)}
     if verb == 'stats':
         return {'event': 'stats', 'out_pages': len(out),
-                'args': sys.argv[1:], 'stores': stores}
+                'args': sys.argv[1:], 'stores': stores, 'tokens': tokens}
     if verb == 'inject':
         for key, values in json.loads(rest[0]).items():
             pending[key].extend(values)

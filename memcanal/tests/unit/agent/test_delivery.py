@@ -121,7 +121,8 @@ def resizes(agent):
     calls = []
     real = agent.driver.apply_memory_target
 
-    def resize(uuid, target_bytes, mechanism='balloon', stores=()):
+    def resize(uuid, target_bytes, mechanism='balloon', stores=(),
+               lease_tokens=None):
         calls.append((uuid, target_bytes))
         return real(uuid, target_bytes, mechanism)
     agent.driver.apply_memory_target = resize

@@ -37,6 +37,12 @@ from memcanal.agent.drivers import libvirt as libvirt_driver  # noqa: E402
 
 PAGE = paging.PAGE
 PAGES = 256                       # the fake QEMU's 1 MiB
+STORE, CA = fake_pager.STORE, fake_pager.CA
+
+
+def lease(domain):
+    """The lease tokens of a page action of ``domain`` to STORE."""
+    return {STORE: fake_pager.lease_token(domain.uuid)}
 
 PAGED_XML = '''<domain type='kvm'
     xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
@@ -154,6 +160,7 @@ def host(conf, short_tmp_path):
             ('timeout', 10.0, 'pager'),
             ('report_interval', 0.1, 'agent'),
             ('rate', 0.5, 'sampling'),
+            ('tls_ca_file', CA, 'pooling'),
             ('dirty_rate_mode', 'off', 'libvirt')):
         conf.set_override(name, value, group)
     domain = PagedDomain(os.path.join(short_tmp_path, 'run', 'vm.sock'),
@@ -220,6 +227,8 @@ def test_a_sampled_domain_gets_its_pager_as_it_starts(host, conf):
         '--socket', paged.pager_file(conf, domain.uuid, '.sock'),
         '--control', paged.pager_file(conf, domain.uuid, '.ctl'),
         '--state', state, '--owner', str(paging.owner_of(domain.uuid)),
+        '--key-file', paged.pager_file(conf, domain.uuid, '.key'),
+        '--tls-ca', CA,
         '--store', 'file:%s' % os.path.join(conf.pager.local_store_dir,
                                             domain.uuid + '.pages'),
         '--sample-rate', '0.5', '--sample-interval-ms', '100',
@@ -254,13 +263,17 @@ def test_paging_adds_the_stores_and_keeps_the_target(host, conf):
     hypervisor.collect(domain.uuid)
     time.sleep(0.3)
     resize = hypervisor.apply_memory_target(
-        domain.uuid, 0, 'paging', ['tcp:10.0.0.5:7070'])
+        domain.uuid, 0, 'paging', [STORE], lease(domain))
     assert resize == agent_driver.Resize('paging', 128 * PAGE, 0,
                                          resize.seconds)
-    # The memory server is the pager's too, after the local store.
-    assert pager.client.command('stats')['stores'][1:] == [
-        'tcp:10.0.0.5:7070']
-    assert paged.records(conf)[0].stores[1:] == ['tcp:10.0.0.5:7070']
+    # The memory server is the pager's too, after the local store, with
+    # its lease token.
+    stats = pager.client.command('stats')
+    assert (stats['stores'][1:], stats['tokens'][1:]) == (
+        [STORE], [lease(domain)[STORE]])
+    [record] = paged.records(conf)
+    assert (record.stores[1:], record.lease_tokens) == ([STORE],
+                                                        lease(domain))
     kept = len(IN_DOUBT)
     [info] = hypervisor.list_instances()
     assert (info.resident_bytes, info.paged_bytes) == (
@@ -291,13 +304,16 @@ def test_unsampled_domains_are_held_until_paged(host, conf):
     sample = hypervisor.collect(domain.uuid)
     assert (sample.accesses, sample.paging_trace) == (None, None)
     resize = hypervisor.apply_memory_target(domain.uuid, 200 * PAGE,
-                                            'paging', ['tcp:10.0.0.5:7070'])
+                                            'paging', [STORE],
+                                            lease(domain))
     assert domain.qemu.stdout.readline() == 'handed\n'
     assert resize.previous_bytes == 128 * PAGE
     pager = hypervisor.pagers.pager(domain.uuid)
     args = pager.client.command('stats')['args']
     assert '--sample-rate' not in args
-    assert args[args.index('--store') + 1] == 'tcp:10.0.0.5:7070'
+    first = args.index('--store')
+    assert args[first:first + 4] == ['--store', STORE, '--store-token',
+                                      lease(domain)[STORE]]
     assert hypervisor.collect(domain.uuid).accesses is None
 
 
@@ -336,8 +352,8 @@ def test_a_pager_that_dies_is_taken_over(host, conf):
     inject(pager, intervals=[interval(0, range(32), full=True)])
     hypervisor.collect(domain.uuid)
     time.sleep(0.3)
-    hypervisor.apply_memory_target(domain.uuid, 0, 'paging',
-                                   ['tcp:10.0.0.5:7070'])
+    hypervisor.apply_memory_target(domain.uuid, 0, 'paging', [STORE],
+                                   lease(domain))
     os.kill(pager.process.pid, signal.SIGKILL)
     # The shim offers its RAM again on the domain's socket; the listener
     # relays it to a pager taking over, with the same state and stores.
@@ -345,6 +361,8 @@ def test_a_pager_that_dies_is_taken_over(host, conf):
                               if hypervisor.pagers.pager(domain.uuid)
                               is not pager else None), 'no successor')
     assert successor.record.stores == pager.record.stores
+    assert successor.client.command('stats')['tokens'] == [
+        None, lease(domain)[STORE]]
     hello = wait(lambda: successor.client.command('hello').get('attached')
                  and successor.client.command('hello'), 'not attached')
     assert hello['adopted'] and hello['pid'] == domain.qemu.pid

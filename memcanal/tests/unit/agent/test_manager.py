@@ -170,7 +170,8 @@ def resize_recorder(agent, fail_on=()):
     """Make the driver record resizes and fail those of ``fail_on`` VMs."""
     done = []
 
-    def resize(uuid, target_bytes, mechanism='balloon', stores=()):
+    def resize(uuid, target_bytes, mechanism='balloon', stores=(),
+               lease_tokens=None):
         if uuid in fail_on:
             raise exception.ResizeFailed(uuid=uuid, reason='cap')
         done.append((uuid, target_bytes, mechanism))
@@ -238,7 +239,8 @@ def test_an_action_for_a_vanished_vm_does_not_stop_the_others(agent):
         'mechanism': 'hotplug'}]
     real = agent.driver.apply_memory_target
 
-    def resize(uuid, target_bytes, mechanism='balloon', stores=()):
+    def resize(uuid, target_bytes, mechanism='balloon', stores=(),
+               lease_tokens=None):
         if uuid not in {vm.uuid for vm in vms}:
             raise exception.InstanceNotFound(uuid=uuid)
         return real(uuid, target_bytes, mechanism)
@@ -248,6 +250,27 @@ def test_an_action_for_a_vanished_vm_does_not_stop_the_others(agent):
     assert states == {'action-gone': 'failed', 'action-1': 'applied',
                       'action-0': 'applied'}
     assert sorted(target // MIB for _, target, _ in done) == [32, 96]
+
+
+def test_a_paging_action_gives_the_driver_its_stores_and_tokens(agent):
+    """A pooling decision's page action, as the service signs it: the
+    lease token of each store goes to the driver, for the VM's pager."""
+    vm = agent.driver.list_instances()[0]
+    store = 'tls:10.0.0.5:7400'
+    given = []
+
+    def resize(uuid, target_bytes, mechanism='balloon', stores=(),
+               lease_tokens=None):
+        given.append((uuid, target_bytes, mechanism, stores, lease_tokens))
+        return driver.Resize(mechanism, 64 * MIB, target_bytes, 0.05)
+    agent.driver.apply_memory_target = resize
+    [result] = agent._carry_out('d', [{
+        'uuid': 'page-1', 'instance_uuid': vm.uuid,
+        'target_bytes': 32 * MIB, 'mechanism': 'paging', 'stores': [store],
+        'lent_bytes': 32 * MIB, 'lease_tokens': {store: 'dG9rZW4='}}])
+    assert result['state'] == 'applied'
+    assert given == [(vm.uuid, 32 * MIB, 'paging', [store],
+                      {store: 'dG9rZW4='})]
 
 
 def test_redelivered_decision_is_applied_once(agent):

@@ -86,11 +86,27 @@ def test_the_client_tells_a_refused_command_from_a_dead_pager(launched):
     # Every error was read: the next answer is the next command's.
     assert client.command('stats')['event'] == 'stats'
     process.kill()
-    with pytest.raises(pager_client.PagerError, match='exited.*fake pager'):
+    with pytest.raises(pager_client.PagerError,
+                       match=r'(?s)exited.*fake pager'):
         client.command('stats')
     # Dead for good: later commands fail at once, not after a timeout.
     with pytest.raises(pager_client.PagerError, match='exited'):
         client.command('stats')
+
+
+def test_a_store_command_is_shown_without_its_lease_token(launched):
+    """Whoever holds a lease token may store on its memory server: a
+    refusal, or a pager that died, says which store, not the token."""
+    process, client, _ = launched
+    command = 'store tls:10.0.0.5:7400 c2VjcmV0LWxlYXNl'
+    with pytest.raises(pager_client.UnsupportedCommand) as refused:
+        client.command(command)
+    process.kill()
+    with pytest.raises(pager_client.PagerError) as dead:
+        client.command(command)
+    for error in (refused.value, dead.value):
+        assert 'tls:10.0.0.5:7400' in str(error)
+        assert 'c2VjcmV0LWxlYXNl' not in str(error)
 
 
 def test_each_vm_has_its_own_owner_in_shared_servers_and_pools():

@@ -17,6 +17,7 @@ from memcanal.tests.unit.agent import fake_pager
 
 UUID = '1f2e3d4c-5b6a-4978-8a9b-0c1d2e3f4a5b'
 MiB = 2 ** 20
+TOKENS = {fake_pager.STORE: fake_pager.lease_token(UUID)}
 
 
 @pytest.fixture
@@ -191,7 +192,8 @@ def pageable(conf, short_tmp_path):
             ('timeout', 10.0, 'pager'),
             ('cold_after', 0.2, 'pager'),
             ('report_interval', 0.1, 'agent'),
-            ('rate', 0.5, 'sampling')):
+            ('rate', 0.5, 'sampling'),
+            ('tls_ca_file', fake_pager.CA, 'pooling')):
         conf.set_override(name, value, group)
     drivers = []
 
@@ -216,12 +218,16 @@ def interval(touched, full=False):
 
 def test_a_guest_without_memtrace_is_sampled_and_paged(pageable):
     hypervisor = pageable()
-    hypervisor.start_guest(UUID, stores=['tcp:10.0.0.5:7070'])
+    hypervisor.start_guest(UUID, stores=[fake_pager.STORE],
+                           lease_tokens=TOKENS)
     guest = hypervisor.guests[UUID]
     assert guest.connection is None
     args = guest.vm_pager.client.command('stats')['args']
     assert args[:2] == ['--socket', hypervisor.pager_socket_path(UUID)]
-    assert args[args.index('--store') + 1] == 'tcp:10.0.0.5:7070'
+    first = args.index('--store')
+    assert args[first:first + 4] == [
+        '--store', fake_pager.STORE, '--store-token',
+        TOKENS[fake_pager.STORE]]
     assert args[args.index('--sample-rate') + 1] == '0.5'
     [info] = hypervisor.list_instances()
     assert (info.uuid, info.allocated_bytes) == (UUID, GUEST_MB * MiB)
@@ -286,11 +292,14 @@ def test_a_guest_that_exits_leaves_with_its_pager(pageable):
     hypervisor = pageable()
     hypervisor.start_guest(UUID)
     guest = hypervisor.guests[UUID]
+    key = paged.pager_file(hypervisor.conf, UUID, '.key')
+    assert os.path.exists(key)
     guest.process.kill()
     guest.process.wait()
     assert hypervisor.list_instances() == []
     assert not guest.vm_pager.alive()
     assert paged.records(hypervisor.conf) == []
+    assert not os.path.exists(key)
 
 
 def test_a_restarted_agent_attaches_to_the_guests_it_started(
@@ -310,15 +319,18 @@ def test_a_restarted_agent_attaches_to_the_guests_it_started(
 
 def test_a_dead_pager_is_replaced_by_one_taking_over(pageable):
     """The shim offers its RAM again on the pager's socket, where the
-    new pager (same state and stores) listens."""
+    new pager (same state, key, stores and lease tokens) listens."""
     hypervisor = pageable()
-    hypervisor.start_guest(UUID, stores=['tcp:10.0.0.5:7070'])
+    hypervisor.start_guest(UUID, stores=[fake_pager.STORE],
+                           lease_tokens=TOKENS)
     guest = hypervisor.guests[UUID]
     first = guest.vm_pager
+    args = first.client.command('stats')['args']
+    assert '--key-file' in args and '--store-token' in args
     first.process.kill()
     [info] = hypervisor.list_instances()
     assert guest.vm_pager is not first and guest.vm_pager.alive()
-    assert guest.vm_pager.record.stores == first.record.stores
+    assert guest.vm_pager.client.command('stats')['args'] == args
     hello = guest.vm_pager.client.command('hello')
     while not hello['attached']:
         hello = guest.vm_pager.client.command('hello')

@@ -1,0 +1,278 @@
+"""A VM's pager files as the agent keeps them (issue #25): its page key,
+its record with the lease tokens of its memory servers, and what a
+restarted agent does with them.
+
+The libvirt driver on test_domain_pagers' host: a fake QEMU and fake
+memcanal-pagers, which check the key file and tokens as the real pager
+does (fake_pager).
+"""
+
+import logging
+import os
+import signal
+import stat
+import time
+
+import pytest
+
+from memcanal.agent.drivers import paged
+from memcanal.agent import pager_client
+from memcanal import exception
+from memcanal.tests.unit.agent import fake_pager
+from memcanal.tests.unit.agent import test_domain_pagers as domains
+from memcanal.tests.unit.agent.test_domain_pagers import host  # noqa: F401
+
+PAGE = domains.PAGE
+STORE = fake_pager.STORE
+# Another memory server, a second store of the VM.
+OTHER = 'tls:10.0.0.6:7400'
+
+
+def leases(domain, *stores):
+    """The lease tokens of a page action of ``domain`` to ``stores``
+    (default STORE), by store."""
+    return {store: fake_pager.lease_token(domain.uuid, store.encode())
+            for store in stores or (STORE,)}
+
+
+def mode(path):
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+def paged_out(make, domain, stores=(STORE,), tokens=None):
+    """A driver whose domain's pager paged its cold pages out to
+    ``stores``, with ``tokens`` (default: leases of them); (driver,
+    pager)."""
+    hypervisor = make()
+    domain.start()
+    pager = domains.pager_of(hypervisor, domain)
+    domains.inject(pager, intervals=[domains.interval(0, range(32),
+                                                      full=True)])
+    hypervisor.collect(domain.uuid)
+    time.sleep(0.3)                     # [pager] cold_after passes
+    hypervisor.apply_memory_target(domain.uuid, 0, 'paging', list(stores),
+                                   tokens or leases(domain, *stores))
+    return hypervisor, pager
+
+
+def given(pager):
+    """The key file, stores and their tokens the pager has, in order,
+    whether from its command line or its control socket."""
+    stats = pager.client.command('stats')
+    args = stats['args']
+    return args[args.index('--key-file') + 1], stats['stores'], stats[
+        'tokens']
+
+
+def test_each_vm_has_a_page_key_of_its_own_for_its_life(host, conf):
+    domain, make = host
+    hypervisor, pager = paged_out(make, domain)
+    key = paged.pager_file(conf, domain.uuid, '.key')
+    # Made by the agent as it started the VM's first pager, in its own
+    # directory, for root alone.
+    assert mode(conf.pager.state_dir) == 0o700
+    assert (mode(key), os.stat(key).st_size, os.stat(key).st_uid) == (
+        0o600, 32, os.geteuid())
+    had = given(pager)
+    token = leases(domain)[STORE]
+    assert had == (key, [paged.local_store(conf, domain.uuid), STORE],
+                   [None, token])
+    with open(key, 'rb') as file:
+        secret = file.read()
+    # The record that names the tokens is root's alone too; its repr
+    # (what a log line would show) has no token.
+    record = paged.pager_file(conf, domain.uuid, '.json')
+    assert mode(record) == 0o600
+    assert token not in repr(paged.records(conf))
+
+    # The pager dies: the one taking over has the same key.
+    os.kill(pager.process.pid, signal.SIGKILL)
+    successor = domains.wait(
+        lambda: (hypervisor.pagers.pager(domain.uuid) is not pager
+                 and hypervisor.pagers.pager(domain.uuid)), 'no successor')
+    assert given(successor) == had
+    with open(key, 'rb') as file:
+        assert file.read() == secret
+
+    # The VM is gone: its key, record, state and local pages go too.
+    local = paged.local_store_path(conf, domain.uuid)
+    with open(local, 'wb') as copies:      # the fake pager writes none
+        copies.write(b'ciphertext')
+    domain.destroy()
+    domains.wait(lambda: not successor.alive(), 'the pager outlived QEMU')
+    assert hypervisor.list_instances() == []
+    for path in (key, record, local,
+                 paged.pager_file(conf, domain.uuid, '.state')):
+        assert not os.path.lexists(path), path
+
+
+@pytest.mark.parametrize('planted', ['symlink', 'mode', 'size'])
+def test_a_key_the_agent_did_not_make_is_refused(conf, short_tmp_path,
+                                                 planted):
+    """Not read, not replaced (the pages out were encrypted with the
+    key that was there): no pager until an operator looks."""
+    conf.set_override('state_dir', short_tmp_path, 'pager')
+    key = paged.pager_file(conf, 'vm', '.key')
+    elsewhere = os.path.join(short_tmp_path, 'elsewhere')
+    with open(elsewhere, 'wb') as file:
+        file.write(b'k' * 32)
+    os.chmod(elsewhere, 0o600)
+    if planted == 'symlink':
+        os.symlink(elsewhere, key)
+    else:
+        with open(key, 'wb') as file:
+            file.write(b'k' * (32 if planted == 'mode' else 31))
+        os.chmod(key, 0o644 if planted == 'mode' else 0o600)
+    before = os.lstat(key)
+    with pytest.raises(pager_client.PagerError, match='not a page key'):
+        paged.page_key(conf, 'vm')
+    assert os.lstat(key) == before
+
+
+def test_a_key_is_made_whole_once_then_kept(conf, short_tmp_path):
+    conf.set_override('state_dir', short_tmp_path, 'pager')
+    old = os.umask(0o277)           # 0400, but for the agent's chmod
+    try:
+        key = paged.page_key(conf, 'vm')
+    finally:
+        os.umask(old)
+    with open(key, 'rb') as file:
+        first = file.read()
+    assert len(first) == 32 and mode(key) == 0o600
+    assert paged.page_key(conf, 'vm') == key
+    with open(key, 'rb') as file:
+        assert file.read() == first
+    # Each VM its own, and nothing beside them.
+    with open(paged.page_key(conf, 'vm-2'), 'rb') as file:
+        assert file.read() != first
+    assert sorted(os.listdir(short_tmp_path)) == ['vm-2.key', 'vm.key']
+
+
+def test_memory_servers_need_the_ca_that_signed_them(host, conf):
+    domain, make = host
+    conf.clear_override('tls_ca_file', 'pooling')
+    hypervisor = make()
+    domain.start()
+    domains.pager_of(hypervisor, domain)
+    with pytest.raises(exception.ResizeFailed, match='tls_ca_file'):
+        hypervisor.apply_memory_target(domain.uuid, 0, 'paging', [STORE],
+                                       leases(domain))
+    # Paging to the local store alone needs none.
+    hypervisor.apply_memory_target(domain.uuid, 0, 'paging')
+
+
+def test_lease_tokens_are_never_logged(host, conf, caplog):
+    """Not when the pager takes them, nor when it refuses one."""
+    caplog.set_level(logging.DEBUG)
+    domain, make = host
+    bad = 'c2VjcmV0LWxlYXNlLXRva2Vu'          # not 240 bytes: refused
+    good = leases(domain)[STORE]
+    hypervisor, pager = paged_out(make, domain, [STORE, OTHER],
+                                  {STORE: good, OTHER: bad})
+    assert pager.record.stores[1:] == [STORE]
+    assert 'Paging %s without %s' % (domain.uuid, OTHER) in caplog.text
+    for token in (good, bad):
+        assert token not in caplog.text
+    # The pager's log has none either.
+    with open(paged.pager_file(conf, domain.uuid, '.log')) as log:
+        assert good not in log.read()
+
+
+def test_a_newer_lease_of_a_store_is_kept_for_pagers_taking_over(host,
+                                                                 conf):
+    domain, make = host
+    hypervisor, pager = paged_out(make, domain)
+    newer = {STORE: fake_pager.lease_token(domain.uuid, b'newer')}
+    hypervisor.apply_memory_target(domain.uuid, 0, 'paging', [STORE], newer)
+    assert paged.records(conf)[0].lease_tokens == newer
+    assert pager.client.command('stats')['stores'][1:] == [STORE]
+    os.kill(pager.process.pid, signal.SIGKILL)
+    successor = domains.wait(
+        lambda: (hypervisor.pagers.pager(domain.uuid) is not pager
+                 and hypervisor.pagers.pager(domain.uuid)), 'no successor')
+    assert successor.client.command('stats')['tokens'] == [
+        None, newer[STORE]]
+
+
+def test_a_restarted_agent_pages_a_vm_back_in(host, conf):
+    """Finding 6: the new agent finds the pager and its lease in the
+    record, and the whole VM as the target brings every page back."""
+    domain, make = host
+    first, pager = paged_out(make, domain, [STORE, OTHER])
+    [info] = first.list_instances()
+    assert info.paged_bytes > 0
+    first.stop()
+
+    second = make()
+    again = second.pagers.pager(domain.uuid)
+    assert again.process.pid == pager.process.pid
+    assert (again.record.stores[1:], again.record.lease_tokens,
+            again.record.resident_target) == (
+                [STORE, OTHER], leases(domain, STORE, OTHER), 0)
+    resize = second.apply_memory_target(domain.uuid, domains.PAGES * PAGE,
+                                        'paging')
+    assert resize.previous_bytes == info.resident_bytes
+    [info] = second.list_instances()
+    assert info.paged_bytes == 0
+    assert again.client.command('stats')['out_pages'] == 0
+
+
+def test_a_pager_dead_when_the_agent_restarts_is_taken_over(host, conf):
+    """The new agent starts the pager that takes over as the dead one
+    was: the same state, key, stores and tokens, in the same order."""
+    domain, make = host
+    first, pager = paged_out(make, domain, [STORE, OTHER])
+    had = given(pager)
+    out = pager.client.command('stats')['out_pages']
+    first.stop()
+    os.kill(pager.process.pid, signal.SIGKILL)
+    domains.wait(lambda: not pager.alive(), 'the pager lives')
+
+    second = make()
+    # The shim offers its RAM again; the new agent's listener takes it.
+    successor = domains.wait(
+        lambda: (second.pagers.pager(domain.uuid).alive()
+                 and second.pagers.pager(domain.uuid)), 'no successor')
+    assert successor.process.pid != pager.process.pid
+    hello = domains.wait(
+        lambda: successor.client.command('hello').get('attached')
+        and successor.client.command('hello'), 'not attached')
+    assert hello['adopted'] and hello['pid'] == domain.qemu.pid
+    assert given(successor) == had
+    tokens = leases(domain, STORE, OTHER)
+    assert had[2] == [None, tokens[STORE], tokens[OTHER]]
+    assert successor.client.command('stats')['out_pages'] == out
+    second.apply_memory_target(domain.uuid, domains.PAGES * PAGE, 'paging')
+    [info] = second.list_instances()
+    assert info.paged_bytes == 0
+
+
+def test_the_hosts_pool_is_in_a_directory_of_roots_alone(host, conf,
+                                                         short_tmp_path):
+    """The pager refuses a pool file where another user could have put
+    one: its directory is made root's alone."""
+    domain, make = host
+    pool = os.path.join(short_tmp_path, 'shm', 'memcanal', 'pool')
+    conf.set_override('pool_mb', 4, 'pager')
+    conf.set_override('pool_path', pool, 'pager')
+    hypervisor = make()
+    domain.start()
+    args = domains.pager_of(hypervisor, domain).client.command('stats')[
+        'args']
+    assert args[args.index('--pool-mb'):args.index('--pool') + 2] == [
+        '--pool-mb', '4', '--pool', pool]
+    assert mode(os.path.dirname(pool)) == 0o700
+
+
+def test_without_its_key_no_pager_takes_over(host, conf, caplog):
+    """A new key would not open the pages out: none is made, and the
+    error says why."""
+    domain, make = host
+    hypervisor, pager = paged_out(make, domain)
+    key = paged.pager_file(conf, domain.uuid, '.key')
+    os.unlink(key)
+    os.kill(pager.process.pid, signal.SIGKILL)
+    domains.wait(lambda: 'its page key is gone' in caplog.text,
+                 'no error about the key')
+    assert not os.path.exists(key)
+    assert not hypervisor.pagers.pager(domain.uuid).alive()
