@@ -13,8 +13,13 @@ Access sampling (issue #24) runs on the same guest while it is paged,
 its pager killed mid-interval and taken over; and a 3 GiB guest, one
 memory backend or two NUMA cells, is handed over with every region,
 sampled and paged above 4 GiB guest-physical.
+
+As the agent runs them (issue #25), pagers seal every page with the VM's
+key and reach the memserver over TLS with a lease token; the pool test
+stays the old way (plaintext, a --insecure memserver, tcp:).
 """
 
+import base64
 import gzip
 import json
 import os
@@ -29,13 +34,16 @@ import time
 import pytest
 
 from memcanal.agent.drivers import qemu
+from memcanal.tests.functional import memservers
 from memcanal.tests.functional import services
+from memcanal.tests.functional import test_pager as pager_tests
 
 pytestmark = pytest.mark.functional
 
 GUEST_MB = 256
 DATA_MB = 96
 PAGES = GUEST_MB * 2 ** 20 // 4096
+OWNER = 17              # --owner: the VM's key in stores, pool and seals
 
 # The guest's /init for this test: rdinit=/pagecheck on its command line.
 PAGECHECK = b'''#!/bin/busybox sh
@@ -106,12 +114,12 @@ def wait_line(lines, pattern, timeout, seen):
 
 
 class Pager:
-    """memcanal-pager driven by its stdin line protocol."""
+    """memcanal-pager driven by its stdin line protocol; ``stores`` are
+    specs, or (spec, lease token) pairs."""
 
     def __init__(self, binary, socket, stores, options=()):
-        command = [str(binary), '--socket', socket, *options]
-        for store in stores:
-            command += ['--store', store]
+        command = [str(binary), '--socket', socket, *options,
+                   *pager_tests.store_arguments(stores)]
         self.command_line = command
         self.process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -175,17 +183,33 @@ def guest_command(guest, initrd):
 class PagedGuest:
     """The test guest under QEMU with the shim, a memcanal-pager serving
     it from a memserver (store 0) and a file (store 1), or the file
-    alone without ``memserver``, and the guest's pattern written."""
+    alone without ``memserver``, and the guest's pattern written. The
+    pager seals with a VM key and reaches the memserver over TLS with a
+    lease token, as the agent's do; not ``sealed``: plaintext, and a
+    --insecure memserver over tcp:."""
 
     def __init__(self, build, guest, initrd, scratch, options=(),
-                 command=None, memory_mb=GUEST_MB, memserver=True):
+                 command=None, memory_mb=GUEST_MB, memserver=True,
+                 sealed=True):
         socket = os.path.join(scratch, 'pager.sock')
         stores = ['file:%s' % os.path.join(scratch, 'pages')]
+        options = list(options)
         self.server = None
-        if memserver:
+        if memserver and sealed:
+            os.mkdir(os.path.join(scratch, 'lender'))
+            lender = memservers.Memserver(
+                os.path.join(scratch, 'lender'), 2 * PAGES)
+            self.server = lender.process
+            stores.insert(0, ('tls:%s' % lender.name, base64.b64encode(
+                lender.token(OWNER, 2 * PAGES)).decode()))
+            options += ['--tls-ca', lender.ca]
+        elif memserver:
             self.server, (host, port) = services.start_memserver(
                 max_pages=2 * PAGES)
             stores.insert(0, 'tcp:%s:%d' % (host, port))
+        if sealed:
+            options += ['--owner', str(OWNER), '--key-file',
+                        pager_tests.key_file(os.path.join(scratch, 'vm.key'))]
         self.vm = None
         self.pager_args = (build / 'memcanal-pager', socket, stores,
                            options)
@@ -198,6 +222,7 @@ class PagedGuest:
                                 LD_PRELOAD=str(build / 'libmemcanal-uffd.so')))
         self.attached = self.pager.event('attached')
         assert self.attached['len'] == memory_mb * 2 ** 20, self.attached
+        assert self.attached['sealed'] == sealed, self.attached
         assert self.attached['pid'] == self.vm.pid
         self.console, self.seen = lines_of(self.vm.stdout), []
         wait_line(self.console, 'pagecheck: written', 240, self.seen)
@@ -245,16 +270,28 @@ def paged_guest(build, initrd, short_tmp_path):
 POOL_MB = 16
 
 
-@pytest.fixture
-def stateful_guest(build, initrd, short_tmp_path):
+def stateful(build, initrd, scratch, sealed=True):
     """The guest paged by a pager with a state file and a pool in a
     file, as the host-wide pool would be (a restarted pager maps it
     again)."""
     guest, path = initrd
-    paged = PagedGuest(build, guest, path, short_tmp_path, options=[
-        '--state', os.path.join(short_tmp_path, 'pager.state'),
+    return PagedGuest(build, guest, path, scratch, sealed=sealed, options=[
+        '--state', os.path.join(scratch, 'pager.state'),
         '--pool-mb', str(POOL_MB),
-        '--pool', os.path.join(short_tmp_path, 'pager.pool')])
+        '--pool', os.path.join(scratch, 'pager.pool')])
+
+
+@pytest.fixture
+def stateful_guest(build, initrd, short_tmp_path):
+    paged = stateful(build, initrd, short_tmp_path)
+    yield paged
+    paged.stop()
+
+
+@pytest.fixture
+def plaintext_guest(build, initrd, short_tmp_path):
+    """The stateful guest paged the old way: plaintext, tcp:."""
+    paged = stateful(build, initrd, short_tmp_path, sealed=False)
     yield paged
     paged.stop()
 
@@ -360,10 +397,11 @@ def test_a_killed_pager_is_taken_over_and_loses_nothing(stateful_guest):
     assert vm.wait(120) == 0
 
 
-def test_pool_faults_log_and_swapin(stateful_guest):
+def test_pool_faults_log_and_swapin(plaintext_guest):
     """Pages swapped out last wait in the pool and are served from it
     first; `swapin` brings pages back without a fault; `faults` lists
-    every page that faulted in, once."""
+    every page that faulted in, once. The old way: plaintext, tcp:."""
+    stateful_guest = plaintext_guest
     pager = stateful_guest.pager
     out = pager.command('swapout 0 %d' % PAGES, 'swapout')
     assert 0 < out['pool_pages'] <= POOL_MB * 256, out

@@ -22,6 +22,7 @@ import pytest
 
 from memcanal.tests.functional import services
 from memcanal.tests.functional import test_guest_paging as paging
+from memcanal.tests.functional import test_pager as pager_tests
 
 libvirt = importutils.try_import('libvirt')
 
@@ -58,11 +59,12 @@ def scratch(short_tmp_path):
 @pytest.fixture
 def pager(build, scratch):
     """memcanal-pager listening on scratch/pager.sock, one file store,
-    sampling."""
+    sealing with a VM key, sampling."""
     path = os.path.join(scratch, 'pager.sock')
+    key = pager_tests.key_file(os.path.join(scratch, 'vm.key'))
     pager = paging.Pager(build / 'memcanal-pager', path,
                          ['file:%s' % os.path.join(scratch, 'pages')],
-                         paging.SAMPLING)
+                         paging.SAMPLING + ['--key-file', key])
     pager.event('listening')
     os.chmod(path, 0o666)
     pager.socket = path
@@ -124,7 +126,7 @@ def page_out_and_check(pager, console):
     print('swapout', out, '\nafter check', stats,
           '\nmemfd KiB before %d paged %d' % (before_kib, out['memfd_kib']))
     assert 'pagecheck: ok' in verdict, ''.join(console.seen)
-    assert stats['lost'] == 0, stats
+    assert stats['lost'] == 0 and stats['sealed'], stats
     assert stats['served'][0] > paging.DATA_MB * 256 // 2, stats
     # Sampled all along: every interval's zap went through QEMU's end.
     assert samples['sampling'] and samples['intervals'], samples['overflow']
