@@ -1,9 +1,17 @@
 """CI runs the benchmarks that check the papers' bars, at reduced size."""
 
 import importlib
+import gzip
+import importlib
 import os
 import subprocess
 import sys
+import threading
+
+import numpy as np
+import pytest
+
+from memcanal.estimation import mrc
 
 import numpy as np
 import pytest
@@ -212,3 +220,243 @@ def test_watcher_compare_table_gives_each_seed_in_a_cell(monkeypatch):
     assert lines[0].count('|') == len(compare.COLUMNS) + 2
     assert lines[2].startswith('| memcanal | 3 / 3 | 12 / 12 | 0.013 / ')
     assert lines[2].endswith('| 0.78 / 0.78 |')
+
+
+def benchmark(name):
+    """A benchmark's module, for its pure helpers (the guest benchmarks
+    themselves need root and the test guest)."""
+    directory = os.path.join(ROOT, 'benchmarks')
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    return importlib.import_module(name)
+
+
+def test_sampling_accuracy_arguments():
+    accuracy = benchmark('sampling_accuracy')
+    args = accuracy.parse_args(['--guest-command', 'wsswork 64 RWRW 30',
+                                '--salt', '0x10', '--curve-intervals', '6'])
+    assert (args.rate, args.interval, args.salt, args.settle) == (
+        0.01, 1.0, 16, 6)
+    assert accuracy.parse_args(['--guest-command', 'x', '--settle', '0',
+                                '--rate', '1']).settle == 0
+    for wrong in (['--rate', '0'], ['--rate', '1.5'], ['--interval', '0'],
+                  ['--tlb-entries', '0']):
+        with pytest.raises(SystemExit):
+            accuracy.parse_args(['--guest-command', 'x'] + wrong)
+    with pytest.raises(SystemExit):
+        accuracy.parse_args([])
+
+
+def test_sampled_guest_pager_ends_intervals_on_tick_only():
+    options = benchmark('sampled_guest').pager_options(0.1, 7, 3)
+    assert options == ['--sample-rate', '0.1', '--sample-salt', '7',
+                       '--sample-interval-ms', '0', '--full-pass-every', '3']
+
+
+def test_sampled_guest_initrd_runs_the_command(tmp_path):
+    guest = benchmark('sampled_guest')
+    base = gzip.compress(b'the test guest')
+    (tmp_path / 'initramfs.gz').write_bytes(base)
+    path = guest.run_initrd({'initramfs.gz': str(tmp_path / 'initramfs.gz')},
+                            'sort "/tmp/a b" | md5sum',
+                            str(tmp_path / 'out.gz'))
+    data = open(path, 'rb').read()
+    assert data.startswith(base)
+    archive = gzip.decompress(data[len(base):])
+    assert b'sampling-command\0' in archive
+    assert b'sort "/tmp/a b" | md5sum\n' in archive
+    assert guest.START.encode() in archive
+    assert b'rdinit' not in archive
+
+
+def test_lru_stack_is_mrc_exact_interval_by_interval():
+    accuracy = benchmark('sampling_accuracy')
+    rng = np.random.default_rng(1)
+    stream = rng.zipf(1.3, 6000) % 400
+    lru = accuracy.LruStack(400, intervals=5)
+    chunks = np.array_split(stream, 5)
+    distinct = [lru.add(chunk) for chunk in chunks]
+    sizes = np.arange(1, 401)
+    whole = mrc.exact(stream)
+    assert np.array_equal(lru.curve().at(sizes), whole.at(sizes))
+    assert lru.curve().references == stream.size
+    assert [d.tolist() for d in distinct] == [
+        np.unique(chunk).tolist() for chunk in chunks]
+    # First touches: each chunk's first reference to each page, with its
+    # distance in the whole stream.
+    distances = mrc.stack_distances(stream)
+    starts = np.cumsum([0] + [chunk.size for chunk in chunks])
+    firsts = np.concatenate([
+        start + np.unique(chunk, return_index=True)[1]
+        for start, chunk in zip(starts, chunks)])
+    histogram = np.bincount(distances[firsts], minlength=401)
+    expected = 1 - np.cumsum(histogram[1:]) / firsts.size
+    assert np.allclose(lru.curve(first_touches=True).at(sizes), expected)
+
+
+def test_lru_stack_counts_the_last_intervals_with_all_history():
+    accuracy = benchmark('sampling_accuracy')
+    lru = accuracy.LruStack(10, intervals=1)
+    assert lru.curve() is None
+    lru.add([0, 1, 2])
+    lru.add([3, 0])             # 0 comes back at distance 4
+    curve = lru.curve()
+    assert curve.references == 2
+    assert curve.at([3, 4]).tolist() == [1.0, 0.5]
+
+
+def interval(touched, seconds=1.0):
+    driver = importlib.import_module('memcanal.agent.driver')
+    touched = np.asarray(touched, np.int64)
+    return driver.AccessInterval(touched=touched, written=touched[:0],
+                                 full=False, seconds=seconds)
+
+
+def test_sampling_accuracy_comparison_of_a_perfect_sampler():
+    accuracy = benchmark('sampling_accuracy')
+    comparison = accuracy.Comparison(4096, 1.0, window=2, curve_intervals=3,
+                                     max_reuse=2)
+    for step in range(6):
+        pages = np.arange(step * 100, step * 100 + 1000) % 4096
+        comparison.add(interval(pages), np.repeat(pages, 3), step + 1.0)
+    rows = comparison.rows
+    assert [r.exact for r in rows] == [1000] * 6
+    assert all(r.sampled == r.exact and r.extra == r.missed == 0
+               for r in rows)
+    assert [r.exact_window for r in rows] == [1000] + [1100] * 5
+    assert all(r.curve_mae == 0 for r in rows)
+    result = accuracy.summary(rows, 1.0, settle=3)
+    assert result['wss_error'] == result['window_wss_error'] == 0
+    assert result['curve_mae'] == 0 and result['curve_intervals_counted'] == 3
+    assert result['intervals'] == 6 and result['exact_wss_pages'] == 1000
+
+
+def test_sampling_accuracy_comparison_tells_sampler_from_hash():
+    accuracy = benchmark('sampling_accuracy')
+    rate = 0.1
+    comparison = accuracy.Comparison(8192, rate, window=1)
+    truth = np.arange(2000, 6000)
+    sample = comparison.sampled.sample(truth)
+    # The sampler saw one sampled page memtrace did not, and missed two.
+    seen = np.concatenate([sample[2:], comparison.sampled.sample(
+        np.arange(8000, 8192))[:1]])
+    comparison.add(interval(seen), truth)
+    row = comparison.rows[0]
+    assert (row.in_sample, row.seen, row.extra, row.missed) == (
+        sample.size, sample.size - 1, 1, 2)
+    assert row.sampled == pytest.approx((sample.size - 1) / rate)
+    result = accuracy.summary(comparison.rows, rate, settle=0)
+    assert result['hash_wss_error'] == pytest.approx(
+        abs(sample.size / rate - 4000) / 4000)
+    assert result['wss_error'] == pytest.approx(
+        abs(row.sampled - 4000) / 4000)
+    lines = accuracy.interval_table(comparison.rows, rate)
+    assert len(lines) == 2 and lines[1].split()[:4] == ['0', '0.0', '0.0',
+                                                       '4000']
+    assert len(accuracy.curve_table(comparison.curves())) >= 2
+
+
+def test_sampling_accuracy_summary_skips_empty_intervals():
+    accuracy = benchmark('sampling_accuracy')
+    row = dict(index=0, end_s=1, seconds=1, zap_ms=1, references=0,
+               exact_window=10, sampled_window=10, in_sample=1, seen=1,
+               extra=0, missed=0, curve_mae=None, lru_mae=None,
+               lru_first_mae=None)
+    rows = [accuracy.Row(exact=0, sampled=0, **row),
+            accuracy.Row(exact=100, sampled=110, **row)]
+    result = accuracy.summary(rows, 0.01, settle=5)
+    assert result['wss_error'] == pytest.approx(0.1)
+    assert result['wss_error_weighted'] == pytest.approx(0.1)
+    assert result['curve_mae'] is None
+    assert result['curve_intervals_counted'] == 2
+
+
+def test_sampling_cost_arguments():
+    cost = benchmark('sampling_cost')
+    args = cost.parse_args([])
+    assert (args.rounds, args.phase_seconds, args.short_interval,
+            args.full_pass_every, args.order) == (2, 10, 1.0, 4, 'RWRW')
+    for wrong in (['--rounds', '0'], ['--short-interval', '0'],
+                  ['--order', 'RRRR'], ['--full-pass-every', '0']):
+        with pytest.raises(SystemExit):
+            cost.parse_args(wrong)
+
+
+def test_sampling_cost_schedule_alternates_on_and_off():
+    cost = benchmark('sampling_cost')
+    pager = cost.Kind('1 %', 0.01)
+    assert cost.schedule(cost.Kind('no pager'), (10, 1), 0) == [
+        ('none', None)] * 2
+    assert cost.schedule(pager, (10, 1), 0) == [
+        ('on', 10), ('off', 10), ('off', 1), ('on', 1)]
+    assert cost.schedule(pager, (10, 1), 1) == [
+        ('off', 10), ('on', 10), ('on', 1), ('off', 1)]
+    assert cost.workload(cost.schedule(pager, (10, 1), 0), 64, 'RWRW',
+                         10) == ('for i in $(seq 2); do wsswork 64 RWRW 10; '
+                                 'done')
+    assert [kind.rate for kind in cost.kinds(4)] == [None, 0.01, 0.1, 0.01]
+    assert cost.kinds(4)[-1].full_pass_every == 4
+
+
+def phase(kind, mode, interval, ops, wait=0.0, run=9.0, pager=0.01,
+          name='RW'):
+    return benchmark('sampling_cost').Phase(
+        kind, mode, interval, name, ops=ops, ns=10 ** 10, ticks=1,
+        wall=10.0, pager_cpu=pager, vcpu_run=run, vcpu_wait=wait)
+
+
+def test_sampling_cost_phase_figures():
+    busy = phase('1 %', 'on', 10, 10 ** 8, wait=2.0, run=7.5)
+    assert busy.ops_per_us == 10
+    assert busy.ready_ops_per_us == pytest.approx(12.5)
+    assert busy.blocked == pytest.approx(0.05)
+
+
+def test_sampling_cost_ratios_within_a_boot():
+    cost = benchmark('sampling_cost')
+    plain = cost.Boot(cost.Kind('no pager'), [
+        phase('no pager', 'none', None, 2 * 10 ** 8, name='RR'),
+        phase('no pager', 'none', None, 10 ** 8, name='WW')], [], None,
+        None)
+    stats = {'sampling': {'minor_faults': 10, 'minor_p50_us': 3.0,
+                          'minor_p99_us': 20.0, 'zap_p50_us': 500.0,
+                          'zap_p99_us': 900.0, 'full_zap_p50_us': None}}
+    # Reads run at twice the speed of writes: each is compared with its
+    # own kind.
+    sampled = cost.Boot(cost.Kind('1 %', 0.01), [
+        phase('1 %', 'on', 10.0, 198 * 10 ** 6, run=8.9, pager=0.02,
+              name='RR'),
+        phase('1 %', 'off', 10.0, 10 ** 8, name='WW'),
+        phase('1 %', 'off', 1.0, 2 * 10 ** 8, name='RR'),
+        phase('1 %', 'on', 1.0, 9 * 10 ** 7, run=8.0, pager=0.05,
+              name='WW')],
+        [0.001, 0.003], stats, 2000)
+    rounds = [cost.round_figures([plain, sampled], (10.0, 1.0))]
+    assert rounds[0]['presence']['ops_per_us'] == 1
+    result = cost.summarise(rounds, [[plain, sampled]], (10.0, 1.0))
+    short = result['kinds']['1 %']['intervals']['1.0']
+    default = result['kinds']['1 %']['intervals']['10.0']
+    assert short['slowdown']['median'] == pytest.approx(0.1)
+    assert default['slowdown']['median'] == pytest.approx(0.01)
+    assert short['extra_blocked']['median'] == pytest.approx(0.1)
+    assert short['pager_cpu']['median'] == 0.05
+    assert short['agent_cpu'] == pytest.approx(0.002)
+    assert default['agent_cpu'] == pytest.approx(0.0002)
+    figures = result['kinds']['1 %']
+    assert (figures['minor_faults'], figures['zap_p50_ms'],
+            figures['full_zap_p50_ms'], figures['pager_rss_kib']) == (
+        10, 0.5, None, 2000)
+    lines = cost.table(result, 10.0)
+    assert any(line.startswith('1 %') and '10.00 (10.00..10.00)' in line
+               for line in lines)
+
+
+def test_sampling_cost_reads_a_process_schedule():
+    cost = benchmark('sampling_cost')
+    threads = cost.thread_times(os.getpid())
+    assert threading.get_native_id() in threads
+    run, wait = cost.vcpu_times({1: (1.0, 1.0), 2: (5.0, 0.0)},
+                                {1: (1.5, 3.0), 2: (9.0, 0.5), 3: (9, 9)})
+    assert (run, wait) == (4.0, 0.5)
+    assert cost.cpu_seconds(os.getpid()) > 0
+    assert cost.rss_kib(os.getpid()) > 0
