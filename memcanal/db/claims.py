@@ -24,7 +24,7 @@ _INSTANCES = models.Instance.__table__
 _HOSTS = models.Host.__table__
 _HOST_REPORTS = models.HostReport.__table__
 _INSTANCE_REPORTS = models.InstanceReport.__table__
-# Uuids per IN (...) list, as memcanal.db.api sends them.
+# Uuids per IN (...) list, as memcanal.db.report_rows sends them.
 _IN_CHUNK = 1000
 
 

@@ -8,6 +8,7 @@ import sqlalchemy as sa
 from memcanal import context as memcanal_context
 from memcanal.db import api as db_api
 from memcanal.db import models
+from memcanal.db import report_rows
 from memcanal import exception
 from memcanal.rpc import reports
 from memcanal.tests.unit.db import test_api as cases
@@ -122,6 +123,6 @@ def mysql_unquote(literal):
      'wide': '\u00e9\U0001F600', '\\': "'\\'", "\\'": '\\\\'},
     []])
 def test_json_text_is_quoted_for_mysql_to_read_back(document):
-    text = db_api._dumps(document)
+    text = report_rows._dumps(document)
     assert mysql_unquote(
-        db_api._quote_json_text(db_api._JSONText(text))) == text
+        report_rows._quote_json_text(report_rows._JSONText(text))) == text
