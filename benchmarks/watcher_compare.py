@@ -2,36 +2,52 @@
 
     bash tools/install-watcher.sh          # once: .venv-watcher
     .venv-watcher/bin/python benchmarks/watcher_compare.py
-    .venv-watcher/bin/python benchmarks/watcher_compare.py --hosts 100 --vms 30
+    .venv-watcher/bin/python benchmarks/watcher_compare.py --hosts 20 --vms 10
     .venv/bin/python benchmarks/watcher_compare.py --scale   # no Watcher
 
-One cluster state: ``--hosts`` hosts of ``--vms`` VMs (flavors of 2, 4
-and 8 GB), each host's capacity 3/4 of its VMs' flavors; on the
-``--hot`` share of hosts the VMs' working sets are 55-95 % of their
-flavor (the host above U-tube's 90 %, for an hour), elsewhere 15-60 %.
-A VM's measured demand is its working set plus the 64 MB kernel
-(``demand.vm_demand``), its miss-ratio curve (``--points`` points) falls
-from 1 to a cold-miss floor at its working set.
+A cloud of workloads (benchmarks/watcher_replay.py): ``--hosts`` hosts
+of ``--vms`` VMs (flavors of 2, 4 and 8 GB), each host's capacity 3/4
+of its VMs' flavors; on the ``--hot`` share of hosts the VMs'
+footprints are 60-100 % of their memory, elsewhere 15-60 %. The
+planners get what an agent measures of each VM alone: its working set,
+its demand (``demand.vm_demand``) and its LRU miss-ratio curve
+(``--points`` points).
 
-memcanal.policy.migration.plan and three Watcher strategies plan on it:
-``workload_balance`` (metrics instance_ram_usage, threshold 90 %) for
-one audit, as Watcher runs it, and audited again on its own result until
-it stops or reaches the planner's cap; ``vm_workload_consolidation``;
-``basic`` (CPU-based; each VM is given a CPU use of 10-60 % of its two
-vCPUs). Watcher sees the same hosts through its ModelRoot (a node's
-memory is the host's capacity, its memory_ratio ``--memory-ratio``, 2 by
-default, so that flavors overcommit as far as placement lets them) and a
-DataSourceBase serving the measured demand as instance RAM usage. Every plan is scored with migration.score: demand
-taken off the hot hosts, hosts above 90 % after, VMs newly below their
-miss bound (on a host, a VM gets min(flavor, demand * capacity / host
-demand)), moves the nova filter (demand.accepts) would refuse, and
-migrations used.
+memcanal.policy.migration.plan, capped at each ``--caps`` migrations,
+and three Watcher strategies plan on it: ``workload_balance`` (metrics
+instance_ram_usage, threshold 90 %) for one audit, as Watcher runs it,
+and audited again on its own result until it stops or reaches the cap;
+``vm_workload_consolidation``; with ``--strategies``, ``basic``
+(CPU-based; each VM is given a CPU use of 10-60 % of its two vCPUs).
+Watcher sees the same hosts through its ModelRoot (a node's memory is
+the host's capacity, its memory_ratio the shape's: ``--shapes`` sets
+placement's allocation ratio, the cloud is the same) and a
+DataSourceBase serving the measured demand as instance RAM usage.
+memcanal's planner reads measured demand only; placement, holding the
+shape's ratio, would refuse some of its moves (a live migration claims
+the flavor on the destination), so its plan is also replayed without
+them.
+
+Every plan is scored twice. By the planners' own yardstick,
+migration.score: hosts above 90 % after, VMs newly below their
+predicted miss bound, moves the nova filter (demand.accepts) would
+refuse; and the moves placement at the shape's ratio would refuse.
+Then replayed (watcher_replay.replay): the workloads run on the hosts
+the plan leaves them on, sharing each host's memory in one LRU, and
+what they do is measured: hosts whose measured demand is above 90 % and
+above their capacity, VMs whose miss ratio exceeds 1.05 times their own
+at their flavor size alone (all of them, and those not past it without
+a plan), and the miss ratio of all references. One table per shape and
+cap, each cell the ``--seeds`` in turn, then how many times longer
+re-audited workload_balance planned than memcanal.
 
 ``--scale`` times memcanal's planner alone on 1,000 hosts x 30 VMs x
-256-point curves (5 % hot), with no cap and with the default one.
+256-point synthetic curves (5 % hot), with no cap and with the default
+one.
 """
 
 import argparse
+import collections
 import copy
 import sys
 import time
@@ -42,6 +58,8 @@ import numpy as np
 from memcanal.estimation import mrc
 from memcanal.policy import demand
 from memcanal.policy import migration
+
+import watcher_replay
 
 MB = 2 ** 20
 GB = 2 ** 30
@@ -161,15 +179,26 @@ class Strategies:
 
     def repeated(self, name, audits, **parameters):
         """Audit again on each audit's result until no move or
-        ``audits`` moves."""
-        model, moves, seconds = None, [], 0.0
-        while len(moves) < audits:
-            more, spent, model, _ = self.run(name, model, **parameters)
-            moves += more
-            seconds += spent
-            if not more:
+        ``audits`` moves: each audit's (moves, seconds)."""
+        model, done = None, []
+        while sum(len(moves) for moves, _ in done) < audits:
+            moves, seconds, model, _ = self.run(name, model, **parameters)
+            done.append((moves, seconds))
+            if not moves:
                 break
-        return moves, seconds
+        return done
+
+
+def first(audits, cap):
+    """The first ``cap`` moves of ``audits`` ((moves, seconds) each, in
+    order) and the seconds of the audits that planned them."""
+    moves, seconds = [], 0.0
+    for planned, spent in audits:
+        if len(moves) >= cap:
+            break
+        moves += planned
+        seconds += spent
+    return moves[:cap], seconds
 
 
 def _datasource(ram_mb, cpu_percent, model):
@@ -241,40 +270,123 @@ def _datasource(ram_mb, cpu_percent, model):
     return Measured()
 
 
+COLUMNS = (
+    ('migrations', '%d'), ('GiB copied', '%.0f'), ('planning (s)', '%.3f'),
+    ('own: hosts > 90 %', '%d'), ('own: VMs pushed past bound', '%d'),
+    ('own: moves the filter refuses', '%d'),
+    ('moves placement refuses', '%d'), ('replay: hosts > 90 %', '%d'),
+    ('replay: hosts > 100 %', '%d'), ('replay: VMs past bound', '%d'),
+    ('replay: newly past', '%d'), ('replay: miss ratio (%)', '%.2f'))
+RAM = dict(metrics='instance_ram_usage', threshold=90.0)
+
+
+def grade(cloud, moves, seconds, options, memory_ratio, before):
+    """A plan's values in COLUMNS order: what it costs, the planners'
+    own score (migration.score), the moves placement refuses at
+    ``memory_ratio``, and its replay against the one of no plan,
+    ``before``."""
+    own = migration.score(cloud.hosts, moves, options)
+    outcome = watcher_replay.replay(cloud, moves, options.delta,
+                                    options.threshold)
+    memory = {vm.name: vm.memory_bytes for host in cloud.hosts
+              for vm in host.instances}
+    return (len(moves), sum(memory[watcher_replay.move_fields(move)[0]]
+                                 for move in moves) / GB,
+            seconds, len(own.hot_after), len(own.pushed_past_bound),
+            len(own.refused),
+            len(watcher_replay.placement(cloud.hosts, moves,
+                                         memory_ratio)[1]),
+            len(outcome.hosts_over_threshold), len(outcome.hosts_short),
+            len(outcome.past_bound),
+            len(set(outcome.past_bound) - set(before.past_bound)),
+            100 * outcome.miss_ratio)
+
+
+def watcher_plans(watcher, cap, strategies):
+    """Watcher's plans by label: a function of the cap giving (moves,
+    seconds)."""
+    plans = {}
+    if 'workload_balance' in strategies:
+        progress('  workload_balance, one audit')
+        once = watcher.run('workload_balance', **RAM)[:2]
+        plans['workload_balance (1 audit)'] = lambda _cap, once=once: once
+        progress('  workload_balance, audited again up to %d moves' % cap)
+        audits = watcher.repeated('workload_balance', cap, **RAM)
+        plans['workload_balance (re-audited)'] = (
+            lambda cap, audits=audits: first(audits, cap))
+    for name in ('vm_workload_consolidation', 'basic'):
+        if name in strategies:
+            progress('  %s' % name)
+            plan = watcher.run(name)[:2]
+            plans[name] = lambda _cap, plan=plan: plan
+    return plans
+
+
 def compare(args):
-    options = migration.Options(max_concurrent=args.max_concurrent)
-    progress('building %d hosts x %d VMs' % (args.hosts, args.vms))
-    hosts = cluster(args.hosts, args.vms, args.points, args.hot, args.seed)
-    plans = [('memcanal', *run_memcanal(hosts, options))]
-    watcher = Strategies(hosts, args.memory_ratio)
-    ram = dict(metrics='instance_ram_usage', threshold=90.0)
-    for label, run in [
-            ('workload_balance (1 audit)',
-             lambda: watcher.run('workload_balance', **ram)[:2]),
-            ('workload_balance (re-audited)',
-             lambda: watcher.repeated('workload_balance',
-                                      args.max_concurrent, **ram)),
-            ('vm_workload_consolidation',
-             lambda: watcher.run('vm_workload_consolidation')[:2]),
-            ('basic', lambda: watcher.run('basic')[:2])]:
-        progress('watcher %s' % label)
-        plans.append((label, *run()))
-    hot = len(migration.score(hosts, [], options).hot_before)
-    print('%d hosts x %d VMs, %d-point curves, %d hosts above %.0f %% '
-          '(memcanal cap %d migrations)' % (
-              args.hosts, args.vms, args.points, hot,
-              100 * options.threshold, args.max_concurrent))
-    header = ('| planner | migrations | demand freed on hot hosts (GiB) | '
-              'hosts above 90 % after | VMs pushed past miss bound | '
-              'moves the filter refuses | planning (s) |')
-    print(header)
-    print('|' + '---|' * 7)
-    for label, moves, seconds in plans:
-        result = migration.score(hosts, moves, options)
-        print('| %s | %d | %.1f | %d | %d | %d | %.3f |' % (
-            label, result.migrations, result.freed_bytes / GB,
-            len(result.hot_after), len(result.pushed_past_bound),
-            len(result.refused), seconds))
+    shapes = [(name, float(ratio)) for name, ratio in
+              (shape.split('=') for shape in args.shapes)]
+    rows = collections.defaultdict(list)
+    hot = []
+    for seed in args.seeds:
+        progress('seed %d: %d hosts x %d VMs of workloads' % (
+            seed, args.hosts, args.vms))
+        cloud = watcher_replay.build(
+            args.hosts, args.vms, args.hot, seed, args.unit_mb * MB,
+            args.warm, args.window, args.points, progress=progress)
+        hot.append(len(migration.score(cloud.hosts, []).hot_before))
+        progress('  replaying no plan')
+        before = watcher_replay.replay(cloud, [])
+        memcanal = {cap: run_memcanal(cloud.hosts, migration.Options(
+            max_concurrent=cap)) for cap in args.caps}
+        for shape, ratio in shapes:
+            progress('seed %d, %s (memory_ratio %g): Watcher' % (
+                seed, shape, ratio))
+            plans = watcher_plans(Strategies(cloud.hosts, ratio),
+                                  max(args.caps), args.strategies)
+            for cap in args.caps:
+                progress('  replaying the plans of cap %d' % cap)
+                options = migration.Options(max_concurrent=cap)
+                moves, seconds = memcanal[cap]
+                admitted = watcher_replay.placement(cloud.hosts, moves,
+                                                    ratio)[0]
+                planned = [('no migration', ([], 0.0)),
+                           ('memcanal', (moves, seconds)),
+                           ('memcanal, placement-admitted moves only',
+                            (admitted, seconds))] + [
+                    (label, plan(cap)) for label, plan in plans.items()]
+                for label, (moves, seconds) in planned:
+                    rows[shape, cap, label].append(grade(
+                        cloud, moves, seconds, options, ratio, before))
+    print('%d hosts x %d VMs (%s MiB pages, %d-point curves), seeds %s; '
+          'hosts above 90 %% before: %s' % (
+              args.hosts, args.vms, args.unit_mb, args.points,
+              ' / '.join(map(str, args.seeds)), ' / '.join(map(str, hot))))
+    for shape, ratio in shapes:
+        for cap in args.caps:
+            print()
+            print('%s (placement memory_ratio %g), cap %d migrations; each '
+                  'cell seeds %s' % (shape, ratio, cap,
+                                     ' / '.join(map(str, args.seeds))))
+            print(table([(label, values) for (s, c, label), values
+                         in rows.items() if (s, c) == (shape, cap)]))
+            balance = rows.get((shape, cap, 'workload_balance (re-audited)'))
+            if balance:
+                print('planning, workload_balance (re-audited) over '
+                      'memcanal: %s' % ' / '.join(
+                          '%.0fx' % (theirs[2] / ours[2]) for theirs, ours
+                          in zip(balance, rows[shape, cap, 'memcanal'])))
+
+
+def table(rows):
+    """A markdown table of ``rows`` ((planner, values per seed)), each
+    cell the seeds' values in turn."""
+    lines = ['| planner | ' + ' | '.join(name for name, _ in COLUMNS)
+             + ' |', '|' + '---|' * (len(COLUMNS) + 1)]
+    for label, values in rows:
+        cells = [' / '.join(form % seed[column] for seed in values)
+                 for column, (_, form) in enumerate(COLUMNS)]
+        lines.append('| %s | %s |' % (label, ' | '.join(cells)))
+    return '\n'.join(lines)
 
 
 def scale(args):
@@ -300,15 +412,32 @@ def scale(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--hosts', type=int, default=20)
-    parser.add_argument('--vms', type=int, default=10)
+    parser.add_argument('--hosts', type=int, default=100)
+    parser.add_argument('--vms', type=int, default=30)
     parser.add_argument('--points', type=int, default=256)
-    parser.add_argument('--hot', type=float, default=0.15,
+    parser.add_argument('--hot', type=float, default=0.25,
                         help='share of hosts made hot')
-    parser.add_argument('--seed', type=int, default=1)
-    parser.add_argument('--max-concurrent', type=int, default=20)
-    parser.add_argument('--memory-ratio', type=float, default=2.0,
-                        help="Watcher's nodes' memory allocation ratio")
+    parser.add_argument('--seeds', type=int, nargs='+', default=[1, 2, 3])
+    parser.add_argument('--caps', type=int, nargs='+', default=[20, 60],
+                        help="memcanal's max_concurrent, and the moves "
+                        "workload_balance is audited again up to")
+    parser.add_argument('--shapes', nargs='+',
+                        default=['tight=1.4', 'memcanal-max=1.5',
+                                 'loose=2.0'],
+                        help="NAME=RATIO: Watcher's nodes' memory "
+                        "allocation ratio")
+    parser.add_argument('--strategies', nargs='+', default=[
+        'workload_balance', 'vm_workload_consolidation'],
+        help="Watcher's: workload_balance, vm_workload_consolidation, "
+        "basic (CPU-based, slow: 13 s at 100 hosts)")
+    parser.add_argument('--unit-mb', type=int, default=4,
+                        help='page size of the replay')
+    parser.add_argument('--warm', type=float, default=2.0,
+                        help='seconds before the planning window')
+    parser.add_argument('--window', type=float, default=2.0,
+                        help='seconds of the planning and scoring windows')
+    parser.add_argument('--seed', type=int, default=1,
+                        help='the --scale cluster')
     parser.add_argument('--scale', action='store_true',
                         help="time memcanal's planner on 1,000 hosts")
     parser.add_argument('--repeat', type=int, default=5)
