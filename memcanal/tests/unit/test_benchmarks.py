@@ -1,6 +1,5 @@
 """CI runs the benchmarks that check the papers' bars, at reduced size."""
 
-import importlib
 import gzip
 import importlib
 import os
@@ -11,13 +10,9 @@ import threading
 import numpy as np
 import pytest
 
-from memcanal.estimation import mrc
-
-import numpy as np
-import pytest
-
 from memcanal.estimation import guest
 from memcanal.estimation import hcache
+from memcanal.estimation import mrc
 from memcanal.policy import demand
 from memcanal.policy import migration
 
@@ -68,12 +63,6 @@ MB = 2 ** 20
 UNIT = 4 * MB
 
 
-def _bench(monkeypatch, name):
-    """A module of benchmarks/ (a directory of scripts, not a package)."""
-    monkeypatch.syspath_prepend(os.path.join(ROOT, 'benchmarks'))
-    return importlib.import_module(name)
-
-
 def _vm(replay, name, kind, pages, guest_pages, seconds=4.0, seed=0):
     load = replay.workload(kind, pages, np.random.default_rng(seed), UNIT)
     return replay.VM.running(name, replay.KERNEL_BYTES + guest_pages * UNIT,
@@ -94,8 +83,8 @@ def _guest_misses(blocks, writes, pages, counted):
 
 
 @pytest.mark.parametrize('kind', ['loop', 'class', 'zipf'])
-def test_replay_guest_misses_are_the_guest_page_caches(monkeypatch, kind):
-    replay = _bench(monkeypatch, 'watcher_replay')
+def test_replay_guest_misses_are_the_guest_page_caches(kind):
+    replay = benchmark('watcher_replay')
     vm = _vm(replay, 'a', kind, pages=60, guest_pages=45)
     window = (10 ** 9, 3 * 10 ** 9)
     counted = vm.within(window)
@@ -110,8 +99,8 @@ def test_replay_guest_misses_are_the_guest_page_caches(monkeypatch, kind):
     assert misses[0] > 0
 
 
-def test_replay_host_is_one_lru_over_its_vms_pages(monkeypatch):
-    replay = _bench(monkeypatch, 'watcher_replay')
+def test_replay_host_is_one_lru_over_its_vms_pages():
+    replay = benchmark('watcher_replay')
     vms = [_vm(replay, 'a', 'zipf', 40, 64, seed=1),
            _vm(replay, 'b', 'loop', 25, 64, seed=2)]
     window = (10 ** 9, 4 * 10 ** 9)
@@ -137,17 +126,15 @@ def test_replay_host_is_one_lru_over_its_vms_pages(monkeypatch):
     assert misses.sum() > sum(alone)
 
 
-def _host(migration, name, capacity_gb, flavors_gb):
+def _host(name, capacity_gb, flavors_gb):
     return migration.Host(name, capacity_gb * 2 ** 30, tuple(
         migration.Instance('%s-vm%d' % (name, i), gb * 2 ** 30, gb * 2 ** 29,
                            gb * 2 ** 30) for i, gb in enumerate(flavors_gb)))
 
 
-def test_replay_placement_refuses_moves_past_the_allocation_ratio(
-        monkeypatch):
-    replay = _bench(monkeypatch, 'watcher_replay')
-    hosts = [_host(migration, 'a', 10, [8, 4]), _host(migration, 'b', 10,
-                                                      [8])]
+def test_replay_placement_refuses_moves_past_the_allocation_ratio():
+    replay = benchmark('watcher_replay')
+    hosts = [_host('a', 10, [8, 4]), _host('b', 10, [8])]
     moves = [('a-vm0', 'a', 'b'), ('a-vm1', 'a', 'b'), ('b-vm0', 'b', 'a')]
     # At 1.5 a host takes 15 GB of flavors: b cannot take 8 GB more, then
     # can take 4; a, still holding the 8 GB VM that was refused, cannot
@@ -158,10 +145,9 @@ def test_replay_placement_refuses_moves_past_the_allocation_ratio(
     assert replay.placement(hosts, moves, 2.0) == (moves, [])
 
 
-def test_replay_placed_applies_moves_in_order(monkeypatch):
-    replay = _bench(monkeypatch, 'watcher_replay')
-    hosts = [_host(migration, 'a', 10, [2, 2]), _host(migration, 'b', 10,
-                                                      [2])]
+def test_replay_placed_applies_moves_in_order():
+    replay = benchmark('watcher_replay')
+    hosts = [_host('a', 10, [2, 2]), _host('b', 10, [2])]
     where = replay.placed(hosts, [('a-vm0', 'a', 'b'), ('a-vm0', 'b', 'a'),
                                   ('b-vm0', 'b', 'a')])
     assert sorted(where['a']) == ['a-vm0', 'a-vm1', 'b-vm0']
@@ -170,8 +156,8 @@ def test_replay_placed_applies_moves_in_order(monkeypatch):
         replay.placed(hosts, [('a-vm0', 'b', 'a')])
 
 
-def test_replay_grades_a_plan_by_what_the_vms_do(monkeypatch):
-    replay = _bench(monkeypatch, 'watcher_replay')
+def test_replay_grades_a_plan_by_what_the_vms_do():
+    replay = benchmark('watcher_replay')
     cloud = replay.build(3, 4, hot=0.34, seed=3, warm=1.0, window=1.0,
                          points=32)
     assert len(cloud.vms) == 12
@@ -202,8 +188,8 @@ def test_replay_grades_a_plan_by_what_the_vms_do(monkeypatch):
     assert cloud.hosts[0].instances[0].name not in alone.past_bound
 
 
-def test_watcher_compare_first_moves_of_audits(monkeypatch):
-    compare = _bench(monkeypatch, 'watcher_compare')
+def test_watcher_compare_first_moves_of_audits():
+    compare = benchmark('watcher_compare')
     audits = [([1], 0.5), ([2, 3], 1.0), ([4], 2.0)]
     assert compare.first(audits, 1) == ([1], 0.5)
     assert compare.first(audits, 2) == ([1, 2], 1.5)
@@ -212,8 +198,8 @@ def test_watcher_compare_first_moves_of_audits(monkeypatch):
     assert compare.first([], 5) == ([], 0.0)
 
 
-def test_watcher_compare_table_gives_each_seed_in_a_cell(monkeypatch):
-    compare = _bench(monkeypatch, 'watcher_compare')
+def test_watcher_compare_table_gives_each_seed_in_a_cell():
+    compare = benchmark('watcher_compare')
     row = (3, 12.0, 0.0125, 0, 0, 0, 1, 0, 0, 8, 0, 0.781)
     lines = compare.table([('memcanal', [row, row])]).splitlines()
     assert len(lines) == 3
