@@ -301,8 +301,9 @@ class GuestPager:
 
     def set_resident(self, target_bytes):
         """Swap the coldest resident pages out until at most
-        ``target_bytes`` stay resident (or swap recent ones in up to it);
-        the resident bytes before. Stops early when no page is cold."""
+        ``target_bytes`` stay resident (or swap recent ones in up to it;
+        the whole VM as the target: every page out); the resident bytes
+        before. Stops early when no page is cold."""
         # What has turned cold since the last interval, too.
         self.detector.observe([], self.clock())
         resident = self.resident()
@@ -319,7 +320,13 @@ class GuestPager:
             dropped = self._swap_out(cold)
             excess -= dropped
             resident[cold] = False
-        if excess < 0:
+        if excess < 0 and target_bytes >= self.pages * PAGE:
+            # What the detector takes for remote is not exact (a page
+            # seen accessed in an interval that ended after its swap-out
+            # is not remote to it): the pager knows, and skips pages it
+            # does not hold out.
+            self._prefetch(np.arange(self.pages))
+        elif excess < 0:
             self._swap_in(-excess)
         return previous
 

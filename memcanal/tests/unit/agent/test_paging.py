@@ -363,6 +363,20 @@ def test_set_resident_above_resident_swaps_recent_pages_in(guest):
     assert pager.resident_bytes() == 48 * PAGE
 
 
+def test_the_whole_vm_as_the_target_brings_every_page_back(guest):
+    """Whatever the detector took for remote: an access seen in an
+    interval that ended after the page went out makes it resident to
+    the detector, not to the pager."""
+    pager, clock = guest
+    pager.set_resident(64 * PAGE)
+    pager.detector.observe([40], clock())
+    assert 40 not in pager.detector.prefetch(PAGES)
+    pager.set_resident(PAGES * PAGE)
+    assert pager.client.lines[-1] == 'swapin 0 %d' % PAGES
+    assert paging.resident_mask(pager.memfds[0], PAGES)[32:96].all()
+    assert not pager.detector.prefetch(PAGES).size
+
+
 def test_a_pager_without_faults_swapin_or_samples_still_pages(guest):
     pager, clock = guest
     pager.client.verbs = {'swapout'}
