@@ -186,16 +186,26 @@ class PagedGuest:
     alone without ``memserver``, and the guest's pattern written. The
     pager seals with a VM key and reaches the memserver over TLS with a
     lease token, as the agent's do; not ``sealed``: plaintext, and a
-    --insecure memserver over tcp:."""
+    --insecure memserver over tcp: (unless ``tls``)."""
 
     def __init__(self, build, guest, initrd, scratch, options=(),
                  command=None, memory_mb=GUEST_MB, memserver=True,
-                 sealed=True):
+                 sealed=True, tls=None):
+        self.vm = self.pager = self.server = None
+        try:
+            self._start(build, guest, initrd, scratch, options, command,
+                        memory_mb, memserver, sealed,
+                        sealed if tls is None else tls)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, build, guest, initrd, scratch, options, command,
+               memory_mb, memserver, sealed, tls):
         socket = os.path.join(scratch, 'pager.sock')
         stores = ['file:%s' % os.path.join(scratch, 'pages')]
-        options = list(options)
-        self.server = None
-        if memserver and sealed:
+        options = [*options, '--owner', str(OWNER)]
+        if memserver and tls:
             os.mkdir(os.path.join(scratch, 'lender'))
             lender = memservers.Memserver(
                 os.path.join(scratch, 'lender'), 2 * PAGES)
@@ -208,9 +218,8 @@ class PagedGuest:
                 max_pages=2 * PAGES)
             stores.insert(0, 'tcp:%s:%d' % (host, port))
         if sealed:
-            options += ['--owner', str(OWNER), '--key-file',
+            options += ['--key-file',
                         pager_tests.key_file(os.path.join(scratch, 'vm.key'))]
-        self.vm = None
         self.pager_args = (build / 'memcanal-pager', socket, stores,
                            options)
         self.pager = Pager(*self.pager_args)
@@ -253,7 +262,8 @@ class PagedGuest:
         self.vm.stdin.flush()
 
     def stop(self):
-        for process in (self.vm, self.pager.process, self.server):
+        for process in (self.vm, self.pager and self.pager.process,
+                        self.server):
             if process is not None and process.poll() is None:
                 process.kill()
                 process.wait(10)
