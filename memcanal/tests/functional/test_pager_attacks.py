@@ -212,8 +212,9 @@ def test_forged_replayed_and_foreign_copies_are_refused(
     the attacker puts, each over its own pages: the page's own copy from
     before the guest rewrote it (a replay), its copy with one bit flipped,
     another page's copy, another VM's copy of the same page (the two VMs
-    given the same key file), and a page of its own making. Each is refused as a bad copy, the
-    next one serves the page, and the guest reads back no wrong word."""
+    given the same key file), and a page of its own making. Each is
+    refused as a bad copy, the next one serves the page, and the guest
+    reads back no wrong word."""
     key = pager_tests.key_file(os.path.join(short_tmp_path, 'vm.key'))
     pool = os.path.join(short_tmp_path, 'pool') if target == 'pool' else None
     order = ('file', 'lender') if target == 'file' else ('lender', 'file')
