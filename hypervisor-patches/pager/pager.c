@@ -596,8 +596,9 @@ static long swap_batch(struct pager *p, uint64_t *pages, size_t n,
 			return -1;
 		}
 	}
-	/* Sealed in place: stores and the pool get ciphertext.  Versions
-	 * of marked pages change only here (swap_lock). */
+	/* Sealed in place: stores and the pool get ciphertext.  A marked
+	 * page's version changes only in a swap-out (swap_lock): read here
+	 * without the lock. */
 	for (size_t i = 0; i < m && sealed; i++)
 		sealed = !page_seal(p->crypt, pages[i],
 				    p->ps.version[pages[i]],
