@@ -2,8 +2,10 @@
 
 The driver starts the test guest pageable ([qemu] paging: RAM in a shared
 memfd, libmemcanal-uffd.so preloaded, a detached memcanal-pager keeping
-each page on a memcanal-memserver and in the local file store, and
-sampling the guest's accesses at [sampling]'s defaults). The guest
+each page, sealed with the VM's key, on a memcanal-memserver (TLS, with a
+lease token the service's key signed, as pooling lends them) and in the
+local file store, and sampling the guest's accesses at [sampling]'s
+defaults). The guest
 writes DATA_MB of random data into a tmpfs and notes its md5sum, then
 runs the PRL paper's wsswork over a HOT_MB array in two timed phases,
 then checks its data. Nothing tells the agent which pages are cold: the
@@ -16,6 +18,7 @@ check passes.
 """
 
 import gzip
+import os
 import pathlib
 import re
 import time
@@ -24,7 +27,10 @@ import numpy as np
 import pytest
 
 from memcanal.agent import driver
+from memcanal.agent import paging
 from memcanal.agent import tracing
+from memcanal.service import lease_tokens
+from memcanal.tests.functional import memservers
 from memcanal.tests.functional import services
 from memcanal.tests.functional import test_guest_paging
 
@@ -75,18 +81,21 @@ def pageable(conf, short_tmp_path):
     initrd.write_bytes(
         pathlib.Path(guest['initramfs.gz']).read_bytes()
         + gzip.compress(test_guest_paging.newc({'pagecheck': PAGEHOT})))
-    server, (host, port) = services.start_memserver(
-        max_pages=2 * GUEST_MB * 256)
+    server = memservers.Memserver(os.path.join(short_tmp_path, 'memserver'),
+                                  2 * GUEST_MB * 256)
     hypervisor = pageable_driver(conf, guest, build, str(initrd),
                                  short_tmp_path, COLD_AFTER)
+    conf.set_override('tls_ca_file', server.ca, 'pooling')
+    store = 'tls:' + server.name
     try:
-        hypervisor.start_guest(INSTANCE, append='rdinit=/pagecheck',
-                               stores=['tcp:%s:%d' % (host, port)])
+        hypervisor.start_guest(
+            INSTANCE, append='rdinit=/pagecheck', stores=[store],
+            lease_tokens={store: lease_tokens.encode(server.token(
+                paging.owner_of(INSTANCE), quota_pages=2 * GUEST_MB * 256))})
         yield hypervisor
     finally:
         hypervisor.stop()
-        server.kill()
-        server.wait(10)
+        server.stop()
 
 
 class Intervals:

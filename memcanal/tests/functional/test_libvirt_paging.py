@@ -5,8 +5,9 @@ shared memfd and libmemcanal-uffd.so preloaded by ``<qemu:env>``
 (doc/paging.md, "libvirt guests"). With [sampling] off, the LibvirtDriver
 listens on the domain's pager socket before the domain starts and holds
 its QEMU's handoff; apply_memory_target(mechanism='paging') starts the
-domain's memcanal-pager with a memory server as its first store and
-relays the handoff to it. The guest writes DATA_MB of random data and
+domain's memcanal-pager with a memory server (TLS, with the lease token
+of a pooling page action) as its first store and relays the handoff to
+it. The guest writes DATA_MB of random data and
 notes its md5sum; the driver keeps it to TARGET_MB resident (unsampled,
 the detector knows faults only: pages go out once unfaulted for
 cold_after), its data goes to the memory server (and the local file
@@ -24,6 +25,9 @@ import uuid
 import pytest
 
 from memcanal.agent.drivers import libvirt as libvirt_driver
+from memcanal.agent import paging
+from memcanal.service import lease_tokens
+from memcanal.tests.functional import memservers
 from memcanal.tests.functional import services
 from memcanal.tests.functional import test_guest_paging as guest_paging
 from memcanal.tests.functional import test_paging_carriers as carriers
@@ -66,12 +70,14 @@ class OneDomain:
 
 
 @pytest.fixture
-def memory_server():
-    server, (host, port) = services.start_memserver(
-        max_pages=2 * guest_paging.GUEST_MB * 256)
-    yield '%s:%d' % (host, port)
-    server.kill()
-    server.wait(10)
+def memory_server(conf, tmp_path):
+    """A memory server as a lender runs it (TLS, lease tokens), whose CA
+    the agent's pagers check it against."""
+    server = memservers.Memserver(str(tmp_path / 'memserver'),
+                                  2 * guest_paging.GUEST_MB * 256)
+    conf.set_override('tls_ca_file', server.ca, 'pooling')
+    yield server
+    server.stop()
 
 
 @pytest.fixture
@@ -154,8 +160,12 @@ def test_the_libvirt_driver_pages_a_domain(hypervisor, domain,
     console = start(hypervisor, domain)
     console.wait('pagecheck: written')
 
+    store = 'tls:' + memory_server.name
     resize = hypervisor.apply_memory_target(
-        instance, TARGET_MB * MiB, 'paging', ['tcp:%s' % memory_server])
+        instance, TARGET_MB * MiB, 'paging', [store],
+        {store: lease_tokens.encode(memory_server.token(
+            paging.owner_of(instance),
+            quota_pages=2 * guest_paging.GUEST_MB * 256))})
     pager = hypervisor.pagers.pager(instance)
     qemu_pid = pager.record.qemu[0]
     before_kib = guest_paging.rss_shmem_kib(qemu_pid)

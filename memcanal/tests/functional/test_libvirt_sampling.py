@@ -12,9 +12,15 @@ data whenever its console asks.
 One guest for the whole module, in order: the agent's reports carry a
 sampled working set near HOT_MB and a sampled curve; a new agent (driver)
 finds the same pager running and its samples keep coming; paging to a
-memory server pages the cold data out and the guest's check passes; the
-pager SIGKILLed, the driver starts one that takes over (the shim offers
-its RAM again through the agent's listener) and the check passes again.
+memory server (TLS, with a lease token the service's key signed, as
+pooling lends them) pages the cold data out and the guest's check passes
+on the server's copies; the pager SIGKILLed, the driver starts one that
+takes over (the shim offers its RAM again through the agent's listener)
+and the check passes again. Issue #25's finding 6: an agent restarted
+while the VM is paged finds its pager and lease and pages it back in
+whole; and an agent that finds the pager dead as it starts has one take
+over with the same key, stores and token, which reads the pages back from
+the memory server.
 """
 
 import contextlib
@@ -36,6 +42,7 @@ import requests
 from memcanal.agent.drivers import libvirt as libvirt_driver
 from memcanal.agent.drivers import paged
 from memcanal.agent import manager
+from memcanal.agent import paging
 from memcanal.api import deploy
 from memcanal import context
 from memcanal.db import api as db_api
@@ -45,9 +52,11 @@ from memcanal.estimation import packed_curve
 from memcanal.nova import client
 from memcanal.policy import demand
 from memcanal.rpc import reports as reports_rpc
+from memcanal.service import lease_tokens
 from memcanal.service import optimizer as optimizer_service
 from memcanal.service import pooling as pooling_service
 from memcanal.tests import fixtures as memcanal_fixtures
+from memcanal.tests.functional import memservers
 from memcanal.tests.functional import services
 from memcanal.tests.functional import test_api
 from memcanal.tests.functional import test_guest_paging as guest_paging
@@ -126,12 +135,23 @@ def connection():
 
 
 @pytest.fixture(scope='module')
-def memory_server():
-    server, (host, port) = services.start_memserver(
-        max_pages=2 * GUEST_MB * 256)
-    yield 'tcp:%s:%d' % (host, port)
-    server.kill()
-    server.wait(10)
+def memory_server(conf, tmp_path_factory):
+    """A memory server as a lender runs it (TLS, lease tokens, tools/
+    pki.sh's certificates), whose CA the agent's pagers check it
+    against."""
+    server = memservers.Memserver(
+        str(tmp_path_factory.mktemp('memserver')), 2 * GUEST_MB * 256)
+    conf.set_override('tls_ca_file', server.ca, 'pooling')
+    yield server
+    server.stop()
+
+
+def lent(server, instance):
+    """A pooling page action's stores and lease tokens: ``server`` for
+    the VM's pages, a token signed by the service's (test) key."""
+    store = 'tls:' + server.name
+    return [store], {store: lease_tokens.encode(server.token(
+        paging.owner_of(instance), quota_pages=2 * GUEST_MB * 256))}
 
 
 class Host:
@@ -171,9 +191,10 @@ class Host:
 
 
 @pytest.fixture(scope='module')
-def files(conf, scratch):
+def files(conf, scratch, memory_server):
     """The guest's kernel, initramfs and the shim where libvirt's QEMU
-    can read them, the pager built, the agent's options set."""
+    can read them, the pager built, the agent's options set (the memory
+    servers' CA among them, as an agent starts with it)."""
     guest = services.require_test_guest()
     build = services.build_pager(pathlib.Path(scratch) / 'build')
     # Written aside: readable_copies puts the copies in scratch.
@@ -409,6 +430,10 @@ def test_the_cloud_acts_on_the_sampled_host(host, conf, tmp_path):
     [info] = host.hypervisor.list_instances()
     assert info.paged_bytes > 0
     check(host)
+    # Taken back whole, as pooling does once the host has room: the
+    # pages out have a copy in the local store only, which a later test
+    # empties.
+    paged_back_in(host)
 
 
 def test_a_restarted_agent_finds_the_pager_and_its_samples(host):
@@ -431,8 +456,9 @@ def test_paging_to_a_memory_server_while_sampled(host, memory_server):
     # The memfd's memory, not QEMU's RssShmem: zaps unmap pages from
     # QEMU, the memfd keeps them.
     before_kib = pager.client.command('stats')['memfd_kib']
+    stores, tokens = lent(memory_server, host.uuid)
     resize = host.hypervisor.apply_memory_target(
-        host.uuid, TARGET_MB * MiB, 'paging', [memory_server])
+        host.uuid, TARGET_MB * MiB, 'paging', stores, tokens)
     [info] = host.hypervisor.list_instances()
     paged_kib = pager.client.command('stats')['memfd_kib']
     print('resize', resize, '\npaged', info, '\nguest RAM KiB before %d '
@@ -446,7 +472,7 @@ def test_paging_to_a_memory_server_while_sampled(host, memory_server):
     # paging action) loses its copies: the data comes back from the
     # memory server.
     [local, server] = pager.record.stores
-    assert server == memory_server
+    assert [server] == stores and pager.record.lease_tokens == tokens
     os.truncate(local[len('file:'):], 0)
     check(host)
     stats = pager.client.command('stats')
@@ -481,3 +507,93 @@ def test_a_killed_pager_is_taken_over(host):
     # Its samples come as its predecessor's did.
     assert reports(host, 3)[-1]['wss'].get('sampled')
     assert paged.records(host.conf)[0].pid == successor.process.pid
+
+
+def paged_out_again(host):
+    """Report until the kept resident target has the data out again."""
+    services.wait_for(
+        lambda: (host.report(), host.pager().client.command('stats'))[1][
+            'out_pages'] > DATA_MB * 256 // 2, 60, 'the data paged out')
+
+
+def paged_back_in(host):
+    """Page the whole VM back in: every page out comes back but those
+    of the pager's sample, which stay out until the guest touches them
+    (the pager must see that access). The pager's stats."""
+    pager = host.pager()
+    resize = host.hypervisor.apply_memory_target(host.uuid, GUEST_MB * MiB,
+                                                 'paging')
+    [info] = host.hypervisor.list_instances()
+    stats = pager.client.command('stats')
+    print('paged back in', resize, info, stats)
+    assert info.paged_bytes <= stats['sampling']['sampled_pages'] * 4096
+    assert stats['lost'] == 0
+    return stats
+
+
+def page_back_in_from_the_memory_server(host):
+    """The local store's copies gone, the whole VM as the target:
+    every page comes back from the memory server, those of the sample
+    as the guest's check touches them."""
+    os.truncate(host.pager().record.stores[0][len('file:'):], 0)
+    stats = paged_back_in(host)
+    assert stats['served'][1] > DATA_MB * 256 // 2, stats
+    check(host)
+    stats = host.pager().client.command('stats')
+    print('after the check', stats)
+    assert stats['lost'] == 0
+
+
+def test_a_restarted_agent_pages_the_vm_back_in(host):
+    """Issue #25, finding 6: an agent restarted while the VM is paged
+    finds its pager and lease in the record, and pages the whole VM back
+    in from the memory server."""
+    paged_out_again(host)
+    pager = host.pager()
+    record = paged.records(host.conf)[0]
+    host.stop_agent()
+    host.start_agent()
+    again = host.pager()
+    assert again.process.pid == pager.process.pid
+    assert again.record == record and again.record.lease_tokens
+    assert again.record.resident_target == TARGET_MB * MiB
+    page_back_in_from_the_memory_server(host)
+
+
+def test_a_pager_dead_when_the_agent_restarts_is_taken_over(
+        host, memory_server):
+    """The VM paged again (a new lease of the same server, as pooling
+    sends it), then its pager killed while no agent runs: the next agent
+    starts the one that takes over with the same key and stores, in the
+    same order, and the newest token, which the server takes."""
+    stores, tokens = lent(memory_server, host.uuid)
+    host.hypervisor.apply_memory_target(host.uuid, TARGET_MB * MiB,
+                                        'paging', stores, tokens)
+    paged_out_again(host)
+    pager = host.pager()
+    key = paged.pager_file(host.conf, host.uuid, '.key')
+    with open(key, 'rb') as file:
+        secret = file.read()
+    host.stop_agent()
+    os.kill(pager.process.pid, signal.SIGKILL)
+    services.wait_for(lambda: not pager.alive(), 10, 'the pager to die')
+
+    host.start_agent()
+    successor = services.wait_for(
+        lambda: host.pager().alive() and host.pager(), 30,
+        'a pager taking over')
+    services.wait_for(successor.attach, 30, 'the guest\'s RAM')
+    assert successor.client.command('hello')['adopted']
+    with open('/proc/%d/cmdline' % successor.process.pid) as cmdline:
+        args = cmdline.read().split('\0')
+    given = [(args[at + 1], args[at + 3] if args[at + 2] == '--store-token'
+              else None) for at, arg in enumerate(args) if arg == '--store']
+    print('taken over with', [store for store, _ in given])
+    assert given == [(store, tokens.get(store))
+                     for store in pager.record.stores]
+    assert args[args.index('--key-file') + 1] == key
+    with open(key, 'rb') as file:
+        assert file.read() == secret
+    with open(paged.pager_file(host.conf, host.uuid, '.log')) as log:
+        assert tokens[stores[0]] not in log.read()
+    page_back_in_from_the_memory_server(host)
