@@ -74,9 +74,9 @@ class Vm:
     """
 
     def __init__(self, build, directory, lender, key, order=('lender',
-                 'file'), pool=None, guest_mb=64, secret=None):
+                 'file'), pool=None, guest_mb=64, secret=None, owner=None):
         os.mkdir(directory)
-        self.owner = paging.owner_of(str(uuid.uuid4()))
+        self.owner = owner or paging.owner_of(str(uuid.uuid4()))
         token = lender.token(self.owner, quota_pages=guest_mb * 512)
         self.file = os.path.join(directory, 'pages')
         stores = {'lender': ('tls:%s' % lender.name,
@@ -269,6 +269,39 @@ def test_forged_replayed_and_foreign_copies_are_refused(
         assert stats['bad_sum'] == [len(forged), 0], stats
         assert stats['served'][1] == len(forged), stats
         assert stats['pool_bad'] == 0, stats
+
+
+def copies_in(path, pages):
+    with open(path, 'rb') as store:
+        data = store.read()
+    return [data[page * PAGE:(page + 1) * PAGE] for page in range(pages)]
+
+
+def test_no_two_seals_of_a_page_share_a_nonce(build, lender, vms,
+                                              short_tmp_path):
+    """The same pages, unchanged, sealed again (the next swap-out), and
+    sealed by the next QEMU of the same VM (same key file, same owner,
+    versions from 1 again): never the same ciphertext twice, which a
+    repeated nonce would give (and, the pages differing, the XOR of the
+    two plaintexts to whoever holds both copies)."""
+    key = pager_tests.key_file(os.path.join(short_tmp_path, 'vm.key'))
+    vm = Vm(build, os.path.join(short_tmp_path, 'a'), lender, key)
+    vms.append(vm)
+    vm.swap_out()
+    first = copies_in(vm.file, vm.pages)
+    assert vm.check() == 0
+    vm.swap_out()
+    again = copies_in(vm.file, vm.pages)
+    vm.process.stop()
+    rebooted = Vm(build, os.path.join(short_tmp_path, 'b'), lender, key,
+                  owner=vm.owner)
+    vms.append(rebooted)
+    rebooted.swap_out()
+    anew = copies_in(rebooted.file, rebooted.pages)
+    for copies in (again, anew):
+        assert not [page for page in range(vm.pages)
+                    if copies[page] == first[page]]
+    assert rebooted.check() == 0
 
 
 def test_another_vms_token_reaches_none_of_its_pages(build, lender, vms,
