@@ -7,28 +7,39 @@ agent: throughput with and without sampling, CPU per VM, fault latency.
 
 The test guest (256 MiB, QEMU TCG, its RAM in a shared memfd, no
 memtrace) runs wsswork RWRW over 64 MiB (--size-mb, --order), phase after
-phase; its throughput is wsswork's ops_per_us for each phase. Boots, in
-turn, every round:
+phase. Boots, in turn, every round:
 
 - ``no pager``: QEMU alone, the baseline of the pager's presence;
-- a pager (QEMU's shim, benchmarks/sampled_guest.py)
-  sampling at 1 %, at 10 %, and at 1 % with a full pass every
-  --full-pass-every intervals. Its intervals end on ``tick``
+- a pager (QEMU's shim, benchmarks/sampled_guest.py) sampling at 1 %,
+  at 10 %, and at 1 % with a full pass every --full-pass-every intervals
+  (default 1: a phase at the default interval holds one full pass; over
+  N intervals it costs an Nth of that). Its intervals end on ``tick``
   (``--sample-interval-ms 0``), so that within one boot phases alternate
   between sampling on, at the default interval (10 s) or a short one
   (--short-interval), and off: the same pager, armed, with no interval
-  ending and so no fault, which is a pager without sampling. On and off
-  are compared within the boot (the ratio of their medians), which keeps
-  the drift of a shared machine out; the order alternates by round.
+  ending and so no fault, which is a pager without sampling. The order
+  alternates by round.
 
 A 10 s phase at the 10 s interval holds one interval: its zap, and the
-first touches that fault after it. Per phase, the pager's CPU
-(/proc/PID/stat utime + stime) over the phase's wall time; per interval,
-the agent's CPU: this thread's time to take ``samples`` and run
-SampledAccesses (working set, window, curve) on it, as the agent does.
-Per boot, the pager's MINOR fault service p50/p99 and arming times from
-its ``stats``. Ends with one JSON line. Takes about two and a half
-minutes a round.
+first touches that fault after it. Per phase:
+
+- the guest's throughput, wsswork's ops_per_us; and the same over the
+  time QEMU's vCPU thread was not waiting for a CPU (its schedstat),
+  which leaves out the other jobs of a shared machine and keeps in the
+  vCPU's sleeps on the pager's faults; slowdowns are 1 - a phase with sampling on
+  over the median of the same boot's off phases of the same kind (read
+  with read), medians over a round's phases, then median and range over
+  rounds (never asserted);
+- the vCPU thread's extra share of time asleep with sampling on (what
+  the faults cost it, wake-ups included);
+- the pager's CPU (/proc/PID/stat utime + stime) over the phase's wall
+  time: its share of a core per VM.
+
+Per interval, the agent's CPU: this thread's time to take ``samples``
+and run SampledAccesses (working set, window, curve) on it, as the
+agent does. Per boot, the pager's MINOR fault service p50/p99 (reading
+the fault to UFFDIO_CONTINUE), arming times and RSS from its ``stats``.
+Ends with one JSON line. Takes about three minutes a round.
 """
 
 import argparse
@@ -415,9 +426,11 @@ def parse_args(argv=None):
                              'default interval)')
     parser.add_argument('--short-interval', type=float, default=1.0,
                         help='the short interval, seconds (default 1)')
-    parser.add_argument('--full-pass-every', type=int, default=4,
+    parser.add_argument('--full-pass-every', type=int, default=1,
                         help='intervals between full passes in the full '
-                             'pass boots (default 4)')
+                             'pass boots (default 1: every interval is '
+                             'one, so a phase at the default interval '
+                             'holds one full pass)')
     parser.add_argument('--size-mb', type=int, default=64)
     parser.add_argument('--order', default='RWRW',
                         choices=('RWRW', 'RRWW', 'WWRR'))

@@ -361,7 +361,7 @@ def test_sampling_cost_arguments():
     cost = benchmark('sampling_cost')
     args = cost.parse_args([])
     assert (args.rounds, args.phase_seconds, args.short_interval,
-            args.full_pass_every, args.order) == (2, 10, 1.0, 4, 'RWRW')
+            args.full_pass_every, args.order) == (2, 10, 1.0, 1, 'RWRW')
     for wrong in (['--rounds', '0'], ['--short-interval', '0'],
                   ['--order', 'RRRR'], ['--full-pass-every', '0']):
         with pytest.raises(SystemExit):
