@@ -1,12 +1,14 @@
 /*
- * The pager's insides, shared by pager.c (swap-out and fault service)
- * and pager_setup.c (taking charge of a registration, fresh or from a
- * pager that died, and letting go of it).  Not an interface.
+ * The pager's insides, shared by pager.c (swap-out, stores backing
+ * off), fault.c (fault service and fetching pages back) and
+ * pager_setup.c (taking charge of a registration, fresh or from a pager
+ * that died, and letting go of it).  Not an interface.
  */
 #ifndef PAGER_INTERNAL_H
 #define PAGER_INTERNAL_H
 
 #include <pthread.h>
+#include <time.h>
 
 #include "pager.h"
 #include "state.h"
@@ -75,10 +77,59 @@ struct pager {
 	char *swap_buf;             /* BATCH pages, swap-out only */
 };
 
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static inline const struct region *region_of(const struct pager *p,
+						 uint64_t pg)
+{
+	int i = p->nregions - 1;
+
+	while (i > 0 && p->region[i].first > pg)
+		i--;
+	return &p->region[i];
+}
+
+static inline uint64_t addr_of(const struct pager *p, uint64_t pg)
+{
+	const struct region *r = region_of(p, pg);
+
+	return r->base + (pg - r->first) * PAGER_PAGE;
+}
+
+static inline off_t file_offset(const struct pager *p, uint64_t pg)
+{
+	const struct region *r = region_of(p, pg);
+
+	return r->offset + (off_t)((pg - r->first) * PAGER_PAGE);
+}
+
+/* Of the n pages from pg, how many are in pg's region. */
+static inline uint64_t in_region(const struct pager *p, uint64_t pg,
+				 uint64_t n)
+{
+	const struct region *r = region_of(p, pg);
+
+	return r->first + r->npages - pg < n ? r->first + r->npages - pg : n;
+}
+
 /* pager.c */
-void *pager_fault_thread(void *arg);
 int pager_write_protect(struct pager *p, uint64_t pg, uint64_t n, int on);
 void pager_wake(struct pager *p, uint64_t pg, uint64_t n);
 int pager_resident(struct pager *p, uint64_t pg, struct cursor *c);
+/* Store i's back-off, under the lock: down (a call failed for want of
+ * the store), failed (down unless errno says only that copy is gone),
+ * up (it answered). */
+void pager_store_down(struct pager *p, int i);
+void pager_store_failed(struct pager *p, int i);
+void pager_store_up(struct pager *p, int i);
+
+/* fault.c */
+void *pager_fault_thread(void *arg);
 
 #endif
