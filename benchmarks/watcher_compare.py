@@ -430,11 +430,14 @@ def main():
         'workload_balance', 'vm_workload_consolidation'],
         help="Watcher's: workload_balance, vm_workload_consolidation, "
         "basic (CPU-based, slow: 13 s at 100 hosts)")
-    parser.add_argument('--unit-mb', type=int, default=4,
+    parser.add_argument('--unit-mb', type=int,
+                        default=watcher_replay.UNIT // MB,
                         help='page size of the replay')
-    parser.add_argument('--warm', type=float, default=2.0,
+    parser.add_argument('--warm', type=float,
+                        default=watcher_replay.WARM_SECONDS,
                         help='seconds before the planning window')
-    parser.add_argument('--window', type=float, default=2.0,
+    parser.add_argument('--window', type=float,
+                        default=watcher_replay.WINDOW_SECONDS,
                         help='seconds of the planning and scoring windows')
     parser.add_argument('--seed', type=int, default=1,
                         help='the --scale cluster')

@@ -11,8 +11,8 @@ workloads on the hosts it leaves them on and counting their misses.
   over an array, all or nothing under LRU), or a Hcache file server of
   one-page files picked by ``class`` (a tenth of them ten times as
   popular) or by ``zipf``. Each makes two references per page of its
-  footprint a second. Pages are ``unit`` bytes (4 MiB: an 8 GB VM is
-  2,048 of them), so a cloud of thousands of VMs replays in seconds.
+  footprint a second. Pages are ``unit`` bytes (2 MiB: an 8 GB VM is
+  4,096 of them), so a cloud of thousands of VMs replays in seconds.
 - A VM's guest page cache is its flavor less the guest kernel; a host's
   memory is its capacity less its VMs' kernels, shared by its VMs'
   pages in one LRU: no balancer divides it, the host's reclaim does, as
@@ -52,7 +52,9 @@ from memcanal.policy import migration
 MB = 2 ** 20
 GB = 2 ** 30
 SECOND_NS = 10 ** 9
-UNIT = 4 * MB
+UNIT = 2 * MB
+WARM_SECONDS = 3.0
+WINDOW_SECONDS = 3.0
 NOW = 100_000.0
 FLAVORS_GB = (2, 4, 8)
 KINDS = ('loop', 'class', 'zipf')
@@ -184,8 +186,9 @@ class Cloud:
         return key[1], self.replayed[key]
 
 
-def build(hosts, vms, hot=0.15, seed=1, unit=UNIT, warm=2.0, window=2.0,
-          points=256, threshold=demand.DEFAULT_THRESHOLD, progress=None):
+def build(hosts, vms, hot=0.15, seed=1, unit=UNIT, warm=WARM_SECONDS,
+          window=WINDOW_SECONDS, points=256,
+          threshold=demand.DEFAULT_THRESHOLD, progress=None):
     """``hosts`` hosts of ``vms`` VMs (flavors of 2, 4 and 8 GB), each
     host's capacity 3/4 of its VMs' flavors; on the ``hot`` share of
     hosts footprints are 60-100 % of the guest's memory (its flavor less

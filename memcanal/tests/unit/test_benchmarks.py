@@ -168,7 +168,7 @@ def test_replay_grades_a_plan_by_what_the_vms_do():
             running = cloud.vms[vm.name]
             assert vm.demand_bytes == demand.vm_demand(
                 vm.flavor_bytes, running.working_set_bytes(cloud.planning,
-                                                           UNIT))
+                                                           cloud.unit))
             assert vm.curve.miss_ratios[0] == 1.0
             assert np.all(np.diff(vm.curve.miss_ratios) <= 0)
     before = replay.replay(cloud, [])
