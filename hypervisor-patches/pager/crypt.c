@@ -42,7 +42,8 @@ struct page_crypt {
 	uint64_t owner;
 };
 
-int pager_read_key(const char *path, uint8_t key[PAGER_KEY_SIZE])
+int pager_read_secret(const char *path, const char *what, void *buf,
+		      size_t size)
 {
 	/* O_NONBLOCK: a FIFO planted there must not hang the pager. */
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
@@ -63,19 +64,23 @@ int pager_read_key(const char *path, uint8_t key[PAGER_KEY_SIZE])
 	else if ((st.st_mode & 07777) != 0600)
 		snprintf(why, sizeof(why), "mode %04o, not 0600",
 			 (unsigned)(st.st_mode & 07777));
-	else if (st.st_size != PAGER_KEY_SIZE)
-		snprintf(why, sizeof(why), "%lld bytes, not %d",
-			 (long long)st.st_size, PAGER_KEY_SIZE);
-	else if (read(fd, key, PAGER_KEY_SIZE) != PAGER_KEY_SIZE)
-		snprintf(why, sizeof(why), "cannot read %d bytes",
-			 PAGER_KEY_SIZE);
+	else if ((size_t)st.st_size != size)
+		snprintf(why, sizeof(why), "%lld bytes, not %zu",
+			 (long long)st.st_size, size);
+	else if (read(fd, buf, size) != (ssize_t)size)
+		snprintf(why, sizeof(why), "cannot read %zu bytes", size);
 	if (fd >= 0)
 		close(fd);
 	if (!*why)
 		return 0;
-	OPENSSL_cleanse(key, PAGER_KEY_SIZE);
-	fprintf(stderr, "pager: key file %s refused: %s\n", path, why);
+	OPENSSL_cleanse(buf, size);
+	fprintf(stderr, "pager: %s %s refused: %s\n", what, path, why);
 	return -1;
+}
+
+int pager_read_key(const char *path, uint8_t key[PAGER_KEY_SIZE])
+{
+	return pager_read_secret(path, "key file", key, PAGER_KEY_SIZE);
 }
 
 int page_crypt_salt(uint8_t salt[PAGER_SALT_SIZE])

@@ -12,6 +12,7 @@
 #ifndef CRYPT_H
 #define CRYPT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define PAGER_KEY_SIZE 32
@@ -20,10 +21,15 @@
 #define PAGER_KEY_ID_SIZE 16
 
 /*
- * Read a VM's key from path: a regular file (not a symbolic link) owned
- * by the caller's effective uid, mode 0600, of exactly PAGER_KEY_SIZE
- * bytes.  0, or -1 with the reason on stderr.
+ * Read a secret of exactly size bytes from path into buf: a regular file
+ * (not a symbolic link) owned by the caller's effective uid, mode 0600;
+ * what names it in the reason.  0, or -1 with the reason on stderr
+ * ("pager: WHAT PATH refused: WHY").
  */
+int pager_read_secret(const char *path, const char *what, void *buf,
+		      size_t size);
+
+/* A VM's key: pager_read_secret of PAGER_KEY_SIZE bytes, a "key file". */
 int pager_read_key(const char *path, uint8_t key[PAGER_KEY_SIZE]);
 
 /* Fill salt with random bytes for a new registration.  0, or -1. */

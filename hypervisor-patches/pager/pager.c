@@ -131,6 +131,23 @@ static void put_done(struct pager *p, int i, int result)
 	pthread_mutex_unlock(&p->lock);
 }
 
+int pager_store_renewed(struct pager *p, struct pager_store *s)
+{
+	int rc = -1;
+
+	pthread_mutex_lock(&p->lock);
+	for (int i = 0; i < p->nstores; i++) {
+		if (p->stores[i] == s) {
+			pager_store_up(p, i);
+			rc = 0;
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (rc)
+		errno = ENOENT;
+	return rc;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;

@@ -29,13 +29,18 @@
  * reads one page; a short or failed read is a failure, and the pager
  * authenticates what comes back (crypt.h), so a store that lost, forged
  * or replayed data is caught too.  What a store is given is sealed
- * (unless the pager has no key).  Calls on one store are serialised by the pager's
- * callers: put from the swap-out caller, get/del from the fault thread,
- * so an implementation shared by both must be thread-safe.
+ * (unless the pager has no key).  Calls on one store are serialised by
+ * the pager's callers: put from the swap-out caller, get/del from the
+ * fault thread, so an implementation shared by both must be
+ * thread-safe.
  */
 struct pager_store {
 	const char *name;
 	const char *kind;   /* "file" or "tcp": the fault latency source */
+	/* Set by a store whose server could not be reached as it was
+	 * opened (a memory server down): the pager starts it backing off,
+	 * serving from the other copies, and tries it again later. */
+	int down;
 	int (*put)(struct pager_store *s, uint64_t page, const void *buf,
 		   size_t npages);
 	int (*get)(struct pager_store *s, uint64_t page, void *buf);
@@ -206,6 +211,11 @@ int pager_state_registration(const char *state_path,
 /* Append a store (-1, ENOSPC: PAGER_MAX_STORES already); faults waiting
  * for it go on. */
 int pager_add_store(struct pager *p, struct pager_store *s);
+
+/* s, one of the pager's stores, now presents a new credential (a newer
+ * lease): it stops backing off, so that its next call tries it.  0, or
+ * -1 (ENOENT: not a store of this pager). */
+int pager_store_renewed(struct pager *p, struct pager_store *s);
 
 /* Pages in the index space; 1 if MINOR faults are registered. */
 uint64_t pager_npages(struct pager *p);

@@ -123,8 +123,8 @@ int pager_write_protect(struct pager *p, uint64_t pg, uint64_t n, int on);
 void pager_wake(struct pager *p, uint64_t pg, uint64_t n);
 int pager_resident(struct pager *p, uint64_t pg, struct cursor *c);
 /* Store i's back-off, under the lock: down (a call failed for want of
- * the store), failed (down unless errno says only that copy is gone),
- * up (it answered). */
+ * the store, or it could not reach its server when opened), failed
+ * (down unless errno says only that copy is gone), up (it answered). */
 void pager_store_down(struct pager *p, int i);
 void pager_store_failed(struct pager *p, int i);
 void pager_store_up(struct pager *p, int i);

@@ -2,7 +2,7 @@
  * memcanal-pager: page a QEMU guest's RAM out to stores and back, and
  * sample which of its pages the guest accesses.
  *
- *   memcanal-pager --socket PATH [--store SPEC [--store-token B64]]...
+ *   memcanal-pager --socket PATH [--store SPEC [--store-token-file F]]...
  *                  [--copies N] [--owner N] [--key-file PATH]
  *                  [--tls-ca PATH] [--state PATH] [--pool-mb N]
  *                  [--pool PATH] [--control PATH] [--sample-rate R]
@@ -20,7 +20,9 @@
  *   hello                 attached yet?  The guest's regions if so
  *   store SPEC [TOKEN]    add a store (file:PATH, tls:HOST:PORT and its
  *                         lease token, tcp:HOST:PORT: --insecure
- *                         memory servers, for tests)
+ *                         memory servers, for tests); a tls: store it
+ *                         has, with a newer lease's token: that token
+ *                         from its next connection on
  *   swapout START COUNT   swap out pages START..START+COUNT-1 (indexes in
  *                         the regions concatenated; pages not resident
  *                         are skipped)
@@ -47,16 +49,23 @@
  * offers it the uffd again on PATH's socket, or else it duplicates the
  * uffd and memfds out of QEMU with pidfd_getfd (root).  --pool-mb N
  * keeps up to N MiB of swapped-out pages in memory, served before any
- * store; with --pool PATH that memory is the file PATH (/dev/shm/...),
- * shared by every pager given the same PATH, pages keyed by --owner,
- * which must then differ per guest.
+ * store; with --pool PATH that memory is the file PATH (in a directory
+ * of root's alone, such as /run/memcanal), shared by every pager given
+ * the same PATH, pages keyed by --owner, which must then differ per
+ * guest.
  *
  * --key-file PATH: the VM's 32-byte key (root's, 0600, not a link):
  * every page leaves the pager sealed with AES-256-GCM (crypt.h), bound
  * to --owner, the page and its version.  Without it pages go out in
  * plaintext, which the pager says on stderr (tests of old behaviour).
  * tls: stores check their server against --tls-ca and present the lease
- * token given after them (--store-token, or the `store` command's).
+ * token given after them: --store-token-file names a file of root's
+ * alone (0600, not a link, as --key-file) holding it in base64, so that
+ * it is not on the command line for any local user to read; or the
+ * `store` command's.  A memory server that cannot be reached at start
+ * (down, not answering) does not stop the pager: the store backs off and
+ * is tried again later, the other copies serving meanwhile; one that
+ * refuses it (TLS, the token) does.
  *
  * "listening", "attached" and "exit" events go to stdout.  The pager
  * runs until QEMU exits (it must outlive the guest) or `quit`.  Stores
@@ -160,27 +169,42 @@ static void add_store(FILE *f, struct daemon *d, const char *spec,
 {
 	struct pager_store *s;
 	char why[200], line[256];
+	int had = find_store(d, spec);
 
+	if (had >= 0 && token) {   /* a newer lease of a store it has */
+		s = d->stores[had];
+		if (renew_store(s, spec, token, d->owner, why, sizeof(why)))
+			goto refused;
+		if (d->p)
+			pager_store_renewed(d->p, s);
+	}
+	if (had >= 0) {
+		print_store(f, d, !!token);
+		return;
+	}
 	if (d->nstores == PAGER_MAX_STORES) {
 		print_error(f, "store: too many stores");
 		return;
 	}
 	s = open_store(spec, token, d->owner, d->tls_ca, why, sizeof(why));
-	if (!s) {
-		snprintf(line, sizeof(line), "store: %s", why);
-		print_error(f, line);
+	if (!s)
+		goto refused;
+	if (keep_store(d, spec, s, why)) {
+		s->destroy(s);
+		print_error(f, "store: out of memory");
 		return;
 	}
 	if (d->p && pager_add_store(d->p, s)) {
+		free(d->specs[--d->nstores]);
 		s->destroy(s);
 		print_error(f, "store: refused");
 		return;
 	}
-	d->stores[d->nstores++] = s;
-	fprintf(f, "{\"event\": \"store\"");
-	print_stores(f, d);
-	fprintf(f, "}\n");
-	fflush(f);
+	print_store(f, d, 0);
+	return;
+refused:
+	snprintf(line, sizeof(line), "store: %s", why);
+	print_error(f, line);
 }
 
 static void tick(FILE *f, struct daemon *d)
@@ -442,7 +466,7 @@ static void serve(struct daemon *d, const char *socket)
 static int usage(void)
 {
 	fprintf(stderr, "usage: memcanal-pager --socket PATH [--store "
-		"file:PATH|tls:HOST:PORT|tcp:HOST:PORT [--store-token B64]]... "
+		"file:PATH|tls:HOST:PORT|tcp:HOST:PORT [--store-token-file F]]... "
 		"[--copies N] [--owner N] [--key-file PATH] [--tls-ca PATH] "
 		"[--state PATH] [--pool-mb N] [--pool PATH] [--control PATH] "
 		"[--sample-rate R] [--sample-salt S] [--sample-interval-ms MS] "
@@ -450,14 +474,15 @@ static int usage(void)
 	return 2;
 }
 
-/* The key, the pool and the stores the command line names; exits if
- * any is refused. */
+/* The key, the pool and the stores the command line names, each store
+ * with its token file's token; exits if any is refused (a memory server
+ * it cannot reach now is not: see keep_store). */
 static void open_all(struct daemon *d, const char *key_file,
 		     const char *pool_path, uint64_t pool_mb,
-		     const char *const *specs, const char *const *tokens,
+		     const char *const *specs, const char *const *token_files,
 		     int nspecs)
 {
-	char why[200];
+	char why[200], token[TOKEN_BASE64 + 1];
 
 	if (key_file && pager_read_key(key_file, d->key))
 		exit(1);
@@ -473,13 +498,20 @@ static void open_all(struct daemon *d, const char *key_file,
 			exit(1);
 	}
 	for (int i = 0; i < nspecs; i++) {
-		d->stores[d->nstores] = open_store(specs[i], tokens[i], d->owner,
-						   d->tls_ca, why, sizeof(why));
-		if (!d->stores[d->nstores++]) {
+		struct pager_store *s;
+
+		if (token_files[i] && read_token_file(token_files[i], token))
+			exit(1);
+		s = open_store(specs[i], token_files[i] ? token : NULL,
+			       d->owner, d->tls_ca, why, sizeof(why));
+		OPENSSL_cleanse(token, sizeof(token));
+		if (!s) {
 			fprintf(stderr, "memcanal-pager: %s: %s\n", specs[i],
 				why);
 			exit(1);
 		}
+		if (keep_store(d, specs[i], s, why))
+			die("malloc");
 	}
 }
 
@@ -489,7 +521,8 @@ int main(int argc, char **argv)
 		.client = { .fd = 0 },
 		.sampling = { .salt = DEFAULT_SALT, .interval_ms = 10000 } };
 	const char *path = NULL, *control = NULL, *key_file = NULL;
-	const char *specs[PAGER_MAX_STORES], *tokens[PAGER_MAX_STORES] = { 0 };
+	const char *specs[PAGER_MAX_STORES];
+	const char *token_files[PAGER_MAX_STORES] = { 0 };
 	const char *pool_path = NULL;
 	int nspecs = 0;
 	uint64_t pool_mb = 0;
@@ -506,9 +539,9 @@ int main(int argc, char **argv)
 			path = val;
 		else if (!strcmp(arg, "--store") && nspecs < PAGER_MAX_STORES)
 			specs[nspecs++] = val;
-		else if (!strcmp(arg, "--store-token") && nspecs &&
-			 !tokens[nspecs - 1])
-			tokens[nspecs - 1] = val;   /* the store before it */
+		else if (!strcmp(arg, "--store-token-file") && nspecs &&
+			 !token_files[nspecs - 1])
+			token_files[nspecs - 1] = val;  /* the store before it */
 		else if (!strcmp(arg, "--copies"))
 			d.copies = atoi(val);
 		else if (!strcmp(arg, "--owner"))
@@ -540,7 +573,7 @@ int main(int argc, char **argv)
 	    !(d.sampling.rate >= 0 && d.sampling.rate <= 1))
 		return usage();
 	d.opts.owner = d.owner;
-	open_all(&d, key_file, pool_path, pool_mb, specs, tokens, nspecs);
+	open_all(&d, key_file, pool_path, pool_mb, specs, token_files, nspecs);
 	d.client.out = stdout;
 	if (control) {
 		d.control = listen_control(control);
@@ -556,8 +589,10 @@ int main(int argc, char **argv)
 	}
 	if (control)
 		unlink(control);
-	for (int i = 0; i < d.nstores; i++)
+	for (int i = 0; i < d.nstores; i++) {
 		d.stores[i]->destroy(d.stores[i]);
+		free(d.specs[i]);
+	}
 	if (d.opts.pool)
 		pager_pool_close(d.opts.pool);
 	return 0;

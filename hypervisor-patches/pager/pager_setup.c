@@ -229,6 +229,16 @@ static int set_regions(struct pager *p, const struct pager_region *regions,
 	return 0;
 }
 
+/* Store i is s: its latency source, and backing off if it could not
+ * reach its server when opened. */
+static void set_store(struct pager *p, int i, struct pager_store *s)
+{
+	p->stores[i] = s;
+	p->source[i] = strcmp(s->kind, "tcp") ? PAGER_SRC_FILE : PAGER_SRC_TCP;
+	if (s->down)
+		pager_store_down(p, i);
+}
+
 struct pager *pager_init(int uffd, const struct pager_region *regions,
 			 int nregions, struct pager_store **stores,
 			 int nstores, int copies,
@@ -271,10 +281,8 @@ struct pager *pager_init(int uffd, const struct pager_region *regions,
 	p->pid = reg.pid;
 	p->nstores = nstores;
 	p->copies = copies;
-	memcpy(p->stores, stores, nstores * sizeof(*stores));
 	for (int i = 0; i < nstores; i++)
-		p->source[i] = strcmp(stores[i]->kind, "tcp") ?
-			       PAGER_SRC_FILE : PAGER_SRC_TCP;
+		set_store(p, i, stores[i]);
 	if (register_regions(p))
 		goto fail;
 	if (!features)
@@ -300,9 +308,7 @@ int pager_add_store(struct pager *p, struct pager_store *s)
 	pthread_mutex_lock(&p->swap_lock);
 	pthread_mutex_lock(&p->lock);
 	if (p->nstores < PAGER_MAX_STORES) {
-		p->source[p->nstores] = strcmp(s->kind, "tcp") ?
-					PAGER_SRC_FILE : PAGER_SRC_TCP;
-		p->stores[p->nstores++] = s;
+		set_store(p, p->nstores++, s);
 		/* Faults left waiting for this store fault again. */
 		if (p->st.deferred)
 			pager_wake(p, 0, p->npages);

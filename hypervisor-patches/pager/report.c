@@ -141,6 +141,14 @@ void print_stores(FILE *f, struct daemon *d)
 	fprintf(f, "]");
 }
 
+void print_store(FILE *f, struct daemon *d, int renewed)
+{
+	fprintf(f, "{\"event\": \"store\"");
+	print_stores(f, d);
+	fprintf(f, "%s}\n", renewed ? ", \"renewed\": true" : "");
+	fflush(f);
+}
+
 /* `attached`, or `hello` once attached: the guest and the counters. */
 void print_attached(FILE *f, struct daemon *d, const char *event)
 {

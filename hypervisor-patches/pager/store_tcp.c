@@ -11,6 +11,13 @@
  * stops answering (frozen, or its host gone) must not hold a fault for
  * long either: connecting gives up after CONNECT_MS, a connection that
  * makes no progress for IO_MS is broken, and a timeout is not retried.
+ *
+ * A server that cannot be reached when the store is opened (down, or
+ * not answering) does not fail the store: it is marked down and
+ * connected to on a later call, so a pager taking over while its memory
+ * server is away still serves its guest from the other copies.  Only
+ * what no retry will change fails it: TLS refused (a certificate the CA
+ * did not sign), the lease token refused.
  */
 #define _GNU_SOURCE
 #include "store_tls.h"
@@ -244,6 +251,29 @@ static int tcp_del(struct pager_store *s, uint64_t page, size_t npages)
 	return 0;
 }
 
+/* Here, not in store_tls.c: the token is the protocol's HELLO, and its
+ * connections are this file's. */
+int pager_tls_store_renew(struct pager_store *s, const uint8_t *token,
+			  size_t len)
+{
+	struct memserver_store *m = (struct memserver_store *)s;
+
+	if (!m->token_len || len != m->token_len) {
+		errno = EINVAL;
+		return -1;
+	}
+	/* Both connections' locks: no HELLO is under way with the old
+	 * token, and each connection's next call says HELLO anew. */
+	pthread_mutex_lock(&m->put.lock);
+	pthread_mutex_lock(&m->get.lock);
+	memcpy(m->token, token, len);
+	hang_up(m, &m->put);
+	hang_up(m, &m->get);
+	pthread_mutex_unlock(&m->get.lock);
+	pthread_mutex_unlock(&m->put.lock);
+	return 0;
+}
+
 int pager_tcp_store_reclaim_all(struct pager_store *s)
 {
 	struct memserver_store *m = (struct memserver_store *)s;
@@ -263,6 +293,14 @@ static void tcp_destroy(struct pager_store *s)
 	free(m);
 }
 
+/* A failure to open a connection that retrying later may mend: the
+ * server down, unreachable or not answering, not refusing us. */
+static int transient(int err)
+{
+	return err != EPROTO && err != EACCES && err != EINVAL &&
+	       err != ENOMEM;
+}
+
 struct pager_store *memserver_store_open(struct memserver_store *m,
 					 const char *prefix)
 {
@@ -280,9 +318,12 @@ struct pager_store *memserver_store_open(struct memserver_store *m,
 		errno = ENOMEM;
 		goto failed;
 	}
-	if (open_conn(m, &m->put) || open_conn(m, &m->get))
-		goto failed;
-	return &m->s;
+	if (!open_conn(m, &m->put) && !open_conn(m, &m->get))
+		return &m->s;
+	if (transient(errno)) {
+		m->s.down = 1;      /* errno says why */
+		return &m->s;
+	}
 failed:
 	err = errno;
 	tcp_destroy(&m->s);

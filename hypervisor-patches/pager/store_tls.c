@@ -52,7 +52,9 @@ static void sigpipe_restore(const sigset_t *saved)
 }
 
 /* errno for a TLS call on c that returned ret: the socket's timeout
- * becomes ETIMEDOUT, a TLS failure EPROTO, a close ECONNRESET. */
+ * becomes ETIMEDOUT, a TLS failure EPROTO, a close ECONNRESET (also one
+ * mid-handshake, which OpenSSL 3 reports as a protocol error: a server
+ * restarting or at its connection cap, not one that refuses us). */
 static void tls_errno(SSL *ssl, int ret)
 {
 	int err = errno;
@@ -69,7 +71,8 @@ static void tls_errno(SSL *ssl, int ret)
 		errno = ECONNRESET;
 		break;
 	default:
-		errno = EPROTO;
+		errno = ERR_GET_REASON(ERR_peek_last_error()) ==
+			SSL_R_UNEXPECTED_EOF_WHILE_READING ? ECONNRESET : EPROTO;
 	}
 	ERR_clear_error();
 }

@@ -34,11 +34,22 @@ struct pager_tls_opts {
  * latency), connected and past its HELLOs; NULL with errno set if it
  * cannot be (EPROTO: TLS failed, e.g. a certificate the CA did not sign
  * or for another host; EACCES: the server refused the token; EINVAL: bad
- * options). The options are copied. Calls fail as pager_tcp_store's do:
- * ENOENT or EIO when that copy is gone, ETIMEDOUT or ECONNRESET when
- * the server is.
+ * options). A server that cannot be reached now (refused, unreachable,
+ * timed out) gives the store with `down` set and errno saying why: it
+ * connects on a later call. The options are copied. Calls fail as
+ * pager_tcp_store's do: ENOENT or EIO when that copy is gone, ETIMEDOUT
+ * or ECONNRESET when the server is.
  */
 struct pager_store *pager_tls_store(const struct pager_tls_opts *opts);
+
+/*
+ * A newer lease for s, a tls store: token (len bytes) replaces its
+ * token, and its connections are closed, so that each says HELLO with
+ * it on its next call.  0, or -1 (EINVAL: not a tls store, or not a
+ * token's length).  Thread-safe with the store's calls.
+ */
+int pager_tls_store_renew(struct pager_store *s, const uint8_t *token,
+			  size_t len);
 
 /* ---- between store_tcp.c (the protocol) and store_tls.c ---- */
 
@@ -77,7 +88,8 @@ struct memserver_store {
 /*
  * Connect m (host, port, owner, transport and token set; the rest zero)
  * and make it a store named prefix:host:port; NULL with errno set if
- * either connection cannot be made (m is destroyed then).
+ * a connection is refused for good (TLS, the token: m is destroyed
+ * then); the store with `down` set if the server cannot be reached now.
  */
 struct pager_store *memserver_store_open(struct memserver_store *m,
 					 const char *prefix);

@@ -18,6 +18,7 @@ has them do; one run of each program stays plaintext, the old way.
 test_pager_attacks.py attacks the copies.
 """
 
+import hashlib
 import json
 import os
 import queue
@@ -25,6 +26,7 @@ import re
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -263,13 +265,32 @@ def pages_of(runs):
         firsts.tolist(), counts.tolist())] or [np.zeros(0, np.int64)])
 
 
+# Lease tokens for pagers' --store-token-file, as the agent keeps them:
+# each in a file of root's alone, in a directory of root's alone.
+TOKENS = tempfile.TemporaryDirectory(prefix='memcanal-tokens-')
+
+
+def token_file(token):
+    """A file of root's alone (0600) that holds ``token`` (base64)."""
+    path = os.path.join(TOKENS.name, hashlib.sha256(
+        token.encode()).hexdigest()[:16] + '.token')
+    if not os.path.exists(path):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.fchmod(fd, 0o600)            # whatever the umask
+        with os.fdopen(fd, 'w') as out:
+            out.write(token)
+    return path
+
+
 def store_arguments(stores):
-    """--store options of stores given as specs or (spec, token)."""
+    """--store options of stores given as specs or (spec, token); a
+    token goes in a file (--store-token-file), never on the command
+    line."""
     arguments = []
     for store in stores:
         spec, token = (store, None) if isinstance(store, str) else store
         arguments += ['--store', spec] + (
-            ['--store-token', token] if token else [])
+            ['--store-token-file', token_file(token)] if token else [])
     return arguments
 
 

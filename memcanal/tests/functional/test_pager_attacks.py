@@ -11,6 +11,13 @@ and version under a key of the VM's; a copy that does not open is a bad
 copy, and the next is served. The pool lives only in root's own
 directory, in root's own file.
 
+A pager's lease tokens are in files of root's alone, not on its command
+line (which any local user reads in /proc): a token lets whoever holds it
+delete that VM's copies on that server. Its memory server down as it
+starts or takes over (a crash, or an attacker) costs the copies there,
+not the guest: the pager serves from its file and uses the server again
+once it is back; and a newer lease reaches a running pager.
+
 The VMs are sample_guest under the shim (test_pager.SampledProcess):
 every word of every page names the page and its version, and ``check``
 counts the wrong ones. The attacker holds what a compromised lender has:
@@ -74,15 +81,17 @@ class Vm:
     """
 
     def __init__(self, build, directory, lender, key, order=('lender',
-                 'file'), pool=None, guest_mb=64, secret=None, owner=None):
+                 'file'), pool=None, guest_mb=64, secret=None, owner=None,
+                 quota=None, options=()):
         os.mkdir(directory)
         self.owner = owner or paging.owner_of(str(uuid.uuid4()))
-        token = lender.token(self.owner, quota_pages=guest_mb * 512)
+        token = lender.token(self.owner, quota_pages=quota or guest_mb * 512)
         self.file = os.path.join(directory, 'pages')
         stores = {'lender': ('tls:%s' % lender.name,
                              base64.b64encode(token).decode()),
                   'file': 'file:%s' % self.file}
-        options = ['--owner', str(self.owner), '--tls-ca', lender.ca]
+        options = ['--owner', str(self.owner), '--tls-ca', lender.ca,
+                   *options]
         if pool:
             options += ['--pool', pool, '--pool-mb', str(POOL_MB)]
         self.process = pager_tests.SampledProcess(
@@ -572,8 +581,11 @@ def test_a_pool_in_roots_directory_is_made_roots_alone(build,
     assert status.st_size > 8 << 20
 
 
-def key_that(directory, how):
-    path = os.path.join(directory, 'vm.key')
+def secret_that(directory, name, content, how):
+    """A file at ``name`` in ``directory`` meant to hold ``content`` for
+    the pager alone (root's, 0600), made ``how`` instead: its path, and
+    why the pager refuses it."""
+    path = os.path.join(directory, name)
     if how == 'a directory':
         os.mkdir(path)
         return path, 'not a regular file'
@@ -582,7 +594,9 @@ def key_that(directory, how):
         return path, 'not a regular file'
     if how == 'missing':
         return path, 'No such file or directory'
-    pager_tests.key_file(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, 'wb') as secret:
+        secret.write(content)
     if how == 'readable':
         os.chmod(path, 0o644)
         return path, 'mode 0644, not 0600'
@@ -590,22 +604,47 @@ def key_that(directory, how):
         os.chown(path, NOBODY, NOBODY)
         return path, 'owned by uid 65534, not 0'
     if how == 'short':
-        os.truncate(path, 31)
-        return path, '31 bytes, not 32'
-    link = os.path.join(directory, 'link.key')
-    os.symlink(path, link)
-    return link, 'a symbolic link'
+        os.truncate(path, len(content) - 1)
+        return path, '%d bytes, not %d' % (len(content) - 1, len(content))
+    if how == 'a symbolic link':
+        link = os.path.join(directory, 'link')
+        os.symlink(path, link)
+        return link, 'a symbolic link'
+    return path, None
 
 
-@pytest.mark.parametrize('how', ['readable', 'nobody\'s', 'short',
-                                 'a symbolic link', 'a directory', 'a FIFO',
-                                 'missing'])
+NOT_THE_PAGERS_ALONE = ['readable', 'nobody\'s', 'short', 'a symbolic link',
+                        'a directory', 'a FIFO', 'missing']
+
+
+@pytest.mark.parametrize('how', NOT_THE_PAGERS_ALONE)
 def test_a_key_file_not_the_pagers_alone_is_refused(build, short_tmp_path,
                                                     how):
-    path, why = key_that(short_tmp_path, how)
+    path, why = secret_that(short_tmp_path, 'vm.key', os.urandom(32), how)
     status, err = run_pager(build, short_tmp_path, '--key-file', path)
     assert status == 1, err
     assert 'key file %s refused: %s' % (path, why) in err, err
+
+
+@pytest.mark.parametrize('how', NOT_THE_PAGERS_ALONE + ['not base64'])
+def test_a_token_file_not_the_pagers_alone_is_refused(build, short_tmp_path,
+                                                      how):
+    """A lease token is given in a file (not on the command line, which
+    every local user reads in /proc), checked as the key file is: a
+    token another user could have written, or read, is refused."""
+    owner = 17
+    token = base64.b64encode(b'mclease1'.ljust(24, b'.') + struct.pack(
+        '<Q', owner) + b'.' * 208)
+    path, why = secret_that(short_tmp_path, 'lease.token', b'!' * len(
+        token) if how == 'not base64' else token, how)
+    status, err = run_pager(
+        build, short_tmp_path, '--owner', str(owner), '--tls-ca',
+        '/nonexistent/ca.pem', '--store', 'tls:127.0.0.1:1',
+        '--store-token-file', path)
+    assert status == 1, err
+    assert ('token file %s refused: %s' % (path, why) if why else
+            'a tls: store needs its lease token (240 bytes, base64)'
+            ) in err, err
 
 
 def other_ca(directory):
@@ -649,7 +688,8 @@ def test_a_tls_store_the_pager_cannot_trust_is_refused(build, lender,
     elif case == 'a token for a tcp: store':
         store = ['--store', 'tcp:%s' % lender.name]
     if case != 'no token':
-        store += ['--store-token', base64.b64encode(token).decode()]
+        store += ['--store-token-file', pager_tests.token_file(
+            base64.b64encode(token).decode())]
     status, err = run_pager(build, short_tmp_path, '--owner', str(owner),
                             *ca, *store)
     assert status == 1, err
@@ -693,3 +733,83 @@ def test_a_tls_store_added_by_the_control_socket(build, lender,
         if pager.poll() is None:
             pager.kill()
             pager.wait(10)
+
+
+def restart(lender):
+    """The lender, stopped, started again at its address with its
+    certificate and lease key: empty, as a memory server after a crash."""
+    directory = os.path.dirname(lender.admin_path)
+    lender.process, _ = services.start_memserver(
+        65536, '--tls-cert', os.path.join(directory, 'memserver.pem'),
+        '--tls-key', os.path.join(directory, 'memserver-key.pem'),
+        '--lease-key', os.path.join(directory, 'lease-key.pem'),
+        '--admin', lender.admin_path, '--listen', lender.name)
+
+
+@pytest.mark.parametrize('when', ['start', 'takeover'])
+def test_a_pager_whose_lender_is_down_serves_and_uses_it_once_back(
+        build, lender, vms, short_tmp_path, when):
+    """The memory server is down as a pager starts, or as one takes over
+    from a pager that died, its guest waiting on the pages it held out:
+    the pager attaches all the same (before, it exited, and the guest
+    waited for a pager that never came), serves every page from the file,
+    and keeps pages on the lender again once it is back."""
+    key = pager_tests.key_file(os.path.join(short_tmp_path, 'vm.key'))
+    if when == 'start':
+        lender.stop()
+    # A pager started with its lender down pages to its file alone.
+    vm = Vm(build, os.path.join(short_tmp_path, 'a'), lender, key,
+            guest_mb=4, options=['--copies', '1'] if when == 'start' else [])
+    vms.append(vm)
+    vm.swap_out()
+    if when == 'takeover':
+        lender.stop()
+        vm.process.kill_pager()
+        vm.process.start_pager()
+        attached = vm.process.event('attached')
+        assert attached['adopted'], attached
+        assert attached['out_pages'] == vm.pages, attached
+    assert vm.check() == 0
+    stats = vm.stats()
+    assert stats['lost'] == 0 and stats['served'] == [0, vm.pages], stats
+
+    restart(lender)
+
+    def served_by_the_lender():
+        vm.process.command('swapout 0 %d' % vm.pages)
+        assert vm.check() == 0
+        return vm.stats()['served'][0] > 0
+    # Its back-off (at most 30 s) decides when it is tried again.
+    services.wait_for(served_by_the_lender, 120, 'the lender in use again')
+    assert vm.stats()['lost'] == 0
+
+
+def test_a_newer_lease_of_its_lender_is_used_at_once(build, lender, vms,
+                                                     short_tmp_path):
+    """`store tls:HOST:PORT TOKEN` for the lender a pager has (a newer
+    lease, as the service sends with a larger quota) makes the pager
+    present the new token from its next connection on: pages past the
+    old lease's quota go out. Before, the pager took the same server for
+    a store of its own, which the swap-out then also needed a copy on,
+    and the old lease's quota held."""
+    key = pager_tests.key_file(os.path.join(short_tmp_path, 'vm.key'))
+    vm = Vm(build, os.path.join(short_tmp_path, 'a'), lender, key,
+            guest_mb=4, quota=64)
+    vms.append(vm)
+    # Its runs of 512 pages are PUTs a 64-page lease refuses whole.
+    refused = vm.process.command('swapout 0 %d' % vm.pages)
+    assert refused['dropped'] == 0 and refused['put_failed'][0] > 0, refused
+    spec = 'tls:%s' % lender.name
+    stores = {'event': 'store', 'copies': 2, 'stores': [spec, vm.file]}
+    # Not a newer lease of this VM's: refused, the lease it has kept.
+    assert vm.process.command('store %s %s' % (spec, base64.b64encode(
+        lender.token(vm.owner + 1, quota_pages=vm.pages)).decode())) == {
+            'event': 'error', 'line': 'store: the lease token is for owner '
+            '%d, not %d' % (vm.owner + 1, vm.owner)}
+    assert vm.process.command('store %s %s' % (spec, base64.b64encode(
+        lender.token(vm.owner, quota_pages=vm.pages)).decode())) == dict(
+            stores, renewed=True)
+    vm.swap_out()
+    assert vm.check() == 0
+    stats = vm.stats()
+    assert stats['served'] == [vm.pages, 0] and stats['lost'] == 0, stats
