@@ -24,7 +24,10 @@ and goes with the VM's other files once the VM is gone. A memory
 server (``tls:HOST:PORT``) is checked against [pooling] tls_ca_file,
 and the pager presents the lease token the service signed for it,
 which the record keeps (0600, in the agent's 0700 state_dir) for the
-pagers that take over. Tokens are not logged.
+pagers that take over. A pager is given its tokens in files
+(``<uuid>.store<N>.token``, 0600, beside the key), never on its command
+line, which any local user reads; a newer lease of a store it has goes
+to it over its control socket. Tokens are not logged.
 """
 
 import dataclasses
@@ -63,6 +66,19 @@ def local_store(conf, instance_uuid):
 def pager_file(conf, instance_uuid, suffix):
     """The VM's pager file ending in ``suffix`` in [pager] state_dir."""
     return os.path.join(conf.pager.state_dir, instance_uuid + suffix)
+
+
+def token_file(conf, instance_uuid, index):
+    """The file of the lease token of the VM's store ``index`` (its
+    place in the record's stores)."""
+    return pager_file(conf, instance_uuid, '.store%d.token' % index)
+
+
+def write_token(path, token):
+    """``token`` whole at ``path``, mode 0600 whatever the umask (the
+    pager refuses any other)."""
+    durable.write(path, token, mode=0o600)
+    os.chmod(path, 0o600)
 
 
 def state_dir(conf):
@@ -218,10 +234,12 @@ class VmPager:
             '--key-file', page_key(conf, record.uuid)]
         if conf.pooling.tls_ca_file:
             arguments += ['--tls-ca', conf.pooling.tls_ca_file]
-        for store in record.stores:
+        for index, store in enumerate(record.stores):
             arguments += ['--store', store]
             if store in record.lease_tokens:
-                arguments += ['--store-token', record.lease_tokens[store]]
+                path = token_file(conf, record.uuid, index)
+                write_token(path, record.lease_tokens[store])
+                arguments += ['--store-token-file', path]
         if options.pool_mb:
             arguments += ['--pool-mb', str(options.pool_mb)]
             if options.pool_path:
@@ -304,16 +322,17 @@ class VmPager:
         """Have the pager also keep pages in ``stores`` it lacks (a
         paging action's memory servers), each with its token from
         ``lease_tokens``; those it refuses are logged and not used. The
-        newer token of a store it has is recorded, for the pagers that
-        take over from it (the same server and VM: the same pages)."""
+        newer token of a store it has (a new lease: a larger quota, say)
+        goes to the pager, which presents it from its next connection
+        on, and is recorded for the pagers that take over from it (the
+        same server and VM: the same pages)."""
         tokens = lease_tokens or {}
         check_memory_servers(self.conf, self.record.uuid, stores)
         for store in stores:
             token = tokens.get(store)
             if store in self.record.stores:
                 if token and self.record.lease_tokens.get(store) != token:
-                    self.record.lease_tokens[store] = token
-                    self.record.save(self.conf)
+                    self._renew(store, token)
                 continue
             try:
                 self.client.command(' '.join(filter(None, (
@@ -326,6 +345,17 @@ class VmPager:
             if token:
                 self.record.lease_tokens[store] = token
             self.record.save(self.conf)
+
+    def _renew(self, store, token):
+        """The newer lease ``token`` of ``store``, which the pager has."""
+        try:
+            self.client.command('store %s %s' % (store, token))
+        except pager_client.UnsupportedCommand as error:
+            LOG.warning('Paging %s with the older lease of %s: %s',
+                        self.record.uuid, store, error)
+            return
+        self.record.lease_tokens[store] = token
+        self.record.save(self.conf)
 
     def keep_resident(self, target_bytes):
         """Remember the resident target, which collections keep."""
@@ -341,12 +371,14 @@ class VmPager:
 
     def forget(self):
         """The guest is gone (a pager exits with its QEMU): its pager's
-        files go too, its page key and the local store's copies of its
-        pages with them. A pager that never got its guest's RAM would
-        wait for it forever: it is stopped."""
+        files go too, its page key, lease token files and the local
+        store's copies of its pages with them. A pager that never got
+        its guest's RAM would wait for it forever: it is stopped."""
         self.close()
         if self.record.qemu is None:
             self.process.kill()
+        for index in range(len(self.record.stores)):
+            durable.remove(token_file(self.conf, self.record.uuid, index))
         for suffix in (RECORD, '.state', '.ctl', '.sock', KEY):
             durable.remove(pager_file(self.conf, self.record.uuid, suffix))
         durable.remove(local_store_path(self.conf, self.record.uuid))

@@ -19,8 +19,8 @@ takes over (the shim offers its RAM again through the agent's listener)
 and the check passes again. Issue #25's finding 6: an agent restarted
 while the VM is paged finds its pager and lease and pages it back in
 whole; and an agent that finds the pager dead as it starts has one take
-over with the same key, stores and token, which reads the pages back from
-the memory server.
+over with the same key, stores and token (in a file of root's alone, not
+on its command line), which reads the pages back from the memory server.
 """
 
 import contextlib
@@ -560,6 +560,15 @@ def test_a_restarted_agent_pages_the_vm_back_in(host):
     page_back_in_from_the_memory_server(host)
 
 
+def token_in(path):
+    """The lease token in a pager's token file, which must be root's
+    alone."""
+    status = os.lstat(path)
+    assert (status.st_uid, status.st_mode & 0o7777) == (0, 0o600), path
+    with open(path) as token:
+        return token.read()
+
+
 def test_a_pager_dead_when_the_agent_restarts_is_taken_over(
         host, memory_server):
     """The VM paged again (a new lease of the same server, as pooling
@@ -585,9 +594,14 @@ def test_a_pager_dead_when_the_agent_restarts_is_taken_over(
     services.wait_for(successor.attach, 30, 'the guest\'s RAM')
     assert successor.client.command('hello')['adopted']
     with open('/proc/%d/cmdline' % successor.process.pid) as cmdline:
-        args = cmdline.read().split('\0')
-    given = [(args[at + 1], args[at + 3] if args[at + 2] == '--store-token'
-              else None) for at, arg in enumerate(args) if arg == '--store']
+        command_line = cmdline.read()
+    # The tokens are in files of root's alone: any local user reads a
+    # command line, and a token would let them delete the VM's copies.
+    assert not [token for token in tokens.values() if token in command_line]
+    args = command_line.split('\0')
+    given = [(args[at + 1], token_in(args[at + 3])
+              if args[at + 2] == '--store-token-file' else None)
+             for at, arg in enumerate(args) if arg == '--store']
     print('taken over with', [store for store, _ in given])
     assert given == [(store, tokens.get(store))
                      for store in pager.record.stores]

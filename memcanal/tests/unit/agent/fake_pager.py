@@ -20,10 +20,12 @@ pager started on it again takes over, and exits once its QEMU has.
 ``samples`` and ``faults``. It checks what issue #25's pager checks
 before it uses them: ``--key-file`` (a regular file of its own, 0600,
 32 bytes, not a symlink), and for a ``tls:HOST:PORT`` store
-``--tls-ca`` and the store's lease token (``--store-token`` after it,
-or ``store SPEC TOKEN``: base64 of 240 bytes, for its ``--owner``).
-``stats`` says what it was given: its ``args``, ``stores`` and, a
-fake's alone, each store's ``tokens``.
+``--tls-ca`` and the store's lease token (in the file
+``--store-token-file`` after it names, checked as the key file is, or
+``store SPEC TOKEN``: base64 of 240 bytes, for its ``--owner``); a
+``store`` of a ``tls:`` store it has is a newer lease, whose token
+replaces the old. ``stats`` says what it was given: its ``args``,
+``stores`` and, a fake's alone, each store's ``tokens``.
 """
 
 import base64
@@ -99,16 +101,35 @@ for name in ('--socket', '--control', '--state', '--owner', '--pool-mb',
 parser.add_argument('--sample-rate', type=float, default=0.0)
 parser.add_argument('--sample-interval-ms', type=int, default=10000)
 parser.add_argument('--full-pass-every', type=int, default=0)
-# Stores in order, each with the token given after it.
+def secret(path, size):
+    """What the file at path holds, if it is the pager's alone (a
+    regular file of its euid, 0600, not a symlink) of size bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:
+        sys.exit('memcanal-pager: %%s: %%s' %% (path, error))
+    try:
+        status = os.fstat(fd)
+        if not (stat.S_ISREG(status.st_mode)
+                and status.st_uid == os.geteuid()
+                and stat.S_IMODE(status.st_mode) == 0o600
+                and status.st_size == size):
+            sys.exit('memcanal-pager: %%s: not the pager\'s alone' %% path)
+        return os.read(fd, size)
+    finally:
+        os.close(fd)
+
+# Stores in order, each with the token of the file given after it.
 stores, tokens, rest, argv = [], [], [], iter(sys.argv[1:])
 for word in argv:
     if word == '--store':
         stores.append(next(argv))
         tokens.append(None)
-    elif word == '--store-token':
+    elif word == '--store-token-file':
         if not stores or tokens[-1] is not None:
-            sys.exit('memcanal-pager: --store-token without its --store')
-        tokens[-1] = next(argv)
+            sys.exit('memcanal-pager: --store-token-file without its '
+                     '--store')
+        tokens[-1] = secret(next(argv), 320).decode()
     else:
         rest.append(word)
 a = parser.parse_args(rest)
@@ -135,10 +156,7 @@ def store_refusal(spec, token):
     return None
 
 if a.key_file:
-    key = os.lstat(a.key_file)
-    if not (stat.S_ISREG(key.st_mode) and key.st_uid == os.geteuid()
-            and stat.S_IMODE(key.st_mode) == 0o600 and key.st_size == 32):
-        sys.exit('memcanal-pager: %%s: not a key file' %% a.key_file)
+    secret(a.key_file, 32)
 else:
     print('memcanal-pager: no --key-file: pages go out in plaintext',
           file=sys.stderr, flush=True)
@@ -232,13 +250,19 @@ def answer(line):
                     adopted=adopting)
     if verb == 'store':
         spec, *token = rest[0].split()
-        if len(stores) >= 4:
+        token = token[0] if token else None
+        if spec not in stores and len(stores) >= 4:
             return {'event': 'error', 'line': 'too many stores'}
-        if store_refusal(spec, token[0] if token else None):
+        if store_refusal(spec, token):
             return {'event': 'error', 'line': 'store: cannot open it'}
-        stores.append(spec)
-        tokens.append(token[0] if token else None)
-        return {'event': 'store', 'stores': stores, 'copies': len(stores)}
+        answer = {'event': 'store'}
+        if spec not in stores:
+            stores.append(spec)
+            tokens.append(token)
+        elif token:
+            tokens[stores.index(spec)] = token      # a newer lease
+            answer['renewed'] = True
+        return dict(answer, stores=stores, copies=len(stores))
     if verb == 'samples':
         intervals, pending['intervals'] = pending['intervals'], []
         return {'event': 'samples', 'sampling': a.sample_rate > 0,

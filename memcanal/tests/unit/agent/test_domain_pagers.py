@@ -309,11 +309,12 @@ def test_unsampled_domains_are_held_until_paged(host, conf):
     assert domain.qemu.stdout.readline() == 'handed\n'
     assert resize.previous_bytes == 128 * PAGE
     pager = hypervisor.pagers.pager(domain.uuid)
-    args = pager.client.command('stats')['args']
+    stats = pager.client.command('stats')
+    args = stats['args']
     assert '--sample-rate' not in args
     first = args.index('--store')
-    assert args[first:first + 4] == ['--store', STORE, '--store-token',
-                                      lease(domain)[STORE]]
+    assert args[first:first + 3] == ['--store', STORE, '--store-token-file']
+    assert stats['tokens'][0] == lease(domain)[STORE]
     assert hypervisor.collect(domain.uuid).accesses is None
 
 

@@ -106,6 +106,52 @@ def test_each_vm_has_a_page_key_of_its_own_for_its_life(host, conf):
         assert not os.path.lexists(path), path
 
 
+def command_line(pager):
+    with open('/proc/%d/cmdline' % pager.process.pid) as cmdline:
+        return cmdline.read()
+
+
+def test_lease_tokens_reach_pagers_in_files_not_on_command_lines(host,
+                                                                 conf):
+    """Any local user reads a process's command line (/proc/PID/cmdline),
+    and a lease token lets its holder delete the VM's copies on that
+    server: a pager is given its tokens in files of root's alone, in the
+    agent's directory, gone with the VM."""
+    domain, make = host
+    tokens = leases(domain, STORE, OTHER)
+    hypervisor, pager = paged_out(make, domain, [STORE, OTHER], tokens)
+    had = given(pager)
+    assert had[2] == [None, tokens[STORE], tokens[OTHER]]
+    first = command_line(pager)
+    # Added to the running pager over its control socket (0600, in the
+    # 0700 directory); the one taking over reads them from files.
+    os.kill(pager.process.pid, signal.SIGKILL)
+    successor = domains.wait(
+        lambda: (hypervisor.pagers.pager(domain.uuid) is not pager
+                 and hypervisor.pagers.pager(domain.uuid)), 'no successor')
+    assert given(successor) == had
+    files = [paged.token_file(conf, domain.uuid, index)
+             for index in (1, 2)]
+    args = successor.client.command('stats')['args']
+    assert [args[at + 1] for at, arg in enumerate(args)
+            if arg == '--store-token-file'] == files
+    for path, store in zip(files, (STORE, OTHER)):
+        assert (mode(path), os.stat(path).st_uid) == (0o600, os.geteuid())
+        with open(path) as token:
+            assert token.read() == tokens[store]
+    for cmdline in (first, command_line(successor)):
+        assert '--store' in cmdline
+        for token in tokens.values():
+            assert token not in cmdline
+    assert mode(conf.pager.state_dir) == 0o700
+
+    domain.destroy()
+    domains.wait(lambda: not successor.alive(), 'the pager outlived QEMU')
+    assert hypervisor.list_instances() == []
+    for path in files:
+        assert not os.path.lexists(path), path
+
+
 @pytest.mark.parametrize('planted', ['symlink', 'mode', 'size'])
 def test_a_key_the_agent_did_not_make_is_refused(conf, short_tmp_path,
                                                  planted):
@@ -178,14 +224,19 @@ def test_lease_tokens_are_never_logged(host, conf, caplog):
         assert good not in log.read()
 
 
-def test_a_newer_lease_of_a_store_is_kept_for_pagers_taking_over(host,
-                                                                 conf):
+def test_a_newer_lease_of_a_store_reaches_its_pager_and_those_taking_over(
+        host, conf):
+    """A page action with a new lease of a server the VM's pager has
+    (a larger quota, say): the running pager presents it from then on,
+    and the pagers taking over from it are given it."""
     domain, make = host
     hypervisor, pager = paged_out(make, domain)
     newer = {STORE: fake_pager.lease_token(domain.uuid, b'newer')}
     hypervisor.apply_memory_target(domain.uuid, 0, 'paging', [STORE], newer)
     assert paged.records(conf)[0].lease_tokens == newer
-    assert pager.client.command('stats')['stores'][1:] == [STORE]
+    stats = pager.client.command('stats')
+    assert (stats['stores'][1:], stats['tokens']) == (
+        [STORE], [None, newer[STORE]])
     os.kill(pager.process.pid, signal.SIGKILL)
     successor = domains.wait(
         lambda: (hypervisor.pagers.pager(domain.uuid) is not pager

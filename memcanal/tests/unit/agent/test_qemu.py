@@ -222,12 +222,13 @@ def test_a_guest_without_memtrace_is_sampled_and_paged(pageable):
                            lease_tokens=TOKENS)
     guest = hypervisor.guests[UUID]
     assert guest.connection is None
-    args = guest.vm_pager.client.command('stats')['args']
+    stats = guest.vm_pager.client.command('stats')
+    args = stats['args']
     assert args[:2] == ['--socket', hypervisor.pager_socket_path(UUID)]
     first = args.index('--store')
-    assert args[first:first + 4] == [
-        '--store', fake_pager.STORE, '--store-token',
-        TOKENS[fake_pager.STORE]]
+    assert args[first:first + 3] == [
+        '--store', fake_pager.STORE, '--store-token-file']
+    assert stats['tokens'][0] == TOKENS[fake_pager.STORE]
     assert args[args.index('--sample-rate') + 1] == '0.5'
     [info] = hypervisor.list_instances()
     assert (info.uuid, info.allocated_bytes) == (UUID, GUEST_MB * MiB)
@@ -326,7 +327,7 @@ def test_a_dead_pager_is_replaced_by_one_taking_over(pageable):
     guest = hypervisor.guests[UUID]
     first = guest.vm_pager
     args = first.client.command('stats')['args']
-    assert '--key-file' in args and '--store-token' in args
+    assert '--key-file' in args and '--store-token-file' in args
     first.process.kill()
     [info] = hypervisor.list_instances()
     assert guest.vm_pager is not first and guest.vm_pager.alive()
