@@ -13,6 +13,7 @@ import pytest
 from memcanal.estimation import guest
 from memcanal.estimation import hcache
 from memcanal.estimation import mrc
+from memcanal.estimation import traces
 from memcanal.policy import demand
 from memcanal.policy import migration
 
@@ -446,3 +447,15 @@ def test_sampling_cost_reads_a_process_schedule():
     assert (run, wait) == (4.0, 0.5)
     assert cost.cpu_seconds(os.getpid()) > 0
     assert cost.rss_kib(os.getpid()) > 0
+
+
+def test_trace_reader_files_hold_the_same_trace(tmp_path):
+    """The hex and decimal text files the benchmark times read back as the
+    .npy trace, so that their times compare the same work."""
+    reader = benchmark('trace_reader')
+    trace, files = reader.write_files(str(tmp_path), 3000, 500, seed=1)
+    for path in files.values():
+        read = traces.read(path)
+        assert read.pages.tolist() == trace.pages.tolist()
+        assert read.writes.tolist() == trace.writes.tolist()
+    assert '# a comment line' in open(files['decimal']).read()

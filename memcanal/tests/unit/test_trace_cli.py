@@ -103,6 +103,24 @@ def test_unreadable_trace_exits_1(capsys, tmp_path):
     assert 'memcanal-trace:' in capsys.readouterr().err
 
 
+def test_mrc_reads_a_text_trace(capsys, tmp_path):
+    path = tmp_path / 'mine.trace'
+    path.write_text('# page 1 twice, then 2\n0x1000 R\n4096 w # again\n'
+                    '\n0x2000\n')
+    out = run(capsys, 'mrc', str(path), '--points', '4')
+    assert out['references'] == 3
+
+
+def test_malformed_text_trace_exits_1_naming_the_line(capsys, tmp_path):
+    path = tmp_path / 'bad.txt'
+    path.write_text('# header\n0x1000 R\n\n0x2000 X\n')
+    assert trace_cli.main(['mrc', str(path)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ''
+    assert captured.err == (
+        "memcanal-trace: %s:4: the flag is not R or W: '0x2000 X'\n" % path)
+
+
 def test_usage_error_exits_2():
     with pytest.raises(SystemExit) as exit_info:
         trace_cli.main(['wss', 'x.npy'])
