@@ -29,6 +29,7 @@ conf = sampling.conf
 scratch = sampling.scratch
 connection = sampling.connection
 files = sampling.files
+memory_server = sampling.memory_server
 
 
 def test_only_the_domains_qemu_hands_its_ram_over(conf, scratch,
