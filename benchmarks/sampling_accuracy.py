@@ -230,6 +230,11 @@ def mean(values):
     return float(np.mean(values)) if values else None
 
 
+def median(values):
+    values = [value for value in values if value is not None]
+    return float(np.median(values)) if values else None
+
+
 def summary(rows, rate, settle):
     """The run's figures: WSS errors over every interval, curve errors
     over those from ``settle`` on (all, if the run is shorter)."""
@@ -238,6 +243,10 @@ def summary(rows, rate, settle):
         'rate': rate,
         'intervals': len(rows),
         'wss_error': mean(relative(r.sampled, r.exact) for r in rows),
+        # A guest's quiet intervals (a few hundred pages, a handful in a
+        # 1 % sample) swing the mean; the median is a typical interval.
+        'wss_error_median': median(relative(r.sampled, r.exact)
+                                   for r in rows),
         # Small intervals (a command starting) weigh by their pages here.
         'wss_error_weighted': relative_total(
             [(r.sampled, r.exact) for r in rows]),
@@ -539,11 +548,12 @@ def report(args, comparison, console, before, after):
         guest_output=[line for line in console.splitlines()
                       if re.match(r'^(wsswork: phase=\w\w passes|'
                                   'sampling-run: done)', line)])
-    print('\nmean over %d intervals: WSS error %s %% (hash alone %s %%), '
-          'window %s %%; curve MAE %s (max %s) over %d intervals; exact '
+    print('\nmean over %d intervals: WSS error %s %% (median %s %%, '
+          'hash alone %s %%), window %s %%; curve MAE %s (max %s) over %d intervals; exact '
           'interval vs LRU %s (first touches %s); in the sample per '
           'interval %.1f extra, %.1f missed; memtrace missed %d of %d' % (
               len(rows), percent(result['wss_error']),
+              percent(result['wss_error_median']),
               percent(result['hash_wss_error']),
               percent(result['window_wss_error']),
               figure(result['curve_mae']), figure(result['curve_mae_max']),

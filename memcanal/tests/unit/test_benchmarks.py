@@ -314,6 +314,7 @@ def test_sampling_accuracy_comparison_of_a_perfect_sampler():
     assert all(r.curve_mae == 0 for r in rows)
     result = accuracy.summary(rows, 1.0, settle=3)
     assert result['wss_error'] == result['window_wss_error'] == 0
+    assert result['wss_error_median'] == 0
     assert result['curve_mae'] == 0 and result['curve_intervals_counted'] == 3
     assert result['intervals'] == 6 and result['exact_wss_pages'] == 1000
 
@@ -353,6 +354,7 @@ def test_sampling_accuracy_summary_skips_empty_intervals():
             accuracy.Row(exact=100, sampled=110, **row)]
     result = accuracy.summary(rows, 0.01, settle=5)
     assert result['wss_error'] == pytest.approx(0.1)
+    assert result['wss_error_median'] == pytest.approx(0.1)
     assert result['wss_error_weighted'] == pytest.approx(0.1)
     assert result['curve_mae'] is None
     assert result['curve_intervals_counted'] == 2
