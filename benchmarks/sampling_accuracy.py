@@ -549,9 +549,10 @@ def report(args, comparison, console, before, after):
                       if re.match(r'^(wsswork: phase=\w\w passes|'
                                   'sampling-run: done)', line)])
     print('\nmean over %d intervals: WSS error %s %% (median %s %%, '
-          'hash alone %s %%), window %s %%; curve MAE %s (max %s) over %d intervals; exact '
-          'interval vs LRU %s (first touches %s); in the sample per '
-          'interval %.1f extra, %.1f missed; memtrace missed %d of %d' % (
+          'hash alone %s %%), window %s %%; curve MAE %s (max %s) over '
+          '%d intervals; exact interval vs LRU %s (first touches %s); in '
+          'the sample per interval %.1f extra, %.1f missed; memtrace '
+          'missed %d of %d' % (
               len(rows), percent(result['wss_error']),
               percent(result['wss_error_median']),
               percent(result['hash_wss_error']),
