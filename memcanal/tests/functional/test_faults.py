@@ -29,6 +29,7 @@ from memcanal import context as memcanal_context
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
 from memcanal.db import migration
+from memcanal.rpc import signing
 from memcanal.tests.functional import services
 
 BIN = os.path.dirname(sys.executable)
@@ -169,6 +170,9 @@ class Cloud:
         self.engine = sa.create_engine(self.db_url, pool_pre_ping=True)
         self.config = path / 'memcanal.conf'
         self.resize_log = path / 'resizes.log'
+        # The service's key pair: agents apply only actions it signed.
+        private, public = str(path / 'service.key'), str(path / 'service.pub')
+        signing.create_key_pair(private, public)
         self.config.write_text(
             '[DEFAULT]\n'
             'transport_url = %s\n'
@@ -183,11 +187,12 @@ class Cloud:
             '[database]\nconnection = %s\n'
             '[agent]\ndriver = simulated\nreport_interval = 0.25\n'
             'register_timeout = 2\nreport_confirm_delay = 1\n'
+            'service_public_key = %s\n'
             '[simulated]\ninstances = %d\nreferences_per_interval = 2000\n'
             'resize_log = %s\n'
-            '[service]\nperiodic_interval = 1\n%s' % (
+            '[service]\nperiodic_interval = 1\nsigning_key = %s\n%s' % (
                 services_['rabbit'].url, self.name, path, HOST,
-                self.db_url, vms, self.resize_log, extra))
+                self.db_url, public, vms, self.resize_log, private, extra))
         self.processes = {}
 
     def start(self, name):
