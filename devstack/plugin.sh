@@ -170,7 +170,19 @@ function start_memcanal {
         fi
     fi
     run_process memcanal-service "$MEMCANAL_BIN_DIR/memcanal-service --config-file $MEMCANAL_CONF"
+    if is_service_enabled memcanal-agent; then
+        memcanal_agent_keeps_its_pagers
+    fi
     run_process memcanal-agent "$MEMCANAL_BIN_DIR/memcanal-agent --config-file $MEMCANAL_CONF"
+}
+
+# The pagers the agent starts outlive it (doc/paging.md): a restart of
+# its unit must not kill them with the unit's control group, or their
+# guests hang on paged-out pages until a new pager takes over.
+function memcanal_agent_keeps_its_pagers {
+    local dropin=$SYSTEMD_DIR/devstack@memcanal-agent.service.d
+    sudo mkdir -p $dropin
+    iniset -sudo $dropin/memcanal.conf Service KillMode process
 }
 
 function stop_memcanal {

@@ -76,6 +76,7 @@ class Stack:
         self.bin_dir = root / 'bin'
         self.state_path = root / 'data' / 'memcanal'
         self.log = root / 'calls.log'
+        self.systemd_dir = root / 'systemd'
         self._fake_commands()
         env = dict(
             PATH='%s:%s' % (self.bin_dir, os.environ['PATH']),
@@ -93,7 +94,8 @@ class Stack:
             SERVICE_PROJECT_NAME='service', SERVICE_DOMAIN_NAME='Default',
             DATABASE_PASSWORD='dbsecret', RABBIT_PASSWORD='secret',
             ENABLE_DEBUG_LOG_LEVEL='True', NOVA_CONF=str(self.nova_conf),
-            NOVA_FILTERS=NOVA_FILTERS, TEMPEST_CONFIG=str(self.tempest_conf))
+            NOVA_FILTERS=NOVA_FILTERS, TEMPEST_CONFIG=str(self.tempest_conf),
+            SYSTEMD_DIR=str(self.systemd_dir))
         env.update(variables)
         self.result = subprocess.run(
             ['bash', '-c', DRIVER, 'driver', str(STUBS), *phases],
@@ -178,7 +180,7 @@ def test_processes_start_in_extra_after_the_api_answers(stack):
     assert [call[:2] for call in stack.calls['stack:extra']
             if call[0] != 'echo_summary'] == [
         ('run_process', 'memcanal-api'), ('wait_for_service', '60'),
-        ('run_process', 'memcanal-service'),
+        ('run_process', 'memcanal-service'), ('sudo', 'mkdir'),
         ('run_process', 'memcanal-agent')]
     assert stack.named('wait_for_service') == [('60', API_URL)]
 
@@ -383,6 +385,11 @@ def test_compute_node_runs_only_the_agent(tmp_path):
         str(compute.conf_dir / 'service.pub')]
     [(_, warning)] = compute.named('warn')
     assert 'copy it from the memcanal-service node' in warning
+    # Its unit leaves the pagers it started running when it stops.
+    dropin = configparser.ConfigParser()
+    dropin.read(compute.systemd_dir / 'devstack@memcanal-agent.service.d' /
+                'memcanal.conf')
+    assert dict(dropin['Service']) == {'killmode': 'process'}
 
 
 def test_nova_venv_of_its_own_gets_memcanal_too(tmp_path):
