@@ -24,7 +24,7 @@ export MEMCANAL_REQUIRE_SERVICES=1
 # The main suite, then the tests that need nova, in nova's venv; either
 # failing fails the run.
 status=0
-"$venv/bin/pytest" -q -p no:cacheprovider memcanal/tests \
+"$venv/bin/pytest" -q -p no:cacheprovider --durations=25 memcanal/tests \
     --ignore=memcanal/tests/nova_functional "$@" || status=$?
 nova_status=0
 "${MEMCANAL_NOVA_VENV:-.venv-nova}/bin/pytest" -q -p no:cacheprovider \
