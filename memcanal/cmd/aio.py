@@ -622,3 +622,26 @@ def _report(args, progress):
           'up, run memcanal-aio without --duration (Ctrl-C stops it); '
           'rerun with --state-dir %s to continue from this state.'
           % args.state_dir)
+    print(fidelity_line(run.fidelity()), flush=True)
+
+
+def fidelity_line(fidelity):
+    """The run's last line: the mean gap between the miss ratio each
+    resize predicted and the one measured from the
+    aio_history.FIDELITY_FROM_REPORT-th report at the new size on,
+    overall and by VM (with how many resizes each)."""
+    if fidelity.overall is None:
+        return ('fidelity: - (no resize held for %d reports)'
+                % aio_history.FIDELITY_FROM_REPORT)
+    by_vm = fidelity.by_vm()
+    return ('fidelity: %.3f mean |predicted - measured| miss ratio over %d '
+            'resizes, measured from the %s report at the new size on; by '
+            'VM: %s' % (
+                fidelity.overall, sum(count for _, _, count in by_vm),
+                _ordinal(aio_history.FIDELITY_FROM_REPORT),
+                ', '.join('%s %.3f (%d)' % (uuid[:8], gap, count)
+                          for uuid, gap, count in by_vm)))
+
+
+def _ordinal(number):
+    return '%d%s' % (number, {1: 'st', 2: 'nd', 3: 'rd'}.get(number, 'th'))

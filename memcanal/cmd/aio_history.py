@@ -59,20 +59,63 @@ Measured.__doc__ = """A VM's miss ratio while a decision's size held:
 over all its reports then (``overall``), in the latest one, and how many
 reports that is."""
 
+SAME_SIZE_BYTES = 2 ** 20
+"""Two memory sizes closer than this are the same: a target is rounded
+to whole pages by the hypervisor, and no resize is this small
+([optimizer] min_change_mb)."""
+FIDELITY_FROM_REPORT = 3
+"""The fidelity line counts a resize's reports from this one at the new
+size on: the first ones still carry the guest's page cache of before (a
+grown VM refills it, a shrunk one has just evicted)."""
+
+
+def measured(reports):
+    """The Measured miss ratio over ``reports`` (oldest first), or None
+    when none had accesses."""
+    stats = [r['guest_stats'] for r in reports
+             if r['guest_stats'].get('accesses')]
+    if not stats:
+        return None
+    return Measured(sum(s['misses'] for s in stats)
+                    / sum(s['accesses'] for s in stats),
+                    misses_per_access(stats[-1]), len(stats))
+
 
 def measured_after(reports, moment, until=None):
     """The Measured miss ratio of the ``reports`` (oldest first)
     collected after ``moment`` (and, given ``until``, not after it), or
     None when there is none."""
-    after = [r['guest_stats'] for r in reports
-             if r['collected_at'] > moment
-             and (until is None or r['collected_at'] <= until)
-             and r['guest_stats'].get('accesses')]
-    if not after:
-        return None
-    return Measured(sum(s['misses'] for s in after)
-                    / sum(s['accesses'] for s in after),
-                    misses_per_access(after[-1]), len(after))
+    return measured([r for r in reports if r['collected_at'] > moment
+                     and (until is None or r['collected_at'] <= until)])
+
+
+def memory_of_report(report):
+    """The VM's memory when ``report`` was taken: its guest's count
+    (what a tracing window lends the hypervisor cache included), else
+    its flavor's."""
+    return int(report['guest_stats'].get('memory_bytes',
+                                          report['allocated_bytes']))
+
+
+def reports_at_size(reports, since, size):
+    """The ``reports`` (oldest first) a VM made at ``size`` bytes once a
+    resize to it was decided at ``since``: from the first collected
+    after then at that size up to the first at another size.
+
+    Each report's own memory says which size it measured, not its time:
+    the agent stamps a report once it has measured every VM of its
+    host, so a resize applied meanwhile precedes the stamp of a report
+    taken at the old size, and the next resize the stamp of the last one
+    taken at this size."""
+    taken = []
+    for report in reports:
+        if report['collected_at'] <= since:
+            continue
+        if abs(memory_of_report(report) - size) < SAME_SIZE_BYTES:
+            taken.append(report)
+        elif taken:
+            break
+    return taken
 
 
 def last_report_by(reports, moment):
@@ -96,6 +139,34 @@ def curve_at(curves, size, methods=optimizer_service.CURVE_METHODS):
             return float(policy_base.curve_from_points(points).at(size)), (
                 method)
     return None, None
+
+
+def target_of(decision, instance_uuid):
+    """The target a resize set for a VM, or None if it set none."""
+    for action in decision['actions']:
+        if (action['kind'] == 'set_target'
+                and action['instance_uuid'] == instance_uuid):
+            return action['target_bytes']
+    return None
+
+
+@dataclasses.dataclass
+class Fidelity:
+    """The gaps between the miss ratio each resize predicted for a VM and
+    the one measured after it (``gaps``: VM uuid -> [gap, ...])."""
+
+    gaps: dict
+
+    @property
+    def overall(self):
+        """The mean gap over every resize counted, or None."""
+        every = [gap for gaps in self.gaps.values() for gap in gaps]
+        return sum(every) / len(every) if every else None
+
+    def by_vm(self):
+        """[(uuid, mean gap, resizes counted)], by uuid."""
+        return [(uuid, sum(gaps) / len(gaps), len(gaps))
+                for uuid, gaps in sorted(self.gaps.items())]
 
 
 @dataclasses.dataclass
@@ -124,14 +195,43 @@ class Run:
                         a['instance_uuid'] == instance_uuid
                         for a in d['actions']))]
 
-    def measured_at_size(self, instance, decision):
-        """The Measured miss ratio of ``instance`` from when ``decision``
-        was applied until its next resize or paging: the effect of that
-        decision alone."""
+    def measured_at_size(self, instance, decision, skip=0):
+        """The Measured miss ratio of ``instance`` while ``decision`` held:
+        for a resize, over the reports taken at its new size (after the
+        first ``skip`` of them); for a paging, over those collected from
+        when it was applied until the VM's next resize or paging."""
+        if decision['kind'] == 'memory_targets':
+            target = target_of(decision, instance['uuid'])
+            return measured(reports_at_size(
+                instance['reports'], decision['created_at'],
+                target)[skip:]) if target is not None else None
         later = [moment for moment in self.changed(instance['uuid'])
                  if moment > decision['applied_at']]
         return measured_after(instance['reports'], decision['applied_at'],
                               min(later) if later else None)
+
+    def fidelity(self):
+        """How far the resizes' predictions were from what followed: a
+        Fidelity over every VM a resize applied in the run set, each
+        measured from its FIDELITY_FROM_REPORT-th report at the new size
+        on, while the VM kept it; resizes with fewer reports, or with no
+        predicted miss ratio, are not counted."""
+        instances = {i['uuid']: i for i in self.instances}
+        gaps = collections.defaultdict(list)
+        for decision in self.applied('memory_targets'):
+            for action in decision['actions']:
+                uuid = action['instance_uuid']
+                predicted = decision['outputs']['instances'].get(
+                    uuid, {}).get('predicted_miss_ratio')
+                if (action['kind'] != 'set_target' or predicted is None
+                        or uuid not in instances):
+                    continue
+                after = self.measured_at_size(
+                    instances[uuid], decision,
+                    skip=FIDELITY_FROM_REPORT - 1)
+                if after is not None:
+                    gaps[uuid].append(abs(predicted - after.overall))
+        return Fidelity(gaps)
 
     def host_names(self):
         return {host['uuid']: host['name'] for host in self.hosts}

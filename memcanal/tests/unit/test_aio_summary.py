@@ -1,5 +1,7 @@
 """memcanal-aio's progress and summary lines (memcanal.cmd.aio)."""
 
+import pytest
+
 from memcanal.cmd import aio
 from memcanal.cmd import aio_history
 from memcanal.tests.unit import test_aio_history as history
@@ -61,28 +63,83 @@ def test_curve_ratio_names_its_curve():
     assert aio._curve_ratio({}, 80 * MIB) == '-'
 
 
-def test_measured_until_the_next_change():
-    """vm-b, resized at 4.5 s, reported at 5 s; a resize applied at 6 s
-    leaves the first one that report alone, and the second none yet."""
+def resized_b(run, *reports):
+    """``run``'s vm-b with ``reports`` (seconds, sequence, MiB, misses)
+    after its own."""
+    vm_b = run.instances[1]
+    vm_b['reports'].extend(history.report(seconds, sequence, memory * MIB,
+                                          misses=misses)
+                           for seconds, sequence, memory, misses in reports)
+    return vm_b
+
+
+def test_measured_covers_the_reports_at_the_new_size():
+    """vm-b's resize to 1075 MiB, made at 3.5 s, applied at 4.5 s: the
+    report stamped at 5 s was taken at 1024 MiB (the agent measured vm-b
+    before the resize and stamped its report after), and the one stamped
+    at 11 s at 1075 MiB though a resize to 1100 MiB was applied at
+    10.5 s. The measurement takes the reports' sizes, not their times."""
     run = plots.full_run()
     first = run.decisions[-1]
-    newest = dict(plots.resize(6), uuid='newest')
-    vm_b = run.instances[1]
-    vm_b['reports'].append(history.report(7, 4, misses=30))
+    newest = dict(plots.resize(10.5), uuid='newest', actions=[dict(
+        first['actions'][0], previous_bytes=1075 * MIB,
+        target_bytes=1100 * MIB)])
     run.decisions.append(newest)
+    vm_b = resized_b(run, (7, 4, 1075, 20), (9, 5, 1075, 20),
+                     (11, 6, 1075, 50), (13, 7, 1100, 30))
+    # vm-b's reports at 1, 3 and 5 s are at 1024 MiB, 10 % misses.
+    assert aio_history.measured_after(vm_b['reports'], first['applied_at'],
+                                      newest['applied_at']).reports == 3
     assert run.measured_at_size(vm_b, first) == aio_history.Measured(
-        0.1, 0.1, 1)
+        0.3, 0.5, 3)
+    assert run.measured_at_size(vm_b, first, skip=2) == (
+        aio_history.Measured(0.5, 0.5, 1))
     assert run.measured_at_size(vm_b, newest) == aio_history.Measured(
         0.3, 0.3, 1)
     assert aio._measured(run.measured_at_size(vm_b, first)) == (
-        'measured 0.100 over 1 reports (latest 0.100)')
+        'measured 0.300 over 3 reports (latest 0.500)')
     vm_b['reports'].pop()
     assert aio._measured(run.measured_at_size(vm_b, newest)) == (
         'not measured yet')
 
 
+def test_a_resize_back_to_an_earlier_size_is_measured_after_it():
+    """Resized to 1075 MiB, then back to 1024: the reports at 1024 MiB
+    from before the first resize are not the second one's."""
+    run = plots.full_run()
+    back = dict(plots.resize(8), uuid='back', actions=[dict(
+        run.decisions[-1]['actions'][0], previous_bytes=1075 * MIB,
+        target_bytes=1024 * MIB)])
+    run.decisions.append(back)
+    vm_b = resized_b(run, (7, 4, 1075, 20), (9, 5, 1024, 40))
+    assert run.measured_at_size(vm_b, back) == aio_history.Measured(
+        0.4, 0.4, 1)
+
+
+def test_fidelity_from_the_third_report_at_the_new_size():
+    """vm-b predicted at 0.1: its third and fourth reports at 1075 MiB
+    measure 0.2 and 0.1, a gap of 0.05; the first two are not counted."""
+    run = plots.full_run()
+    vm_b = resized_b(run, (7, 4, 1075, 90), (9, 5, 1075, 90),
+                     (11, 6, 1075, 20), (13, 7, 1075, 10))
+    fidelity = run.fidelity()
+    assert fidelity.by_vm() == [('vm-b', pytest.approx(0.05), 1)]
+    assert fidelity.overall == pytest.approx(0.05)
+    assert aio.fidelity_line(fidelity) == (
+        'fidelity: 0.050 mean |predicted - measured| miss ratio over 1 '
+        'resizes, measured from the 3rd report at the new size on; by VM: '
+        'vm-b 0.050 (1)')
+    # Two reports at the new size are not enough.
+    del vm_b['reports'][-2:]
+    assert run.fidelity().overall is None
+    assert aio.fidelity_line(run.fidelity()) == (
+        'fidelity: - (no resize held for 3 reports)')
+
+
 def test_decisions_summary_pairs_predicted_and_measured(capsys):
-    aio._decisions_summary(plots.full_run())
+    run = plots.full_run()
+    resized_b(run, (7, 4, 1075, 10))
+    aio._decisions_summary(run)
     out = capsys.readouterr().out
     assert 'decisions in this run: 3 (3 applied)' in out
     assert 'migrated: migrate vm-a from host-1 to host-2' in out
