@@ -257,7 +257,7 @@ class Guest:
             env=dict(os.environ, MEMCANAL_PAGER_SOCKET=socket,
                      LD_PRELOAD=str(build / 'libmemcanal-uffd.so')))
         self.pager.event('attached')
-        self.console, self.seen = paging.lines_of(self.vm.stdout), []
+        self.console, self.seen = services.lines_of(self.vm.stdout), []
         self.runs = []
         while True:
             line = paging.wait_line(self.console, '^coldrun|coldhot:', 240,

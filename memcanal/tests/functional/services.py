@@ -8,6 +8,7 @@ the reason, so unit work stays possible on a laptop.
 
 import contextlib
 import os
+import queue
 import shutil
 import signal
 import socket
@@ -62,6 +63,19 @@ def race(*calls, timeout=120):
     for thread in threads:
         thread.join(timeout)
     return outcomes
+
+
+def lines_of(stream):
+    """A queue the lines of ``stream`` arrive on (None at its end), read
+    by a thread: a process's output, waited on with a timeout."""
+    lines = queue.Queue()
+
+    def pump():
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
 
 
 def missing(message):

@@ -28,12 +28,12 @@ import queue
 import re
 import signal
 import subprocess
-import threading
 import time
 
 import pytest
 
 from memcanal.agent.drivers import qemu
+from memcanal.tests.functional import guests
 from memcanal.tests.functional import memservers
 from memcanal.tests.functional import services
 from memcanal.tests.functional import test_pager as pager_tests
@@ -46,23 +46,14 @@ PAGES = GUEST_MB * 2 ** 20 // 4096
 OWNER = 17              # --owner: the VM's key in stores, pool and seals
 
 # The guest's /init for this test: rdinit=/pagecheck on its command line.
-PAGECHECK = b'''#!/bin/busybox sh
-/bin/busybox --install -s /bin
-mount -t proc proc /proc
-mount -t devtmpfs devtmpfs /dev
-mkdir -p /data
-mount -t tmpfs -o size=%dm tmpfs /data
-dd if=/dev/urandom of=/data/pattern bs=1M count=%d 2>/dev/null
-md5sum /data/pattern > /pattern.md5
-echo "pagecheck: written $(cat /pattern.md5)"
-read command
+PAGECHECK = guests.writes_data(DATA_MB) + b'''read command
 if md5sum -c /pattern.md5; then
     echo "pagecheck: ok"
 else
     echo "pagecheck: BAD"
 fi
 poweroff -f
-''' % (DATA_MB + 8, DATA_MB)
+'''
 
 
 def newc(files):
@@ -78,18 +69,6 @@ def newc(files):
         out += header.encode() + encoded
         out += b'\0' * (-len(out) % 4) + data + b'\0' * (-len(data) % 4)
     return out
-
-
-def lines_of(stream):
-    """A queue the lines of ``stream`` arrive on, read by a thread."""
-    lines = queue.Queue()
-
-    def pump():
-        for line in stream:
-            lines.put(line)
-        lines.put(None)
-    threading.Thread(target=pump, daemon=True).start()
-    return lines
 
 
 def tail(seen):
@@ -124,7 +103,7 @@ class Pager:
         self.process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             text=True, bufsize=1)
-        self.lines = lines_of(self.process.stdout)
+        self.lines = services.lines_of(self.process.stdout)
         self.seen = []
 
     def event(self, name, timeout=60):
@@ -233,7 +212,7 @@ class PagedGuest:
         assert self.attached['len'] == memory_mb * 2 ** 20, self.attached
         assert self.attached['sealed'] == sealed, self.attached
         assert self.attached['pid'] == self.vm.pid
-        self.console, self.seen = lines_of(self.vm.stdout), []
+        self.console, self.seen = services.lines_of(self.vm.stdout), []
         wait_line(self.console, 'pagecheck: written', 240, self.seen)
 
     def kill_pager(self):
@@ -260,6 +239,18 @@ class PagedGuest:
         """Ask the guest to check its pattern."""
         self.vm.stdin.write('check\n')
         self.vm.stdin.flush()
+
+    def kill_pager_mid_check(self, swapped_out, faults=2000):
+        """Ask the guest to check its pattern, all of it swapped out (the
+        pager's answer ``swapped_out``), and SIGKILL the pager once its
+        stores served ``faults`` pages: the guest's vCPU waits on its
+        faults, some pages zapped, the rest still out."""
+        self.check()
+        stats = swapped_out
+        while store_faults(stats) < faults:
+            stats = self.pager.command('stats', 'stats')
+            time.sleep(0.02)
+        self.kill_pager()
 
     def stop(self):
         for process in (self.vm, self.pager and self.pager.process,
@@ -385,12 +376,7 @@ def test_a_killed_pager_is_taken_over_and_loses_nothing(stateful_guest):
     out = stateful_guest.pager.command('swapout 0 %d' % PAGES, 'swapout')
     assert out['memfd_kib'] < before_kib - DATA_MB * 1024, (out, before_kib)
 
-    stateful_guest.check()
-    stats = out
-    while store_faults(stats) < 2000:
-        stats = stateful_guest.pager.command('stats', 'stats')
-        time.sleep(0.02)
-    stateful_guest.kill_pager()
+    stateful_guest.kill_pager_mid_check(out)
     attached = stateful_guest.restart_pager(
         os.path.join(os.path.dirname(stateful_guest.pager_args[1]),
                      'other.sock'))
@@ -505,12 +491,7 @@ def test_sampling_paging_and_a_killed_pager_lose_nothing(sampled_guest):
     out = sampled_guest.pager.command('swapout 0 %d' % PAGES, 'swapout')
     assert out['dropped'] * 4 > DATA_MB * 1024, out
 
-    sampled_guest.check()
-    stats = out
-    while store_faults(stats) < 2000:
-        stats = sampled_guest.pager.command('stats', 'stats')
-        time.sleep(0.02)
-    sampled_guest.kill_pager()
+    sampled_guest.kill_pager_mid_check(out)
     attached = sampled_guest.restart_pager()
     assert attached['handed_over'], attached
     assert attached['sampling']['enabled'], attached

@@ -34,7 +34,6 @@ import types
 import uuid
 
 import numpy as np
-from oslo_utils import importutils
 from oslo_utils import timeutils
 import pytest
 import requests
@@ -56,6 +55,7 @@ from memcanal.service import lease_tokens
 from memcanal.service import optimizer as optimizer_service
 from memcanal.service import pooling as pooling_service
 from memcanal.tests import fixtures as memcanal_fixtures
+from memcanal.tests.functional import guests
 from memcanal.tests.functional import memservers
 from memcanal.tests.functional import services
 from memcanal.tests.functional import test_api
@@ -63,8 +63,6 @@ from memcanal.tests.functional import test_guest_paging as guest_paging
 from memcanal.tests.functional import test_libvirt_paging as libvirt_paging
 from memcanal.tests.functional import test_paging_carriers as carriers
 from memcanal.tests.unit.api import data
-
-libvirt = importutils.try_import('libvirt')
 
 pytestmark = pytest.mark.functional
 
@@ -82,16 +80,7 @@ TARGET_MB = 64
 
 # The guest's /init (rdinit=/pagecheck): the data, then the hot loop in
 # the background, and a check of the data at each line on the console.
-SAMPLED_INIT = b'''#!/bin/busybox sh
-/bin/busybox --install -s /bin
-mount -t proc proc /proc
-mount -t devtmpfs devtmpfs /dev
-mkdir -p /data
-mount -t tmpfs -o size=%dm tmpfs /data
-dd if=/dev/urandom of=/data/pattern bs=1M count=%d 2>/dev/null
-md5sum /data/pattern > /pattern.md5
-echo "pagecheck: written $(cat /pattern.md5)"
-/bin/wsswork %d RWRW 1000000 &
+SAMPLED_INIT = guests.writes_data(DATA_MB) + b'''/bin/wsswork %d RWRW 1000000 &
 while read command; do
     if md5sum -c /pattern.md5; then
         echo "pagecheck: ok"
@@ -99,7 +88,7 @@ while read command; do
         echo "pagecheck: BAD"
     fi
 done
-''' % (DATA_MB + 8, DATA_MB, HOT_MB)
+''' % HOT_MB
 
 
 @pytest.fixture(scope='module')
@@ -121,17 +110,7 @@ def scratch():
 
 @pytest.fixture(scope='module')
 def connection():
-    if libvirt is None:
-        services.missing('libvirt-python is not installed '
-                         '(tools/install-libvirt.sh)')
-    libvirt.registerErrorHandler(lambda _ctx, _error: None, None)
-    try:
-        connection = libvirt.open('qemu:///system')
-    except libvirt.libvirtError as error:
-        services.missing('libvirtd is not reachable (tools/install-'
-                         'libvirt.sh): %s' % error)
-    yield connection
-    connection.close()
+    yield from guests.libvirt_connection()
 
 
 @pytest.fixture(scope='module')

@@ -235,18 +235,6 @@ def test_the_pool_file_is_shared_by_owner_and_survives_a_killed_holder(
     assert number(r'died holding the mutex: (\d+)', result.stdout) > 0
 
 
-def lines_of(stream):
-    """A queue the lines of ``stream`` arrive on (None at its end)."""
-    lines = queue.Queue()
-
-    def pump():
-        for line in stream:
-            lines.put(line)
-        lines.put(None)
-    threading.Thread(target=pump, daemon=True).start()
-    return lines
-
-
 def next_json(lines, timeout=60, what='a line'):
     try:
         line = lines.get(timeout=timeout)
@@ -325,7 +313,7 @@ class SampledProcess:
             bufsize=1, env=dict(
                 os.environ, MEMCANAL_PAGER_SOCKET=shim_socket or self.socket,
                 LD_PRELOAD=str(build / 'libmemcanal-uffd.so')))
-        self.child_lines = lines_of(self.child.stdout)
+        self.child_lines = services.lines_of(self.child.stdout)
         self.pages = next_json(self.child_lines, what='ready')['pages']
         self.attached = self.event('attached')
         assert self.attached['pid'] == self.child.pid, self.attached
@@ -347,7 +335,7 @@ class SampledProcess:
              *(['--key-file', key] if key else []),
              *(store_arguments(self.stores) if store else [])],
             stdout=subprocess.PIPE, text=True, bufsize=1)
-        self.pager_lines = lines_of(self.pager.stdout)
+        self.pager_lines = services.lines_of(self.pager.stdout)
         self.event('listening')
         self.control = socket_file(control)
 

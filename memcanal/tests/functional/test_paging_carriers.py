@@ -17,14 +17,12 @@ import socket
 import subprocess
 import uuid
 
-from oslo_utils import importutils
 import pytest
 
+from memcanal.tests.functional import guests
 from memcanal.tests.functional import services
 from memcanal.tests.functional import test_guest_paging as paging
 from memcanal.tests.functional import test_pager as pager_tests
-
-libvirt = importutils.try_import('libvirt')
 
 pytestmark = pytest.mark.functional
 
@@ -78,7 +76,7 @@ class Console:
     """A guest's serial console: the lines it prints, and input to it."""
 
     def __init__(self, output, input):
-        self.lines, self.seen = paging.lines_of(output), []
+        self.lines, self.seen = services.lines_of(output), []
         self._input = input
 
     def wait(self, pattern, timeout=240):
@@ -257,17 +255,7 @@ DOMAIN = '''<domain type='qemu'
 
 @pytest.fixture
 def libvirt_connection():
-    if libvirt is None:
-        services.missing('libvirt-python is not installed '
-                         '(tools/install-libvirt.sh)')
-    libvirt.registerErrorHandler(lambda _ctx, _error: None, None)
-    try:
-        connection = libvirt.open('qemu:///system')
-    except libvirt.libvirtError as error:
-        services.missing('libvirtd is not reachable (tools/install-'
-                         'libvirt.sh): %s' % error)
-    yield connection
-    connection.close()
+    yield from guests.libvirt_connection()
 
 
 class UnprivilegedUserfaultfd:
