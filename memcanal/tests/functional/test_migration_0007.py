@@ -3,56 +3,39 @@ row, on SQLite, MariaDB and PostgreSQL: nothing stored before is lost."""
 
 import datetime
 
-from oslo_db.sqlalchemy import engines
 import sqlalchemy as sa
 
 from memcanal.db import migration
+from memcanal.tests.functional import old_schema
 
 T0 = datetime.datetime(2026, 11, 20)
 
 
-def table(name, *columns):
-    return sa.table(name, *[sa.column(c) for c in columns])
-
-
 def test_estimates_and_curves_move_into_their_reports(any_db_url):
-    migration.upgrade(any_db_url, '0006')
-    engine = engines.create_engine(any_db_url)
-    try:
+    with old_schema.engine_at(any_db_url, '0006') as engine:
         with engine.begin() as connection:
-            connection.execute(sa.insert(table(
-                'hosts', 'id', 'uuid', 'name', 'memory_total_bytes',
-                'memory_reserved_bytes', 'last_sequence', 'created_at')),
-                [{'id': 1, 'uuid': 'h', 'name': 'h', 'created_at': T0,
-                  'memory_total_bytes': 1, 'memory_reserved_bytes': 0,
-                  'last_sequence': 1}])
-            connection.execute(sa.insert(table(
-                'instances', 'id', 'uuid', 'host_id', 'project_id',
-                'allocated_bytes', 'opt_out', 'created_at')),
-                [{'id': n, 'uuid': 'i%d' % n, 'host_id': 1, 'project_id': 'p',
-                  'allocated_bytes': 1, 'opt_out': False, 'created_at': T0}
-                 for n in range(1, 6)])
-            connection.execute(sa.insert(table(
-                'host_reports', 'id', 'host_id', 'sequence', 'collected_at',
-                'received_at')), [{'id': 1, 'host_id': 1, 'sequence': 1,
-                                   'collected_at': T0, 'received_at': T0}])
-            connection.execute(sa.insert(table(
-                'instance_reports', 'id', 'host_report_id', 'instance_id',
-                'sequence', 'collected_at', 'allocated_bytes',
-                'guest_stats')), [
+            old_schema.insert(connection, 'hosts', [
+                {'id': 1, 'uuid': 'h', 'name': 'h', 'created_at': T0,
+                 'memory_total_bytes': 1, 'memory_reserved_bytes': 0,
+                 'last_sequence': 1}])
+            old_schema.insert(connection, 'instances', [
+                {'id': n, 'uuid': 'i%d' % n, 'host_id': 1, 'project_id': 'p',
+                 'allocated_bytes': 1, 'opt_out': False, 'created_at': T0}
+                for n in range(1, 6)])
+            old_schema.insert(connection, 'host_reports', [
+                {'id': 1, 'host_id': 1, 'sequence': 1, 'collected_at': T0,
+                 'received_at': T0}])
+            old_schema.insert(connection, 'instance_reports', [
                 {'id': n, 'host_report_id': 1, 'instance_id': n,
                  'sequence': 1, 'collected_at': T0, 'allocated_bytes': 1,
                  'guest_stats': '{}'} for n in range(1, 6)])
             # Report 5 has neither: it keeps NULLs.
-            connection.execute(sa.insert(table(
-                'wss_estimates', 'instance_report_id', 'estimator',
-                'wss_bytes')), [
+            old_schema.insert(connection, 'wss_estimates', [
                 {'instance_report_id': n, 'estimator': name,
                  'wss_bytes': n * 1000 + index}
                 for n in range(1, 5)
                 for index, name in enumerate(('prl', 'pml'))])
-            connection.execute(sa.insert(table(
-                'mrc_curves', 'instance_report_id', 'method', 'points')), [
+            old_schema.insert(connection, 'mrc_curves', [
                 {'instance_report_id': n, 'method': 'exact',
                  'points': '[[4096, 0.5], [%d, 0.25]]' % (8192 * n)}
                 for n in (1, 3, 4)])
@@ -64,8 +47,6 @@ def test_estimates_and_curves_move_into_their_reports(any_db_url):
             rows = connection.execute(
                 sa.select(reports).order_by(reports.c.id)).all()
             tables = sa.inspect(connection).get_table_names()
-    finally:
-        engine.dispose()
     assert [tuple(row) for row in rows] == [
         (1, {'prl': 1000, 'pml': 1001},
          {'exact': [[4096, 0.5], [8192, 0.25]]}),

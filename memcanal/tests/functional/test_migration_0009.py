@@ -5,46 +5,34 @@ so each pins one at its next registration."""
 
 import datetime
 
-from oslo_db.sqlalchemy import engines
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
 from memcanal.db import migration
+from memcanal.tests.functional import old_schema
 
 T0 = datetime.datetime(2026, 11, 25)
 
 
-def table(name, *columns):
-    return sa.table(name, *[sa.column(c) for c in columns])
-
-
 def test_servers_from_before_get_a_uuid_and_lend_nothing(any_db_url):
-    migration.upgrade(any_db_url, '0008')
-    engine = engines.create_engine(any_db_url)
-    try:
+    with old_schema.engine_at(any_db_url, '0008') as engine:
         with engine.begin() as connection:
-            connection.execute(sa.insert(table(
-                'hosts', 'id', 'uuid', 'name', 'memory_total_bytes',
-                'memory_reserved_bytes', 'last_sequence', 'created_at')),
-                [{'id': n, 'uuid': 'h%d' % n, 'name': 'h%d' % n,
-                  'created_at': T0, 'memory_total_bytes': 1,
-                  'memory_reserved_bytes': 0, 'last_sequence': 0}
-                 for n in (1, 2)])
-            connection.execute(sa.insert(table(
-                'memory_servers', 'host_id', 'address', 'capacity_bytes',
-                'used_bytes', 'created_at')), [
+            old_schema.insert(connection, 'hosts', [
+                {'id': n, 'uuid': 'h%d' % n, 'name': 'h%d' % n,
+                 'created_at': T0, 'memory_total_bytes': 1,
+                 'memory_reserved_bytes': 0, 'last_sequence': 0}
+                for n in (1, 2)])
+            old_schema.insert(connection, 'memory_servers', [
                 {'host_id': n, 'address': '10.0.0.%d:7400' % n,
                  'capacity_bytes': 2 ** 40, 'used_bytes': 0,
                  'created_at': T0} for n in (1, 2)])
         migration.upgrade(any_db_url, '0009')
         with engine.connect() as connection:
-            servers = connection.execute(sa.select(table(
+            servers = connection.execute(sa.select(old_schema.table(
                 'memory_servers', 'host_id', 'uuid', 'enabled')).order_by(
                     sa.column('host_id'))).all()
             keys = connection.execute(sa.select(
-                table('hosts', 'public_key'))).scalars().all()
-    finally:
-        engine.dispose()
+                old_schema.table('hosts', 'public_key'))).scalars().all()
     assert [(host, bool(enabled)) for host, _uuid, enabled in servers] == [
         (1, False), (2, False)]
     uuids = [uuid for _host, uuid, _enabled in servers]
