@@ -43,29 +43,19 @@ from memcanal.tests.functional import services
 CLIENT = os.path.join(services.MEMSERVER_SOURCE, 'memserver-client')
 
 
-def process_status(pid):
-    """(resident KiB, threads, open descriptors) of process pid."""
-    fields = {}
-    for line in open('/proc/%d/status' % pid):
-        key, _, value = line.partition(':')
-        fields[key] = value.split()
-    return (int(fields['VmRSS'][0]), int(fields['Threads'][0]),
-            len(os.listdir('/proc/%d/fd' % pid)))
-
-
 class Peak:
     """The peak (resident KiB, threads, descriptors) of process pid,
     sampled every 50 ms while in the with block."""
 
     def __init__(self, pid):
         self.pid = pid
-        self.samples = [process_status(pid)]
+        self.samples = [memservers.process_status(pid)]
         self.done = threading.Event()
         self.watcher = threading.Thread(target=self.watch)
 
     def watch(self):
         while not self.done.wait(0.05):
-            self.samples.append(process_status(self.pid))
+            self.samples.append(memservers.process_status(self.pid))
 
     def __enter__(self):
         self.watcher.start()
@@ -158,7 +148,7 @@ LOAD = ['--threads', '100', '--idle', '1000']
 
 def under_load(pid, command):
     """Run a bench; print its report and the server's peak."""
-    before = process_status(pid)
+    before = memservers.process_status(pid)
     with Peak(pid) as peak:
         report = subprocess.run(command, capture_output=True, text=True)
     kib, threads, fds = peak.peak()

@@ -36,6 +36,17 @@ def write_public_key(private_key, path):
     return path
 
 
+def process_status(pid):
+    """(resident KiB, threads, open descriptors) of process pid: what
+    a memory server holds for its clients, read from /proc."""
+    fields = {}
+    for line in open('/proc/%d/status' % pid):
+        key, _, value = line.partition(':')
+        fields[key] = value.split()
+    return (int(fields['VmRSS'][0]), int(fields['Threads'][0]),
+            len(os.listdir('/proc/%d/fd' % pid)))
+
+
 class Memserver:
     """A TLS memory server on a loopback port it picks, and clients of
     it; ``options`` are more command-line options."""

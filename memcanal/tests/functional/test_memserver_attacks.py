@@ -271,16 +271,6 @@ def test_the_admin_socket_is_roots(server, victim):
         assert admin.stat()[0] == 4
 
 
-def process_status(pid):
-    """(resident KiB, threads, open descriptors) of process pid."""
-    fields = {}
-    for line in open('/proc/%d/status' % pid):
-        key, _, value = line.partition(':')
-        fields[key] = value.split()
-    return (int(fields['VmRSS'][0]), int(fields['Threads'][0]),
-            len(os.listdir('/proc/%d/fd' % pid)))
-
-
 CAPACITY = 4096
 MAX_CONNECTIONS = 256            # the default
 # A connection's fixed part: its state (a page in, a page out) and an
@@ -302,18 +292,18 @@ def test_idle_and_busy_connections_leave_memory_bounded(directory):
     plus a fixed part per connection."""
     server = start(directory, 'bounded', CAPACITY)
     try:
-        baseline_kib, _, _ = process_status(server.process.pid)
+        baseline_kib, _, _ = memservers.process_status(server.process.pid)
         idle = [socket.create_connection(server.address)
                 for _ in range(1000)]
         owners = [paging.owner_of(str(uuid.uuid4())) for _ in range(100)]
         clients = [server.client(owner, quota_pages=32)
                    for owner in owners]
-        peak = [process_status(server.process.pid)]
+        peak = [memservers.process_status(server.process.pid)]
         done = threading.Event()
 
         def watch():
             while not done.wait(0.05):
-                peak.append(process_status(server.process.pid))
+                peak.append(memservers.process_status(server.process.pid))
 
         watcher = threading.Thread(target=watch)
         watcher.start()
@@ -333,7 +323,7 @@ def test_idle_and_busy_connections_leave_memory_bounded(directory):
                                                  lease=str(uuid.uuid4())))
             except (OSError, memserver.MemserverError):
                 pass
-        peak.append(process_status(server.process.pid))
+        peak.append(memservers.process_status(server.process.pid))
         assert len(idle_leases) == MAX_CONNECTIONS - len(clients)
         resident_kib = max(kib for kib, _, _ in peak)
         bound_kib = baseline_kib + CAPACITY * PAGE // 1024 + (
