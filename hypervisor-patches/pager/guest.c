@@ -22,6 +22,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "io_all.h"
 #include "pager.h"
 
 /* How long QEMU may take to zap (a full pass over a large guest). */
@@ -192,38 +193,24 @@ int guest_answer(struct guest *g)
 	return rc;
 }
 
-static int write_all(int fd, const void *buf, size_t len)
+static ssize_t send_step(int fd, void *buf, size_t len, off_t at)
 {
-	for (size_t done = 0; done < len;) {
-		ssize_t n = send(fd, (const char *)buf + done, len - done,
-				 MSG_NOSIGNAL);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		done += n;
-	}
-	return 0;
+	(void)at;
+	return send(fd, buf, len, MSG_NOSIGNAL);
 }
 
-static int read_within(int fd, void *buf, size_t len, int timeout_ms)
+/* A read of the shim's answer once it is there, within ZAP_TIMEOUT_MS;
+ * a poll that fails or times out fails it. */
+static ssize_t answer_step(int fd, void *buf, size_t len, off_t at)
 {
 	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 
-	for (size_t done = 0; done < len;) {
-		ssize_t n;
-
-		if (poll(&pfd, 1, timeout_ms) <= 0)
-			return -1;
-		n = read(fd, (char *)buf + done, len - done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		done += n;
+	(void)at;
+	if (poll(&pfd, 1, ZAP_TIMEOUT_MS) <= 0) {
+		errno = ETIMEDOUT;
+		return -1;
 	}
-	return 0;
+	return read(fd, buf, len);
 }
 
 int guest_zap(void *arg, const uint64_t *runs, size_t nruns,
@@ -235,9 +222,10 @@ int guest_zap(void *arg, const uint64_t *runs, size_t nruns,
 
 	if (g->shim < 0)
 		return -1;
-	if (write_all(g->shim, &req, sizeof(req)) ||
-	    write_all(g->shim, runs, nruns * 2 * sizeof(*runs)) ||
-	    read_within(g->shim, &done, sizeof(done), ZAP_TIMEOUT_MS) ||
+	if (io_all(send_step, g->shim, &req, sizeof(req), 0) ||
+	    io_all(send_step, g->shim, (void *)runs,
+		   nruns * 2 * sizeof(*runs), 0) ||
+	    io_all(answer_step, g->shim, &done, sizeof(done), 0) ||
 	    done.magic != MEMCANAL_ZAP_MAGIC) {
 		fprintf(stderr, "memcanal-pager: QEMU's connection broke: "
 			"no more zaps, no sampling\n");

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "handoff.h"
+#include "io_all.h"
 
 #define PAGE 4096ULL
 /* Smaller shared mappings of a memfd are not guest RAM. */
@@ -226,19 +227,10 @@ int memcanal_hand_off(const char *path, const struct memcanal_ram *ram,
 	return uffd;
 }
 
-static int read_all(int fd, void *buf, size_t len)
+static ssize_t read_step(int fd, void *buf, size_t len, off_t at)
 {
-	for (size_t done = 0; done < len;) {
-		ssize_t n = read(fd, (char *)buf + done, len - done);
-
-		if (n <= 0) {
-			if (n < 0 && errno == EINTR)
-				continue;
-			return -1;
-		}
-		done += n;
-	}
-	return 0;
+	(void)at;
+	return read(fd, buf, len);
 }
 
 static uint64_t now_ns(void)
@@ -333,7 +325,7 @@ static int zap_request(int conn, const struct memcanal_ram *ram,
 	for (uint64_t i = 0; i < nruns; i += ZAP_CHUNK) {
 		uint64_t n = nruns - i < ZAP_CHUNK ? nruns - i : ZAP_CHUNK;
 
-		if (read_all(conn, runs, n * 2 * sizeof(*runs)))
+		if (io_all(read_step, conn, runs, n * 2 * sizeof(*runs), 0))
 			return -1;
 		for (uint64_t j = 0; j < n; j++)
 			zap_run(ram, runs[2 * j], runs[2 * j + 1], z, &done);
@@ -356,7 +348,7 @@ static int serve_zaps(int conn, const struct memcanal_ram *ram)
 	z.n = 0;
 	z.bytes = 0;
 	/* rc 1: the pager went away mid-request (it died). */
-	while (!rc && !read_all(conn, &req, sizeof(req)))
+	while (!rc && !io_all(read_step, conn, &req, sizeof(req), 0))
 		rc = req.magic != MEMCANAL_ZAP_MAGIC ? -1 :
 		     zap_request(conn, ram, req.nruns, &z) ? 1 : 0;
 	if (z.pidfd >= 0)

@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "pager.h"
+#include "io_all.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,23 +20,18 @@ struct file_store {
 	int fd;
 };
 
+static ssize_t pwrite_step(int fd, void *buf, size_t len, off_t at)
+{
+	return pwrite(fd, buf, len, at);
+}
+
 static int file_put(struct pager_store *s, uint64_t page, const void *buf,
 		    size_t npages)
 {
 	struct file_store *f = (struct file_store *)s;
-	size_t len = npages * PAGER_PAGE, done = 0;
 
-	while (done < len) {
-		ssize_t n = pwrite(f->fd, (const char *)buf + done, len - done,
-				   page * PAGER_PAGE + done);
-		if (n <= 0) {
-			if (n < 0 && errno == EINTR)
-				continue;
-			return -1;
-		}
-		done += n;
-	}
-	return 0;
+	return io_all(pwrite_step, f->fd, (void *)buf, npages * PAGER_PAGE,
+		      page * PAGER_PAGE);
 }
 
 static int file_get(struct pager_store *s, uint64_t page, void *buf)
