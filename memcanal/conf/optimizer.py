@@ -73,6 +73,21 @@ optimizer_opts = [
                       'one decision, as a fraction of its memory.'),
     cfg.IntOpt('min_change_mb', default=4, min=0,
                help='Guardrail: smaller changes are not made.'),
+    cfg.FloatOpt('min_change_percent', default=2.0, min=0.0, max=100.0,
+                 help='Guardrail: changes smaller than this percentage of '
+                      'a VM\'s memory are not made either (hysteresis: a '
+                      'curve measured again moves the optimum by a few '
+                      'MiB, which is not worth a resize).'),
+    cfg.FloatOpt('min_benefit', default=0.01, min=0.0, max=1.0,
+                 help='isolated_sharing: a decision is made only when the '
+                      'VMs\' curves predict their miss ratios, summed over '
+                      'the host, at least this much lower at the new '
+                      'targets than at their memory now (or when a VM is '
+                      'past its isolation bound, delta). A prediction is '
+                      'about 0.02 off what the guest then measures: a '
+                      'smaller gain is noise, and a steady workload '
+                      'reaches a steady size. 0: every allocation that '
+                      'changes a VM is made.'),
     cfg.FloatOpt('hold_seconds', default=300.0, min=0.0,
                  help='Guardrail: time after a VM\'s target changed before '
                       'it may change again.'),

@@ -5,7 +5,8 @@ In order: a VM that opted out, or changed less than ``hold_seconds``
 ago, keeps its memory; a target is clamped to the VM's floor (its
 measured working set plus the guest kernel, or the operator's minimum,
 the larger) and ceiling; a step changes at most ``max_step_fraction`` of
-the VM's memory; a change below ``min_change_bytes`` is not made; and
+the VM's memory; a change below ``min_change_bytes``, or below
+``min_change_fraction`` of the VM's memory, is not made; and
 the VMs that grow may not take more than those that shrink give back
 plus the host's free memory.
 """
@@ -21,6 +22,7 @@ class Rails:
     max_step_fraction: float = 0.05
     min_change_bytes: int = 4 * base.MB
     hold_seconds: float = 300.0
+    min_change_fraction: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +88,12 @@ def _clamp(target, limits, rails, reasons):
     return target
 
 
+def _least_change(limits, rails):
+    """The smallest change of a VM's memory that is made."""
+    return max(rails.min_change_bytes,
+               rails.min_change_fraction * limits.memory_bytes, 1)
+
+
 def _held(limits, rails, now):
     if limits.opt_out:
         return 'opt_out'
@@ -110,7 +118,7 @@ def apply(proposed, limits, rails, now, free_bytes=0):
             reasons[name].append(held)
             continue
         target = _clamp(int(target), vm, rails, reasons[name])
-        if abs(target - vm.memory_bytes) < max(rails.min_change_bytes, 1):
+        if abs(target - vm.memory_bytes) < _least_change(vm, rails):
             if target != vm.memory_bytes:
                 reasons[name].append('min_change')
             continue
@@ -136,7 +144,7 @@ def _fit_budget(targets, limits, rails, free_bytes, reasons):
     for name, grow in grows.items():
         reasons[name].append('budget')
         granted = int(grow * scale)
-        if granted < max(rails.min_change_bytes, 1):
+        if granted < _least_change(limits[name], rails):
             del targets[name]
         else:
             targets[name] = limits[name].memory_bytes + granted

@@ -18,6 +18,7 @@ from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
 from memcanal import exception
 from memcanal.policy import base as policy_base
+from memcanal.policy import benefit
 from memcanal.policy import esx
 from memcanal.policy import guardrails
 from memcanal.policy import isolated
@@ -107,7 +108,8 @@ class Optimizer:
             kernel_bytes=options.kernel_mb * MIB,
             max_step_fraction=options.max_step_fraction,
             min_change_bytes=options.min_change_mb * MIB,
-            hold_seconds=options.hold_seconds)
+            hold_seconds=options.hold_seconds,
+            min_change_fraction=options.min_change_percent / 100.0)
 
     def policy_of(self, host_name):
         """The host's aggregate's policy, else the global one."""
@@ -195,6 +197,17 @@ class Optimizer:
             [usage for _, _, usage in participants.values()],
             available_bytes=free_bytes)
 
+    def _worth_making(self, policy, participants, allocation):
+        """isolated_sharing's benefit threshold (policy.benefit), on the
+        policy's targets: the guardrails' steps toward them are made
+        while the whole move is worth it."""
+        if policy != 'isolated_sharing':
+            return True
+        options = self.conf.optimizer
+        return benefit.worth_making(
+            [vm for vm, _, _ in participants.values()], allocation.targets,
+            options.delta, options.min_benefit)
+
     def decide(self, context, host):
         """Run the host's policy; record and return a decision, or None
         when no VM is to change."""
@@ -225,6 +238,10 @@ class Optimizer:
         except ValueError as error:
             LOG.warning('Policy %s found no allocation for host %s: %s',
                         policy, host['name'], error)
+            return None
+        if not self._worth_making(policy, participants, allocation):
+            LOG.debug('No decision for %s: its allocation predicts less '
+                      'than [optimizer] min_benefit', host['name'])
             return None
         guarded = guardrails.apply(
             allocation.targets, limits, self.rails,

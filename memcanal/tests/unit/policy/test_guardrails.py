@@ -117,3 +117,22 @@ def test_preferred_wss_is_prl_else_the_sampler_before_pml_and_esx():
     assert guardrails.preferred_wss({'prl': 4, 'sampled': 3}) == 4
     assert guardrails.preferred_wss({'pml': 2, 'esx': 1}) == 2
     assert guardrails.preferred_wss({'distinct': 5}) is None
+
+
+def test_changes_below_a_fraction_of_the_memory_are_not_made():
+    """Hysteresis: with min_change_fraction 2 %, a 1024 MiB VM is not
+    moved by 20 MiB (4 MiB is the least change otherwise), a 512 MiB one
+    is; a growth the budget scales below it is not made either."""
+    rails = guardrails.Rails(kernel_bytes=64 * MB, min_change_bytes=4 * MB,
+                             hold_seconds=300, min_change_fraction=0.02)
+    vms = {'a': limits(), 'b': limits(512), 'c': limits()}
+    result = guardrails.apply({'a': 1044 * MB, 'b': 532 * MB,
+                               'c': 1000 * MB}, vms, rails, 1000.0)
+    assert result.targets == {'b': 532 * MB, 'c': 1000 * MB}
+    assert result.reasons == {'a': ['min_change']}
+    # c gives 24 MiB; a's and d's growths of 50 are scaled to 12 each.
+    result = guardrails.apply({'a': 1074 * MB, 'c': 1000 * MB,
+                               'd': 1074 * MB}, {
+        'a': limits(), 'c': limits(), 'd': limits()}, rails, 1000.0)
+    assert result.targets == {'c': 1000 * MB}
+    assert result.reasons == {'a': ['budget'], 'd': ['budget']}

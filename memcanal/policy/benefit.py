@@ -1,0 +1,40 @@
+"""Whether a new allocation is worth making: a benefit threshold.
+
+A curve is measured again every tracing window, and each measure moves
+its steps a little: the optimum moves with them, and a policy that
+follows it resizes its VMs for ever by a few MiB, each move predicting
+less than the prediction's own error. An allocation is made only when
+the VMs' curves predict its miss ratios, summed, at least
+``min_benefit`` below those at the memory they have now; a steady
+workload then reaches a steady size. The isolation bound is kept
+whatever the benefit: a VM already past its bound is given back its
+memory even when the others lose more than it gains.
+"""
+
+BOUND_TOLERANCE = 1e-12
+
+
+def predicted_benefit(vms, targets):
+    """How much lower the VMs' miss ratios would be, summed, at
+    ``targets`` (name -> bytes) than at their memory now, as each VM's
+    curve predicts them; VMs without a curve or a target count 0."""
+    return sum(float(vm.miss_ratio(vm.current_bytes))
+               - float(vm.miss_ratio(targets[vm.name]))
+               for vm in vms if vm.curve is not None and vm.name in targets)
+
+
+def past_bound(vm, delta):
+    """Whether a VM below its baseline has more than ``1 + delta`` times
+    its misses there (isolated sharing's isolation bound)."""
+    return (vm.curve is not None and vm.current_bytes < vm.baseline_bytes
+            and float(vm.relative_miss_ratio(vm.current_bytes))
+            > 1.0 + delta + BOUND_TOLERANCE)
+
+
+def worth_making(vms, targets, delta, min_benefit):
+    """Whether the allocation ``targets`` is to be made: it predicts at
+    least ``min_benefit`` (absolute miss ratios, summed) less, or some VM
+    is past its isolation bound now; always with ``min_benefit`` 0."""
+    return (min_benefit <= 0 or any(past_bound(vm, delta) for vm in vms)
+            or predicted_benefit(vms, targets) >= min_benefit)
+
