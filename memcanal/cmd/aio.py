@@ -493,8 +493,12 @@ def _decisions_summary(run):
 def _measured(measured):
     if measured is None:
         return 'not measured yet'
-    return 'measured %.3f over %d reports (latest %.3f)' % (
+    text = 'measured %.3f over %d reports (latest %.3f)' % (
         measured.overall, measured.reports, measured.latest)
+    if measured.traced != measured.overall:
+        text += ', %.3f with the tracing windows\' refills' % (
+            measured.traced)
+    return text
 
 
 def _pooling_summary(run):

@@ -54,10 +54,21 @@ def misses_per_access(stats):
     return stats['misses'] / stats['accesses']
 
 
-Measured = collections.namedtuple('Measured', 'overall latest reports')
+Measured = collections.namedtuple('Measured',
+                                  'overall latest reports traced')
 Measured.__doc__ = """A VM's miss ratio while a decision's size held:
-over all its reports then (``overall``), in the latest one, and how many
-reports that is."""
+over all its reports then (``overall``), in the latest one, how many
+reports that is, and over all of them again with the misses its tracing
+windows caused (``traced``). A curve predicts the misses of a VM that
+is not traced; a tracing window gives the memory it lent back empty,
+and the VM then reads again what that memory held (``tracing_refills``,
+counted by the hypervisor, which sees those reads)."""
+
+
+def untraced_misses(stats):
+    """A report's misses less those its VM's tracing windows caused."""
+    return stats['misses'] - stats.get('tracing_refills', 0.0)
+
 
 SAME_SIZE_BYTES = 2 ** 20
 """Two memory sizes closer than this are the same: a target is rounded
@@ -76,9 +87,10 @@ def measured(reports):
              if r['guest_stats'].get('accesses')]
     if not stats:
         return None
-    return Measured(sum(s['misses'] for s in stats)
-                    / sum(s['accesses'] for s in stats),
-                    misses_per_access(stats[-1]), len(stats))
+    accesses = sum(s['accesses'] for s in stats)
+    return Measured(sum(untraced_misses(s) for s in stats) / accesses,
+                    untraced_misses(stats[-1]) / stats[-1]['accesses'],
+                    len(stats), sum(s['misses'] for s in stats) / accesses)
 
 
 def measured_after(reports, moment, until=None):

@@ -20,6 +20,11 @@ from that model (floats; counts are per collection interval):
   memory was lent to is not one: the VM still has that memory);
 - ``major_faults``: the misses that read the storage device (while the
   VM is traced, a read the hypervisor cache serves is not one);
+- ``tracing_refills``: the misses that read again a block the last
+  tracing window's cache held when it ended: the window gives its memory
+  back empty, and the VM refills it for several intervals. Misses a VM
+  that is not traced would not have (the hypervisor, which keeps the
+  P2S tables, counts them);
 - ``memory_bytes``: the VM's memory now, including what a tracing
   window lent to the hypervisor cache;
 - ``used_bytes``: U-tube's memory "actively used": the guest kernel
@@ -128,9 +133,16 @@ class _MappedIo(hcache.DirectIo):
     def __init__(self, storage):
         super().__init__(storage)
         self.tables = hcache.MappingTables()
+        # The blocks the last tracing window's cache held when it was
+        # dropped, until the VM reads each again, and those reads.
+        self.dropped = set()
+        self.refills = 0
 
     def read(self, page, block):
         self.tables.insert(page, block)
+        if block in self.dropped:
+            self.dropped.discard(block)
+            self.refills += 1
         return self.storage.read(block)
 
     def write(self, page, block, signature):
@@ -239,7 +251,7 @@ class SimulatedVM:
     def run_guest(self, trace):
         """Run ``trace`` through the VM's memory; its guest statistics."""
         before = (self.guest.accesses, self.guest.misses, self.storage.reads,
-                  self._lent_hits())
+                  self._lent_hits(), self._io.refills)
         self.guest.run(trace.pages, trace.writes)
         written = trace.pages[trace.writes]
         if written.size and written.max() >= self._written.size:
@@ -269,6 +281,7 @@ class SimulatedVM:
             'misses': float(self.guest.misses - before[1]
                             - (self._lent_hits() - before[3])),
             'major_faults': float(self.storage.reads - before[2]),
+            'tracing_refills': float(self._io.refills - before[4]),
             'memory_bytes': float(memory),
             'used_bytes': float(self.used_bytes),
             'swap_bytes': float(paged_out * page),
@@ -353,6 +366,9 @@ class SimulatedVM:
         if cache is None:
             return
         self.guest.sync()
+        # What the VM held in the cache's memory it now reads again: the
+        # hypervisor sees those reads (it keeps the P2S tables).
+        self._io.dropped = set(cache.queue._units)
         self.guest.io = self._io
         self._tracing = None
         self.guest.resize(self.guest.capacity + cache.capacity)

@@ -73,7 +73,7 @@ def test_measured_after_counts_only_later_reports():
     reports = [report(1, 1, misses=50), report(3, 2, misses=20),
                report(5, 3, misses=10), report(7, 4, accesses=0)]
     measured = aio_history.measured_after(reports, at(2))
-    assert measured == aio_history.Measured(0.15, 0.1, 2)
+    assert measured == aio_history.Measured(0.15, 0.1, 2, 0.15)
     assert aio_history.measured_after(reports, at(6)) is None
 
 

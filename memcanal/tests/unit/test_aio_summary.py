@@ -91,16 +91,29 @@ def test_measured_covers_the_reports_at_the_new_size():
     assert aio_history.measured_after(vm_b['reports'], first['applied_at'],
                                       newest['applied_at']).reports == 3
     assert run.measured_at_size(vm_b, first) == aio_history.Measured(
-        0.3, 0.5, 3)
+        0.3, 0.5, 3, 0.3)
     assert run.measured_at_size(vm_b, first, skip=2) == (
-        aio_history.Measured(0.5, 0.5, 1))
+        aio_history.Measured(0.5, 0.5, 1, 0.5))
     assert run.measured_at_size(vm_b, newest) == aio_history.Measured(
-        0.3, 0.3, 1)
+        0.3, 0.3, 1, 0.3)
     assert aio._measured(run.measured_at_size(vm_b, first)) == (
         'measured 0.300 over 3 reports (latest 0.500)')
     vm_b['reports'].pop()
     assert aio._measured(run.measured_at_size(vm_b, newest)) == (
         'not measured yet')
+
+
+def test_measured_without_the_tracing_windows_refills():
+    """Of vm-b's 30 misses in 100 accesses at 1075 MiB, 20 read again
+    what a tracing window's cache held: a curve predicts the 10 others."""
+    run = plots.full_run()
+    vm_b = resized_b(run, (7, 4, 1075, 30))
+    vm_b['reports'][-1]['guest_stats']['tracing_refills'] = 20.0
+    measured = run.measured_at_size(vm_b, run.decisions[-1])
+    assert measured == aio_history.Measured(0.1, 0.1, 1, 0.3)
+    assert aio._measured(measured) == (
+        'measured 0.100 over 1 reports (latest 0.100), 0.300 with the '
+        'tracing windows\' refills')
 
 
 def test_a_resize_back_to_an_earlier_size_is_measured_after_it():
@@ -113,7 +126,7 @@ def test_a_resize_back_to_an_earlier_size_is_measured_after_it():
     run.decisions.append(back)
     vm_b = resized_b(run, (7, 4, 1075, 20), (9, 5, 1024, 40))
     assert run.measured_at_size(vm_b, back) == aio_history.Measured(
-        0.4, 0.4, 1)
+        0.4, 0.4, 1, 0.4)
 
 
 def test_fidelity_from_the_third_report_at_the_new_size():

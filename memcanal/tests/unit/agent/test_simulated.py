@@ -143,7 +143,14 @@ def test_tracing_mode_moves_memory_to_the_hypervisor_cache(conf):
     assert sample.guest_stats['major_faults'] == 0
     assert sample.guest_stats['memory_bytes'] == 4 * 2 ** 20
     hypervisor.stop_tracing(uuid)
-    assert hypervisor.collect(uuid).cache_trace is None
+    after = hypervisor.collect(uuid)
+    assert after.cache_trace is None
+    # The cache's memory came back empty: the VM reads again the 128
+    # pages it held, misses an untraced VM would not have had.
+    assert after.guest_stats['misses'] == 128
+    assert after.guest_stats['tracing_refills'] == 128
+    settled = hypervisor.collect(uuid).guest_stats
+    assert (settled['misses'], settled['tracing_refills']) == (0, 0)
     vm = hypervisor._vms[uuid]
     assert vm.guest.capacity == 1024 and vm.guest.corrupted == 0
 
