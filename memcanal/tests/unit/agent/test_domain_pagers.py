@@ -202,6 +202,14 @@ def interval(index, touched, full=False):
             'written': []}
 
 
+def pass_then_cool(hypervisor, domain, pager):
+    """Pages 0-31 touched in a full pass, collected, then cold_after
+    (0.2 s) let pass: all but IN_DOUBT are cold."""
+    inject(pager, intervals=[interval(0, range(32), full=True)])
+    hypervisor.collect(domain.uuid)
+    time.sleep(0.3)
+
+
 def test_pager_socket_is_read_from_the_domain_xml():
     root = ElementTree.fromstring(PAGED_XML % ('u', 1024, '/run/x.sock'))
     assert domain_pagers.pager_socket(root) == '/run/x.sock'
@@ -259,9 +267,7 @@ def test_paging_adds_the_stores_and_keeps_the_target(host, conf):
     domain.start()
     pager = pager_of(hypervisor, domain)
     memfd = domain.memfd()
-    inject(pager, intervals=[interval(0, range(32), full=True)])
-    hypervisor.collect(domain.uuid)
-    time.sleep(0.3)
+    pass_then_cool(hypervisor, domain, pager)
     resize = hypervisor.apply_memory_target(
         domain.uuid, 0, 'paging', [STORE], lease(domain))
     assert resize == agent_driver.Resize('paging', 128 * PAGE, 0,
@@ -323,9 +329,7 @@ def test_a_restarted_agent_finds_its_pagers(host, conf):
     first = make()
     domain.start()
     pager = pager_of(first, domain)
-    inject(pager, intervals=[interval(0, range(32), full=True)])
-    first.collect(domain.uuid)
-    time.sleep(0.3)
+    pass_then_cool(first, domain, pager)
     first.apply_memory_target(domain.uuid, 0, 'paging')
     first.stop()
     # The pager serves on, and the shim offers nothing: nothing died.
@@ -350,9 +354,7 @@ def test_a_pager_that_dies_is_taken_over(host, conf):
     hypervisor = make()
     domain.start()
     pager = pager_of(hypervisor, domain)
-    inject(pager, intervals=[interval(0, range(32), full=True)])
-    hypervisor.collect(domain.uuid)
-    time.sleep(0.3)
+    pass_then_cool(hypervisor, domain, pager)
     hypervisor.apply_memory_target(domain.uuid, 0, 'paging', [STORE],
                                    lease(domain))
     os.kill(pager.process.pid, signal.SIGKILL)
