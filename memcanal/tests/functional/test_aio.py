@@ -292,4 +292,7 @@ def test_aio_default_run(tmp_path):
             assert png.read(8) == b'\x89PNG\r\n\x1a\n'
         assert matplotlib.image.imread(path).shape[0] > 100
     assert 'without --duration' in output
+    # The last line: the resizes' predictions against what followed.
+    assert re.match(r'fidelity: (-|\d\.\d{3} mean )',
+                    output.strip().splitlines()[-1]), output
     check_applied_moves(state / 'memcanal.sqlite')
