@@ -210,6 +210,18 @@ def pass_then_cool(hypervisor, domain, pager):
     time.sleep(0.3)
 
 
+def paged_out(hypervisor, domain, *stores_and_lease):
+    """The domain started, its pages cold (pass_then_cool) and all paged
+    out, to its local store (and ``stores_and_lease``'s, if given): its
+    pager."""
+    domain.start()
+    pager = pager_of(hypervisor, domain)
+    pass_then_cool(hypervisor, domain, pager)
+    hypervisor.apply_memory_target(domain.uuid, 0, 'paging',
+                                   *stores_and_lease)
+    return pager
+
+
 def test_pager_socket_is_read_from_the_domain_xml():
     root = ElementTree.fromstring(PAGED_XML % ('u', 1024, '/run/x.sock'))
     assert domain_pagers.pager_socket(root) == '/run/x.sock'
@@ -327,10 +339,7 @@ def test_unsampled_domains_are_held_until_paged(host, conf):
 def test_a_restarted_agent_finds_its_pagers(host, conf):
     domain, make = host
     first = make()
-    domain.start()
-    pager = pager_of(first, domain)
-    pass_then_cool(first, domain, pager)
-    first.apply_memory_target(domain.uuid, 0, 'paging')
+    pager = paged_out(first, domain)
     first.stop()
     # The pager serves on, and the shim offers nothing: nothing died.
     assert pager.alive()
@@ -352,11 +361,7 @@ def test_a_restarted_agent_finds_its_pagers(host, conf):
 def test_a_pager_that_dies_is_taken_over(host, conf):
     domain, make = host
     hypervisor = make()
-    domain.start()
-    pager = pager_of(hypervisor, domain)
-    pass_then_cool(hypervisor, domain, pager)
-    hypervisor.apply_memory_target(domain.uuid, 0, 'paging', [STORE],
-                                   lease(domain))
+    pager = paged_out(hypervisor, domain, [STORE], lease(domain))
     os.kill(pager.process.pid, signal.SIGKILL)
     # The shim offers its RAM again on the domain's socket; the listener
     # relays it to a pager taking over, with the same state and stores.
