@@ -1,7 +1,8 @@
-"""Database API of decisions, their actions and their history.
+"""Database API of decisions: recording them, and reading them with their
+actions and history.
 
 A decision is the optimizer's proposal for one host, with the policy,
-inputs and predictions behind it, of one of three kinds:
+inputs and predictions behind it, of one of four kinds:
 
 - ``memory_targets``: new memory targets for some of its VMs (actions
   ``set_target``, carried out by the host's agent);
@@ -25,6 +26,13 @@ Its life:
     applied | failed --rollback--> rolling_back --> rolled_back
                                                   | rollback_failed
 
+This module records decisions (and supersedes the older ones waiting);
+memcanal.db.transitions carries out what an operator asks of one
+(approve, reject, roll back), and memcanal.db.action_delivery what the
+executors of its actions are sent and what they answer. The helpers
+they share on a session (locks, a decision's row and dict, its moves
+from state to state) are here.
+
 Every change of state is a DecisionEvent with who made it (None: the
 service itself) and when, so an operator can audit what happened.
 
@@ -37,7 +45,6 @@ migration concerns two hosts: it locks both, in the order of their ids,
 and neither may have another decision being carried out.
 """
 
-from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
@@ -45,14 +52,7 @@ from memcanal.db import api as db_api
 from memcanal.db import models
 from memcanal.db import pooling as pooling_db
 from memcanal import exception
-from memcanal.policy import guardrails
 
-# What a user may ask of a decision: (states it may be in, state it goes to).
-DECISION_TRANSITIONS = {
-    'approve': (('recommended',), 'approved'),
-    'reject': (('recommended',), 'rejected'),
-    'rollback': (('applied', 'failed'), 'rolling_back'),
-}
 # States whose actions are being carried out, with the states the
 # decision ends in (all its actions of the phase applied, otherwise).
 # Approved decisions carry out their forward actions, rolling back ones
@@ -69,14 +69,9 @@ FORWARD_ACTIONS = {
     'allocation_ratio': 'set_allocation_ratio',
     'pooling': 'page',
 }
-OPEN_ACTION_STATES = ('pending', 'sent')
 # A page action's store on a memory server: TLS, and a lease token for
 # the server (memcanal.service.lease_tokens).
 TLS_STORE = 'tls:'
-# Decisions whose actions changed, or are changing, some VM's target: a
-# decision older than one of these may no longer be rolled back.
-CHANGED_TARGETS = ('approved', 'applied', 'failed', 'rolling_back',
-                   'rollback_failed')
 
 
 def _event_dict(event):
@@ -108,7 +103,9 @@ def _action_dict(action, instance_uuid):
     }
 
 
-def _decision_dict(session, decision, host_uuid, with_details=True):
+def decision_dict(session, decision, host_uuid, with_details=True):
+    """The decision as the API shows it; with its inputs, actions and
+    events unless listed (``with_details`` False)."""
     result = {
         'uuid': decision.uuid,
         'host_uuid': host_uuid,
@@ -128,7 +125,7 @@ def _decision_dict(session, decision, host_uuid, with_details=True):
             for action, instance_uuid in session.execute(
                 sa.select(models.Action, models.Instance.uuid)
                 .outerjoin(models.Instance,
-                      models.Action.instance_id == models.Instance.id)
+                           models.Action.instance_id == models.Instance.id)
                 .where(models.Action.decision_id == decision.id)
                 .order_by(models.Action.id)).all()]
         result['events'] = [_event_dict(e) for e in session.execute(
@@ -145,8 +142,9 @@ def _host_uuid(session, host_id):
         models.Host.id == host_id)).scalar_one_or_none()
 
 
-def _move(session, decision, to_state, user_id=None, project_id=None,
-          reason=None):
+def move(session, decision, to_state, user_id=None, project_id=None,
+         reason=None):
+    """The decision to ``to_state``, with the event that audits it."""
     session.add(models.DecisionEvent(
         decision_id=decision.id, from_state=decision.state,
         to_state=to_state, user_id=user_id, project_id=project_id,
@@ -166,14 +164,14 @@ def _lock_host(session, host_uuid=None, host_id=None):
     return host
 
 
-def _lock_both(session, host_ids):
+def lock_hosts(session, host_ids):
     """The hosts' rows by id, locked one after the other in the order of
     their ids, as every transaction locking two takes them."""
     return {host_id: _lock_host(session, host_id=host_id)
             for host_id in sorted(set(host_ids))}
 
 
-def _of_host(host_id):
+def of_host(host_id):
     """Decisions concerning the host: its own, and migrations to it;
     none for no host (a decision's missing peer), where ``== None``
     would match every decision without a peer."""
@@ -183,12 +181,12 @@ def _of_host(host_id):
                   models.Decision.peer_host_id == host_id)
 
 
-def _check_not_busy(session, host, decision_id=None):
+def check_not_busy(session, host, decision_id=None):
     """HostBusy if a decision concerning the host (other than
     ``decision_id``) is being carried out."""
     busy = session.execute(
         sa.select(models.Decision.uuid).where(
-            _of_host(host.id),
+            of_host(host.id),
             models.Decision.id != (decision_id or 0),
             models.Decision.state.in_(list(IN_FLIGHT)))
         .limit(1)).scalar_one_or_none()
@@ -196,7 +194,9 @@ def _check_not_busy(session, host, decision_id=None):
         raise exception.HostBusy(busy=busy, host=host.name)
 
 
-def _current_bytes(instance):
+def current_bytes(instance):
+    """The VM's size as decisions left it: its target, or all its
+    memory while it has none."""
     return instance.target_bytes or instance.allocated_bytes
 
 
@@ -219,17 +219,17 @@ def create_decision(context, host_uuid, kind, policy, mode, inputs, outputs,
     """
     session = context.session
     host = _lock_host(session, host_uuid)
-    _check_not_busy(session, host)
+    check_not_busy(session, host)
     instances = {instance.uuid: instance for instance in session.execute(
         sa.select(models.Instance).where(
             models.Instance.uuid.in_(
                 [change['instance_uuid'] for change in changes]),
             models.Instance.host_id == host.id,
             models.Instance.deleted_at.is_(None))).scalars()}
-    changes = [dict(change, previous_bytes=_current_bytes(
+    changes = [dict(change, previous_bytes=current_bytes(
         instances[change['instance_uuid']])) for change in changes
         if change['instance_uuid'] in instances
-        and change['target_bytes'] != _current_bytes(
+        and change['target_bytes'] != current_bytes(
             instances[change['instance_uuid']])]
     if not changes:
         return None
@@ -249,8 +249,8 @@ def _supersede(session, *conditions):
             sa.select(models.Decision).where(
                 models.Decision.state == 'recommended',
                 *conditions)).scalars():
-        _move(session, waiting, 'superseded', reason='A newer decision '
-              'was made for the host.')
+        move(session, waiting, 'superseded', reason='A newer decision '
+             'was made for the host.')
 
 
 def _record(session, host, kind, policy, mode, inputs, outputs, actions,
@@ -272,9 +272,9 @@ def _record(session, host, kind, policy, mode, inputs, outputs, actions,
             host_id=host.id, instance_id=instance_id,
             kind=FORWARD_ACTIONS[kind], state='pending', params=params))
     if mode == 'auto':
-        _move(session, decision, 'approved', reason='Auto mode.')
+        move(session, decision, 'approved', reason='Auto mode.')
     session.flush()
-    return _decision_dict(session, decision, host.uuid)
+    return decision_dict(session, decision, host.uuid)
 
 
 @db_api.retry_on_conflict
@@ -301,10 +301,10 @@ def create_migration(context, instance_uuid, destination_uuid, policy, mode,
         raise exception.HostNotFound(host=destination_uuid)
     if instance is None or instance.host_id in (None, destination_id):
         return None
-    hosts = _lock_both(session, (instance.host_id, destination_id))
+    hosts = lock_hosts(session, (instance.host_id, destination_id))
     source, destination = hosts[instance.host_id], hosts[destination_id]
     for host in hosts.values():
-        _check_not_busy(session, host)
+        check_not_busy(session, host)
     session.refresh(instance)
     if instance.host_id != source.id or instance.deleted_at is not None:
         return None
@@ -333,7 +333,7 @@ def create_ratio_decision(context, host_uuid, ratio, policy, mode, inputs,
     out; an older ratio decision still waiting is superseded."""
     session = context.session
     host = _lock_host(session, host_uuid)
-    _check_not_busy(session, host)
+    check_not_busy(session, host)
     if host.allocation_ratio == ratio:
         return None
     _supersede(session, models.Decision.host_id == host.id,
@@ -373,10 +373,10 @@ def create_pooling_decision(context, instance_uuid, resident_bytes,
                 models.Host.uuid == lender_host_uuid)).scalar_one_or_none()
         if lender is None:
             raise exception.HostNotFound(host=lender_host_uuid)
-    hosts = _lock_both(session, [instance.host_id] + (
+    hosts = lock_hosts(session, [instance.host_id] + (
         [lender.id] if lender else []))
     for host in hosts.values():
-        _check_not_busy(session, host)
+        check_not_busy(session, host)
     session.refresh(instance)
     if instance.deleted_at is not None:
         return None
@@ -393,10 +393,10 @@ def create_pooling_decision(context, instance_uuid, resident_bytes,
                    peer=lender)
 
 
-def _resident_target(instance, resident_bytes):
+def resident_target(instance, resident_bytes):
     """What resident_target_bytes becomes: None when the VM keeps all
     its memory."""
-    return (None if resident_bytes >= _current_bytes(instance)
+    return (None if resident_bytes >= current_bytes(instance)
             else resident_bytes)
 
 
@@ -404,7 +404,7 @@ def _paging_params(session, instance, resident_bytes, lender, lent_bytes):
     """A page action's parameters, or None when the VM is already so or
     the lender's server cannot take ``lent_bytes``. The previous state
     (resident size, server, lent bytes) is kept for a rollback."""
-    memory = _current_bytes(instance)
+    memory = current_bytes(instance)
     resident = db_api.resident_of(memory, instance.resident_target_bytes)
     lease = pooling_db.lease_of(session, instance.uuid)
     server = None
@@ -439,7 +439,9 @@ def _decision_query():
             .outerjoin(models.Host, models.Decision.host_id == models.Host.id))
 
 
-def _get(session, decision_uuid, for_update=False):
+def decision_and_host(session, decision_uuid, for_update=False):
+    """The decision and its host's uuid; its row locked with
+    ``for_update``. DecisionNotFound without one."""
     query = _decision_query().where(models.Decision.uuid == decision_uuid)
     if for_update:
         query = query.with_for_update(of=models.Decision)
@@ -452,8 +454,8 @@ def _get(session, decision_uuid, for_update=False):
 @db_api.context_manager.reader
 def get_decision(context, decision_uuid):
     """One decision with its inputs, actions and events."""
-    decision, host_uuid = _get(context.session, decision_uuid)
-    return _decision_dict(context.session, decision, host_uuid)
+    decision, host_uuid = decision_and_host(context.session, decision_uuid)
+    return decision_dict(context.session, decision, host_uuid)
 
 
 @db_api.context_manager.reader
@@ -476,376 +478,8 @@ def list_decisions(context, host_uuid=None, state=None, limit=None,
         query = query.where(models.Decision.id < marker_id)
     if limit is not None:
         query = query.limit(limit)
-    return [_decision_dict(session, decision, h_uuid, with_details=False)
+    return [decision_dict(session, decision, h_uuid, with_details=False)
             for decision, h_uuid in session.execute(query).all()]
-
-
-def _phase(state):
-    """The condition on actions of the phase a decision in ``state``
-    carries out: restores while rolling back, its forward ones else."""
-    if state == 'rolling_back':
-        return models.Action.kind == RESTORE
-    return models.Action.kind != RESTORE
-
-
-def _open_actions(session, decision):
-    return session.execute(
-        sa.select(models.Action).where(
-            models.Action.decision_id == decision.id,
-            _phase(decision.state),
-            models.Action.state.in_(OPEN_ACTION_STATES))).scalars().all()
-
-
-def _check_not_superseded(session, decision):
-    """DecisionSuperseded if a newer decision of the host changed (or is
-    changing) VMs since ``decision``."""
-    newer = session.execute(
-        sa.select(models.Decision).where(
-            sa.or_(_of_host(decision.host_id),
-                   _of_host(decision.peer_host_id)),
-            models.Decision.id > decision.id,
-            models.Decision.state.in_(CHANGED_TARGETS))
-        .order_by(models.Decision.id.desc()).limit(1)).scalar_one_or_none()
-    if newer is not None:
-        raise exception.DecisionSuperseded(
-            uuid=decision.uuid, newer=newer.uuid, newer_state=newer.state)
-
-
-def _floor(session, instance, rails):
-    """The VM's floor now (guardrails.floor_of): its latest measured
-    working set plus the kernel, or the operator's floor."""
-    wss = session.execute(
-        sa.select(models.InstanceReport.wss)
-        .where(models.InstanceReport.instance_id == instance.id)
-        .order_by(models.InstanceReport.id.desc()).limit(1)
-    ).scalar_one_or_none() or {}
-    return guardrails.floor_of(guardrails.Limits(
-        memory_bytes=_current_bytes(instance),
-        wss_bytes=guardrails.preferred_wss(wss),
-        floor_bytes=instance.floor_bytes,
-        ceiling_bytes=instance.ceiling_bytes), rails)
-
-
-def _restore_target(session, decision, action, instance, rails):
-    """A memory target's restore: the size before, never below the VM's
-    floor now; None when the VM is there already."""
-    target = max(action.params['previous_bytes'],
-                 _floor(session, instance, rails))
-    if target == _current_bytes(instance):
-        return None
-    return {'target_bytes': target,
-            'previous_bytes': _current_bytes(instance),
-            'mechanism': action.params['mechanism']}
-
-
-def _restore_migration(session, decision, action, instance, rails):
-    """A migration's restore: back to its source, if the VM is still on
-    the destination the migration took it to."""
-    if instance.host_id != decision.peer_host_id:
-        return None
-    return {'source_host': action.params['destination_host'],
-            'source_host_uuid': action.params['destination_host_uuid'],
-            'destination_host': action.params['source_host'],
-            'destination_host_uuid': action.params['source_host_uuid']}
-
-
-def _restore_ratio(session, decision, action, instance, rails):
-    """A ratio's restore: the ratio before, unless the host had none
-    (memcanal never set one: placement keeps the last it was given)."""
-    host = session.get(models.Host, decision.host_id)
-    previous = action.params['previous_ratio']
-    if previous is None or host.allocation_ratio == previous:
-        return None
-    return {'allocation_ratio': previous,
-            'previous_ratio': host.allocation_ratio}
-
-
-def _restore_paging(session, decision, action, instance, rails):
-    """A pooling decision's restore: the resident size, memory server and
-    lease the VM had before; None when it has them."""
-    params = action.params
-    lease = pooling_db.lease_of(session, instance.uuid)
-    resident = db_api.resident_of(_current_bytes(instance),
-                                  instance.resident_target_bytes)
-    server_id = lease.memory_server_id if lease else None
-    if (resident == params['previous_bytes']
-            and server_id == params['previous_memory_server_id']):
-        return None
-    return {'target_bytes': params['previous_bytes'],
-            'previous_bytes': resident, 'mechanism': 'paging',
-            'stores': params['previous_stores'],
-            'memory_server_id': params['previous_memory_server_id'],
-            'lent_bytes': params['previous_lent_bytes'],
-            'previous_stores': params['stores'],
-            'previous_memory_server_id': server_id,
-            'previous_lent_bytes': lease.lent_bytes if lease else 0}
-
-
-_RESTORES = {
-    'memory_targets': _restore_target,
-    'pooling': _restore_paging,
-    'migration': _restore_migration,
-    'allocation_ratio': _restore_ratio,
-}
-
-
-def _add_restores(session, decision, rails):
-    """A restore action undoing every action the decision applied;
-    returns how many. A VM deleted since, or one already as it was,
-    needs none."""
-    applied = session.execute(
-        sa.select(models.Action, models.Instance)
-        .outerjoin(models.Instance,
-                   models.Action.instance_id == models.Instance.id)
-        .where(models.Action.decision_id == decision.id,
-               models.Action.kind == FORWARD_ACTIONS[decision.kind],
-               models.Action.state == 'applied')).all()
-    restores = 0
-    for action, instance in applied:
-        if instance is not None and instance.deleted_at is not None:
-            continue
-        params = _RESTORES[decision.kind](session, decision, action,
-                                          instance, rails)
-        if params is None:
-            continue
-        session.add(models.Action(
-            uuid=uuidutils.generate_uuid(), decision_id=decision.id,
-            host_id=action.host_id, instance_id=action.instance_id,
-            kind=RESTORE, state='pending', params=params))
-        restores += 1
-    return restores
-
-
-@db_api.retry_on_conflict
-@db_api.context_manager.writer
-def request_transition(context, decision_uuid, request, reason=None,
-                       rails=None):
-    """Approve, reject or roll back a decision on behalf of the context's
-    user, under its host's lock.
-
-    DecisionStateConflict when its state does not allow it; HostBusy to
-    approve or roll back while another decision of the host is being
-    carried out; DecisionSuperseded to roll back a decision a newer one
-    changed since. A rollback restores every VM the decision changed to
-    the target it had before, never below its floor (``rails``, a
-    guardrails.Rails, gives the kernel's footprint); one with nothing to
-    restore is rolled back at once.
-    """
-    session = context.session
-    # The host's lock first, as create_decision takes it, so the two
-    # never wait for each other in opposite orders.
-    host_ids = session.execute(
-        sa.select(models.Decision.host_id, models.Decision.peer_host_id)
-        .where(models.Decision.uuid == decision_uuid)).first() or ()
-    hosts = _lock_both(session, [i for i in host_ids if i is not None])
-    decision, host_uuid = _get(session, decision_uuid, for_update=True)
-    allowed_from, to_state = DECISION_TRANSITIONS[request]
-    if decision.state not in allowed_from:
-        raise exception.DecisionStateConflict(
-            uuid=decision_uuid, state=decision.state,
-            requested={'approve': 'approved', 'reject': 'rejected',
-                       'rollback': 'rolled back'}[request])
-    if request != 'reject':
-        for host in hosts.values():
-            _check_not_busy(session, host, decision.id)
-    if request == 'rollback':
-        _check_not_superseded(session, decision)
-    _move(session, decision, to_state, context.user_id, context.project_id,
-          reason)
-    if request == 'rollback' and not _add_restores(
-            session, decision, rails or guardrails.Rails()):
-        _move(session, decision, 'rolled_back',
-              reason='The decision left nothing to restore.')
-    session.flush()
-    return _decision_dict(session, decision, host_uuid)
-
-
-def _batches(session, *conditions):
-    """Actions of decisions being carried out that match ``conditions``,
-    as one batch per decision: dicts of decision_uuid, host (its name,
-    the agent's RPC server) and actions."""
-    rows = session.execute(
-        sa.select(models.Decision.uuid, models.Decision.kind,
-                  models.Host.name, models.Action, models.Instance.uuid)
-        .join(models.Action, models.Action.decision_id == models.Decision.id)
-        .join(models.Host, models.Decision.host_id == models.Host.id)
-        .outerjoin(models.Instance,
-                   models.Action.instance_id == models.Instance.id)
-        .where(models.Decision.state.in_(list(IN_FLIGHT)), *conditions)
-        .order_by(models.Decision.id, models.Action.id)).all()
-    batches = {}
-    for decision_uuid, kind, host_name, action, instance_uuid in rows:
-        batches.setdefault(decision_uuid, {
-            'decision_uuid': decision_uuid, 'kind': kind,
-            'host': host_name, 'actions': []})['actions'].append(
-                _batch_action(action, instance_uuid))
-    return list(batches.values())
-
-
-def _batch_action(action, instance_uuid):
-    """What the executor of an action is sent: a memory target's size
-    and mechanism (as agents have always been sent them, with the stores
-    of a paging one and the bytes it may keep there, which its lease
-    tokens carry: memcanal.service.actions), or the parameters of another
-    kind."""
-    sent = {'uuid': action.uuid, 'instance_uuid': instance_uuid}
-    if 'target_bytes' in action.params:
-        sent.update(target_bytes=action.params['target_bytes'],
-                    mechanism=action.params['mechanism'])
-        if 'stores' in action.params:
-            sent.update(stores=action.params['stores'],
-                        lent_bytes=action.params['lent_bytes'])
-    else:
-        sent.update(action.params, kind=action.kind)
-    return sent
-
-
-@db_api.context_manager.reader
-def actions_to_send(context):
-    """Batches (see _batches) of the actions not yet sent."""
-    return _batches(context.session, models.Action.state == 'pending')
-
-
-@db_api.context_manager.reader
-def unanswered_actions(context, sent_before):
-    """Batches (see _batches) of the actions sent before ``sent_before``
-    that no agent answered: the dispatcher sends them again (at least
-    once; the agent's journal applies each once)."""
-    return _batches(context.session, models.Action.state == 'sent',
-                    models.Action.updated_at < sent_before)
-
-
-@db_api.retry_on_conflict
-@db_api.context_manager.writer
-def mark_sent(context, action_uuids):
-    context.session.execute(
-        sa.update(models.Action)
-        .where(models.Action.uuid.in_(action_uuids),
-               models.Action.state == 'pending')
-        .values(state='sent', updated_at=timeutils.utcnow()))
-
-
-def _finish_if_done(session, decision):
-    success, failure = IN_FLIGHT[decision.state]
-    if _open_actions(session, decision):
-        return
-    states = session.execute(
-        sa.select(models.Action.state).where(
-            models.Action.decision_id == decision.id,
-            _phase(decision.state))).scalars().all()
-    if all(state == 'applied' for state in states):
-        _move(session, decision, success)
-    else:
-        _move(session, decision, failure,
-              reason='%d of %d actions were not applied.' % (
-                  sum(state != 'applied' for state in states), len(states)))
-
-
-def _apply_result(session, action, result, now):
-    """Record an action's outcome; an applied one changes what it acted
-    on: a VM's target, the host a VM is on, a host's ratio."""
-    action.state = result['state']
-    action.error = result.get('error')
-    action.result = result.get('result')
-    if action.state != 'applied':
-        return
-    params = action.params
-    if 'allocation_ratio' in params:
-        session.get(models.Host, action.host_id).allocation_ratio = (
-            params['allocation_ratio'])
-        return
-    instance = session.get(models.Instance, action.instance_id)
-    if 'destination_host_uuid' in params:
-        instance.host_id = session.execute(
-            sa.select(models.Host.id).where(
-                models.Host.uuid == params['destination_host_uuid'])
-        ).scalar_one()
-        # A live migration keeps its memory; its hold begins anew.
-    elif 'memory_server_id' in params:
-        instance.resident_target_bytes = _resident_target(
-            instance, params['target_bytes'])
-        pooling_db.set_lease(
-            session, instance, params['memory_server_id'],
-            params['lent_bytes'], session.get(
-                models.Decision, action.decision_id).uuid)
-    else:
-        instance.target_bytes = params['target_bytes']
-    instance.target_changed_at = now
-
-
-def _check_answerer(session, decision, results, agent):
-    """DecisionOfAnotherHost unless every action ``results`` name was
-    cast to ``agent``: a migration's to the host it moves the VM from,
-    every other to the decision's host."""
-    host = session.get(models.Host, decision.host_id)
-    uuids = [result['uuid'] for result in results]
-    for action in session.execute(sa.select(models.Action).where(
-            models.Action.decision_id == decision.id,
-            models.Action.uuid.in_(uuids))).scalars():
-        if action.params.get('source_host', host.name) != agent:
-            raise exception.DecisionOfAnotherHost(uuid=decision.uuid,
-                                                  host=agent)
-
-
-@db_api.retry_on_conflict
-@db_api.context_manager.writer
-def record_results(context, decision_uuid, results, agent=None):
-    """Store what the agent did with a decision's actions and move the
-    decision on once none is left open.
-
-    ``results`` are dicts of uuid, state (applied, failed or skipped),
-    error and result. Results of actions no longer open (a redelivered
-    message) are ignored, so recording twice changes nothing. ``agent``
-    is the name of the host whose agent answers (None: the service
-    itself, for what it carried out); an agent answers only for actions
-    cast to it (DecisionOfAnotherHost, recording nothing).
-    """
-    session = context.session
-    decision, host_uuid = _get(session, decision_uuid, for_update=True)
-    if agent is not None:
-        _check_answerer(session, decision, results, agent)
-    if decision.state not in IN_FLIGHT:
-        return _decision_dict(session, decision, host_uuid)
-    by_uuid = {result['uuid']: result for result in results}
-    now = timeutils.utcnow()
-    for action in session.execute(
-            sa.select(models.Action).where(
-                models.Action.decision_id == decision.id,
-                models.Action.uuid.in_(list(by_uuid)),
-                models.Action.state.in_(OPEN_ACTION_STATES))).scalars():
-        _apply_result(session, action, by_uuid[action.uuid], now)
-    session.flush()
-    _finish_if_done(session, decision)
-    session.flush()
-    return _decision_dict(session, decision, host_uuid)
-
-
-@db_api.retry_on_conflict
-@db_api.context_manager.writer
-def fail_unanswered(context, cutoff, kinds=tuple(FORWARD_ACTIONS)):
-    """Actions of decisions of ``kinds`` sent before ``cutoff`` that no
-    executor answered fail (the host may be down); returns the uuids of
-    the decisions concerned."""
-    session = context.session
-    stale = session.execute(
-        sa.select(models.Action)
-        .join(models.Decision, models.Action.decision_id == models.Decision.id)
-        .where(models.Action.state == 'sent',
-               models.Action.updated_at < cutoff,
-               models.Decision.kind.in_(kinds))).scalars().all()
-    decision_ids = set()
-    for action in stale:
-        action.state = 'failed'
-        action.error = 'The agent did not answer in time.'
-        decision_ids.add(action.decision_id)
-    session.flush()
-    decisions = session.execute(
-        sa.select(models.Decision).where(
-            models.Decision.id.in_(decision_ids))).scalars().all()
-    for decision in decisions:
-        if decision.state in IN_FLIGHT:
-            _finish_if_done(session, decision)
-    return [decision.uuid for decision in decisions]
 
 
 @db_api.context_manager.reader
@@ -878,5 +512,5 @@ def host_busy(context, host_uuid):
         models.Host.uuid == host_uuid)).scalar_one_or_none()
     return context.session.execute(
         sa.select(sa.func.count(models.Decision.id))
-        .where(_of_host(host_id),
+        .where(of_host(host_id),
                models.Decision.state.in_(list(IN_FLIGHT)))).scalar_one() > 0

@@ -32,6 +32,7 @@ import oslo_messaging as messaging
 from oslo_utils import timeutils
 
 from memcanal.agent import paging
+from memcanal.db import action_delivery
 from memcanal.db import decisions as decisions_db
 from memcanal import estimation
 from memcanal.rpc import agent_api
@@ -117,7 +118,7 @@ class ActionDispatcher:
 
     def _fail(self, context, batch, error):
         LOG.error('Decision %s fails: %s', batch['decision_uuid'], error)
-        decisions_db.record_results(
+        action_delivery.record_results(
             context, batch['decision_uuid'],
             [_outcome(action, 'failed', error) for action in batch['actions']])
 
@@ -155,10 +156,10 @@ class ActionDispatcher:
                             action['destination_host'], exc)
                 refused.append(_outcome(action, 'failed', str(exc)))
         if started:
-            decisions_db.mark_sent(context, started)
+            action_delivery.mark_sent(context, started)
         if refused:
-            decisions_db.record_results(context, batch['decision_uuid'],
-                                        refused)
+            action_delivery.record_results(
+                context, batch['decision_uuid'], refused)
         return bool(started)
 
     def _set_ratios(self, context, batch):
@@ -173,8 +174,8 @@ class ActionDispatcher:
                 LOG.warning('Could not set the allocation ratio of %s: %s',
                             batch['host'], exc)
                 outcomes.append(_outcome(action, 'failed', str(exc)))
-        decisions_db.record_results(context, batch['decision_uuid'],
-                                    outcomes)
+        action_delivery.record_results(context, batch['decision_uuid'],
+                                       outcomes)
         return True
 
     def send(self, context):
@@ -182,23 +183,23 @@ class ActionDispatcher:
         no agent answered and follow nova's migrations; returns how many
         decisions were sent."""
         sent = 0
-        for batch in decisions_db.actions_to_send(context):
+        for batch in action_delivery.actions_to_send(context):
             executor = self.executor_of(batch)
             if executor == PLACEMENT:
                 sent += self._set_ratios(context, batch)
             elif executor == NOVA:
                 sent += self._start_migrations(context, batch)
             elif self._cast(context, batch):
-                decisions_db.mark_sent(context,
-                                       [a['uuid'] for a in batch['actions']])
+                action_delivery.mark_sent(
+                    context, [a['uuid'] for a in batch['actions']])
                 sent += 1
         self.follow_migrations(context)
         return sent + self.resend(context)
 
     def follow_migrations(self, context):
         """Record the migrations nova finished or failed since."""
-        for batch in decisions_db.unanswered_actions(context,
-                                                     timeutils.utcnow()):
+        for batch in action_delivery.unanswered_actions(
+                context, timeutils.utcnow()):
             if self.executor_of(batch) != NOVA:
                 continue
             outcomes = []
@@ -213,15 +214,15 @@ class ActionDispatcher:
                 if state != nova_migration.IN_PROGRESS:
                     outcomes.append(_outcome(action, state, error))
             if outcomes:
-                decisions_db.record_results(context, batch['decision_uuid'],
-                                            outcomes)
+                action_delivery.record_results(
+                    context, batch['decision_uuid'], outcomes)
 
     def resend(self, context):
         """Cast again the actions sent more than
         [optimizer] action_resend_interval ago that no agent answered, at
         most once per interval; returns how many decisions were sent."""
         interval = self.conf.optimizer.action_resend_interval
-        batches = [batch for batch in decisions_db.unanswered_actions(
+        batches = [batch for batch in action_delivery.unanswered_actions(
             context, timeutils.utcnow() - datetime.timedelta(
                 seconds=interval)) if self.executor_of(batch) == AGENT]
         now = time.monotonic()
@@ -251,13 +252,13 @@ class ActionDispatcher:
         now = timeutils.utcnow()
         nova_kinds = (('migration',) if self.conf.migration.executor == NOVA
                       else ())
-        failed = decisions_db.fail_unanswered(
+        failed = action_delivery.fail_unanswered(
             context, now - datetime.timedelta(
                 seconds=self.conf.optimizer.action_timeout),
             kinds=[kind for kind in decisions_db.FORWARD_ACTIONS
                    if kind not in nova_kinds])
         if nova_kinds:
-            failed += decisions_db.fail_unanswered(
+            failed += action_delivery.fail_unanswered(
                 context, now - datetime.timedelta(
                     seconds=self.conf.migration.migration_timeout),
                 kinds=nova_kinds)

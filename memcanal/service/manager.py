@@ -24,8 +24,8 @@ import oslo_messaging as messaging
 from oslo_log import log as logging
 
 from memcanal import context as memcanal_context
+from memcanal.db import action_delivery
 from memcanal.db import api as db_api
-from memcanal.db import decisions as decisions_db
 from memcanal.db import retention
 from memcanal import exception
 from memcanal.rpc import reports
@@ -321,7 +321,7 @@ class ServiceManager:
         if sender is None:
             return
         try:
-            decision = decisions_db.record_results(
+            decision = action_delivery.record_results(
                 context, decision_uuid, results, agent=sender['name'])
         except exception.DecisionNotFound:
             LOG.warning('Results for unknown decision %s ignored',

@@ -18,6 +18,7 @@ from memcanal.api.schemas import common
 from memcanal.api.schemas import decisions as schemas
 from memcanal.api import util
 from memcanal.db import decisions as decisions_db
+from memcanal.db import transitions
 from memcanal import exception
 from memcanal.policy import guardrails
 
@@ -97,7 +98,7 @@ def _transition(request, rule):
         body = util.extract_json(req, schemas.TRANSITION) or {}
         conf = req.environ[util.ENV_CONF]
         try:
-            found = decisions_db.request_transition(
+            found = transitions.request_transition(
                 context, uuid, request, reason=body.get('reason'),
                 rails=guardrails.Rails(
                     kernel_bytes=conf.optimizer.kernel_mb * MIB))

@@ -62,9 +62,11 @@ from oslo_utils import timeutils
 from memcanal.api import deploy
 from memcanal.api import microversion
 from memcanal import context
+from memcanal.db import action_delivery
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
 from memcanal.db import pooling as pooling_db
+from memcanal.db import transitions
 from memcanal.rpc import reports
 from memcanal.tests import fixtures as memcanal_fixtures
 from memcanal.tests.functional import services
@@ -201,9 +203,9 @@ def _memory_targets(ctx, host_uuid, host, fraction):
 def _seed_decisions(ctx, hosts):
     """(the recommended decisions' uuids, the applied one's)."""
     applied = _memory_targets(ctx, hosts['compute-1'], 'compute-1', 0.9)
-    actions = decisions_db.request_transition(ctx, applied,
-                                              'approve')['actions']
-    decisions_db.record_results(ctx, applied, [
+    actions = transitions.request_transition(ctx, applied,
+                                             'approve')['actions']
+    action_delivery.record_results(ctx, applied, [
         {'uuid': action['uuid'], 'state': 'applied', 'error': None,
          'result': {'seconds': 0.4}} for action in actions])
     recommended = [_memory_targets(ctx, hosts[host], host, 0.75)

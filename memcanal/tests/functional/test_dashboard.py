@@ -30,6 +30,7 @@ from memcanal import context
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
 from memcanal.db import pooling as pooling_db
+from memcanal.db import transitions
 from memcanal.rpc import reports
 from memcanal.tests import fixtures as memcanal_fixtures
 from memcanal.tests.functional import services
@@ -135,8 +136,8 @@ def seed():
             pooling_db.set_enabled(ctx, server['uuid'], True)
     rejected = _memory_targets(ctx, hosts[HOSTILE], HOSTILE,
                                {VM_E: GIB})
-    decisions_db.request_transition(ctx, rejected['uuid'], 'reject',
-                                    reason=HOSTILE)
+    transitions.request_transition(ctx, rejected['uuid'], 'reject',
+                                   reason=HOSTILE)
     cross.answer(ctx, decisions_db.create_pooling_decision(
         ctx, VM_C, MEMORY[VM_C] - LENT, hosts['compute-2'], LENT,
         'pooling', 'auto', {}, {}))
@@ -427,7 +428,7 @@ def test_approved_by_another_operator_first(page, dashboard):
     driver.execute_script(
         'window.__approve = document.querySelector(arguments[0]);',
         row + ' button.approve')
-    decisions_db.request_transition(ctx, late['uuid'], 'approve')
+    transitions.request_transition(ctx, late['uuid'], 'approve')
     driver.execute_script('window.__approve.click();')
     result = wait_for(
         driver, expected_conditions.visibility_of_element_located(

@@ -8,8 +8,10 @@ and curves surviving each database's types.
 import pytest
 
 from memcanal import context as memcanal_context
+from memcanal.db import action_delivery
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
+from memcanal.db import transitions
 from memcanal import exception
 from memcanal.tests import fixtures as memcanal_fixtures
 from memcanal.tests.functional import services
@@ -70,7 +72,7 @@ def test_an_approval_racing_the_optimizer_leaves_one_decision_acting(ctx):
         recommended = decision_cases.decide(
             ctx, host, targets=(1024 + round_, 2048))
         outcomes = services.race(
-            lambda: decisions_db.request_transition(
+            lambda: transitions.request_transition(
                 decision_cases.operator(), recommended['uuid'], 'approve'),
             lambda: decision_cases.decide(ctx, host, mode='auto',
                                           targets=(512 + round_, 4096)))
@@ -81,7 +83,7 @@ def test_an_approval_racing_the_optimizer_leaves_one_decision_acting(ctx):
                                   exception.DecisionStateConflict))
                    for o in outcomes), outcomes
         [flying] = acting
-        decisions_db.record_results(ctx, flying['uuid'], [
+        action_delivery.record_results(ctx, flying['uuid'], [
             {'uuid': a['uuid'], 'state': 'applied', 'error': None,
              'result': None}
             for a in decisions_db.get_decision(ctx,

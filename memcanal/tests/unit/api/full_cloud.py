@@ -7,6 +7,7 @@ rather than one resource.
 """
 
 from memcanal import context
+from memcanal.db import action_delivery
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
 from memcanal.db import pooling as pooling_db
@@ -15,7 +16,7 @@ from memcanal.tests.unit.api import data
 
 
 def _apply(ctx, decision):
-    decisions_db.record_results(ctx, decision['uuid'], [
+    action_delivery.record_results(ctx, decision['uuid'], [
         {'uuid': action['uuid'], 'state': 'applied', 'error': None,
          'result': {'seconds': 0.5}} for action in decision['actions']])
 

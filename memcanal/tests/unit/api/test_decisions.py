@@ -4,6 +4,7 @@ import pytest
 
 from memcanal.api import errors
 from memcanal import context
+from memcanal.db import action_delivery
 from memcanal.db import decisions as decisions_db
 from memcanal.tests.unit.api import base
 from memcanal.tests.unit.api import data
@@ -90,7 +91,7 @@ def test_reject_then_nothing_else(client, decision):
 def test_rollback_of_an_applied_decision(client, decision):
     post(client, decision, 'approve')
     ctx = context.get_admin_context()
-    decisions_db.record_results(ctx, decision['uuid'], [
+    action_delivery.record_results(ctx, decision['uuid'], [
         {'uuid': a['uuid'], 'state': 'applied', 'error': None,
          'result': None} for a in decision['actions']])
     rolled = post(client, decision, 'rollback').json
@@ -105,7 +106,7 @@ def test_rollback_of_a_superseded_decision_is_409_naming_the_newer(
     post(client, decision, 'approve')
     apply_all = [{'uuid': a['uuid'], 'state': 'applied', 'error': None,
                   'result': None} for a in decision['actions']]
-    decisions_db.record_results(ctx, decision['uuid'], apply_all)
+    action_delivery.record_results(ctx, decision['uuid'], apply_all)
     newer = decisions_db.create_decision(
         ctx, hosts['host-a'], 'memory_targets', 'isolated_sharing', 'auto',
         {}, {}, [{'instance_uuid': data.A1, 'target_bytes': 2 * data.GIB,
@@ -114,7 +115,7 @@ def test_rollback_of_a_superseded_decision_is_409_naming_the_newer(
     error = base.assert_error(post(client, decision, 'rollback'), 409,
                               errors.DECISION_HOST_BUSY)
     assert error['busy_decision'] == newer['uuid']
-    decisions_db.record_results(ctx, newer['uuid'], [
+    action_delivery.record_results(ctx, newer['uuid'], [
         {'uuid': newer['actions'][0]['uuid'], 'state': 'applied',
          'error': None, 'result': None}])
     error = base.assert_error(post(client, decision, 'rollback'), 409,

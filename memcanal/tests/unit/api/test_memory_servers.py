@@ -4,6 +4,7 @@ operator enables them (1.6)."""
 
 from memcanal.api import errors
 from memcanal import context
+from memcanal.db import action_delivery
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
 from memcanal.db import pooling as pooling_db
@@ -31,7 +32,7 @@ def lend(hosts):
     decision = decisions_db.create_pooling_decision(
         ctx, data.A1, data.GIB, hosts['host-b'], 3 * data.GIB, 'pooling',
         'auto', {}, {})
-    decisions_db.record_results(ctx, decision['uuid'], [
+    action_delivery.record_results(ctx, decision['uuid'], [
         {'uuid': action['uuid'], 'state': 'applied', 'error': None,
          'result': None} for action in decision['actions']])
     return decision

@@ -3,8 +3,10 @@ ratios recorded, and rolling either back."""
 
 import pytest
 
+from memcanal.db import action_delivery
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
+from memcanal.db import transitions
 from memcanal import exception
 from memcanal.tests.unit.db import test_api as stored
 from memcanal.tests.unit.db import test_decisions as flow
@@ -29,7 +31,7 @@ def answer(ctx, decision, state='applied'):
     fresh = decisions_db.get_decision(ctx, decision['uuid'])
     open_actions = [a for a in fresh['actions']
                     if a['state'] in ('pending', 'sent')]
-    return decisions_db.record_results(ctx, decision['uuid'], [
+    return action_delivery.record_results(ctx, decision['uuid'], [
         {'uuid': a['uuid'], 'state': state, 'error': None, 'result': None}
         for a in open_actions])
 
@@ -52,7 +54,7 @@ def test_a_migration_concerns_both_hosts_and_moves_the_vm(ctx, host, other):
     with pytest.raises(exception.HostBusy):
         decisions_db.create_ratio_decision(ctx, other, 1.5, 'overcommit',
                                            'auto', {}, {})
-    [batch] = decisions_db.actions_to_send(ctx)
+    [batch] = action_delivery.actions_to_send(ctx)
     assert (batch['kind'], batch['host']) == ('migration', 'compute-1')
     assert batch['actions'][0]['destination_host_uuid'] == other
     assert answer(ctx, decision)['state'] == 'applied'
@@ -90,13 +92,13 @@ def test_a_newer_migration_of_the_vm_supersedes_the_waiting_one(ctx, host,
 def test_rolling_back_a_migration_moves_the_vm_back(ctx, host, other):
     decision = migrate(ctx, other, mode='auto')
     answer(ctx, decision)
-    rolling = decisions_db.request_transition(flow.operator(),
-                                              decision['uuid'], 'rollback')
+    rolling = transitions.request_transition(flow.operator(),
+                                             decision['uuid'], 'rollback')
     assert rolling['state'] == 'rolling_back'
     restore = [a for a in rolling['actions'] if a['kind'] == 'restore'][0]
     assert (restore['source_host'], restore['destination_host']) == (
         'host-2', 'compute-1')
-    [batch] = decisions_db.actions_to_send(ctx)
+    [batch] = action_delivery.actions_to_send(ctx)
     assert batch['actions'][0]['kind'] == 'restore'
     assert answer(ctx, decision)['state'] == 'rolled_back'
     assert host_of(ctx, stored.VM_1) == host
@@ -109,8 +111,8 @@ def test_a_memory_decision_on_the_destination_supersedes_rollback(
     newer = flow.decide(ctx, host, mode='auto')
     flow.apply_all(ctx, newer)
     with pytest.raises(exception.DecisionSuperseded):
-        decisions_db.request_transition(flow.operator(), decision['uuid'],
-                                        'rollback')
+        transitions.request_transition(flow.operator(), decision['uuid'],
+                                       'rollback')
 
 
 def test_a_ratio_decision_sets_and_restores_the_hosts_ratio(ctx, host):
@@ -128,8 +130,8 @@ def test_a_ratio_decision_sets_and_restores_the_hosts_ratio(ctx, host):
     lower = decisions_db.create_ratio_decision(
         ctx, host, 1.2, 'overcommit', 'auto', {}, {})
     answer(ctx, lower)
-    rolling = decisions_db.request_transition(flow.operator(),
-                                              lower['uuid'], 'rollback')
+    rolling = transitions.request_transition(flow.operator(),
+                                             lower['uuid'], 'rollback')
     restore = [a for a in rolling['actions'] if a['kind'] == 'restore'][0]
     assert (restore['allocation_ratio'], restore['previous_ratio']) == (
         1.5, 1.2)
@@ -141,6 +143,6 @@ def test_rolling_back_the_first_ratio_leaves_placement_as_it_is(ctx, host):
     decision = decisions_db.create_ratio_decision(
         ctx, host, 1.5, 'overcommit', 'auto', {}, {})
     answer(ctx, decision)
-    rolled = decisions_db.request_transition(flow.operator(),
-                                             decision['uuid'], 'rollback')
+    rolled = transitions.request_transition(flow.operator(),
+                                            decision['uuid'], 'rollback')
     assert rolled['state'] == 'rolled_back'

@@ -5,10 +5,12 @@ rollback, and what hosts and instances show."""
 import pytest
 import sqlalchemy as sa
 
+from memcanal.db import action_delivery
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
 from memcanal.db import models
 from memcanal.db import pooling as pooling_db
+from memcanal.db import transitions
 from memcanal import exception
 from memcanal.rpc import reports
 from memcanal.tests.unit.db import test_api as stored
@@ -103,7 +105,7 @@ def test_paging_locks_both_hosts_and_lends_once_applied(ctx, host, lender):
             ) == ('pooling', 'approved', lender)
     assert decisions_db.host_busy(ctx, host)
     assert decisions_db.host_busy(ctx, lender)
-    [batch] = decisions_db.actions_to_send(ctx)
+    [batch] = action_delivery.actions_to_send(ctx)
     [action] = batch['actions']
     assert (batch['host'], action['target_bytes'], action['mechanism'],
             action['stores'], action['lent_bytes']) == (
@@ -172,7 +174,7 @@ def test_taking_a_vm_back_ends_its_lease(ctx, host, lender):
 def test_rollback_pages_back_in_and_ends_the_lease(ctx, host, lender):
     decision = page(ctx, lender)
     cross.answer(ctx, decision)
-    rolling = decisions_db.request_transition(
+    rolling = transitions.request_transition(
         flow.operator(), decision['uuid'], 'rollback')
     [restore] = [a for a in rolling['actions'] if a['kind'] == 'restore']
     assert (restore['target_bytes'], restore['stores'],

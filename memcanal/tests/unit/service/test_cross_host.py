@@ -7,6 +7,7 @@ from unittest import mock
 
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
+from memcanal.db import transitions
 from memcanal.policy import guardrails
 from memcanal.service import actions
 from memcanal.service import migrations
@@ -75,8 +76,8 @@ def test_simulated_hosts_get_the_migration_from_the_agent_the_vm_is_on(
     assert (name, uuid) == ('compute-1', decision['uuid'])
     assert sent[0]['destination_host'] == 'host-2'
     cross.answer(ctx, decision)
-    decisions_db.request_transition(cross.flow.operator(), decision['uuid'],
-                                    'rollback')
+    transitions.request_transition(cross.flow.operator(), decision['uuid'],
+                                   'rollback')
     sender.send(ctx)
     # Back from where the VM is now.
     name, _uuid, sent = sender._agent_api.apply_decision.call_args.args[1:]

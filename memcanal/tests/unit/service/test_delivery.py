@@ -8,6 +8,7 @@ import oslo_messaging as messaging
 from oslo_utils import timeutils
 import pytest
 
+from memcanal.db import action_delivery
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
 from memcanal.service import actions
@@ -100,8 +101,9 @@ def test_answered_actions_are_not_sent_again(conf, ctx, host, clock):
     dispatcher.send(ctx)
     clock(conf.optimizer.action_resend_interval + 1)
     assert dispatcher.send(ctx) == 1
-    decisions_db.record_results(ctx, decision['uuid'], test_decisions.results(
-        decision, 'applied', 'applied'))
+    action_delivery.record_results(
+        ctx, decision['uuid'], test_decisions.results(
+            decision, 'applied', 'applied'))
     clock(datetime.timedelta(days=1).total_seconds())
     assert dispatcher.send(ctx) == 0
     assert dispatcher._resent_at == {}

@@ -8,6 +8,7 @@ import pytest
 from memcanal import context as memcanal_context
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
+from memcanal.db import transitions
 from memcanal.rpc import reports
 from memcanal.service import actions
 from memcanal.service import manager
@@ -85,7 +86,7 @@ def test_isolated_sharing_decision_with_predictions(conf, ctx, host):
     assert decisions_db.get_decision(ctx, decision['uuid'])['state'] == (
         'superseded')
     # While one is carried out, the host gets none.
-    decisions_db.request_transition(ctx, again['uuid'], 'approve')
+    transitions.request_transition(ctx, again['uuid'], 'approve')
     assert optimizer.Optimizer(conf).run(ctx) == []
 
 

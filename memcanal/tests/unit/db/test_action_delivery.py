@@ -1,0 +1,68 @@
+"""memcanal.db.action_delivery on SQLite: the batches a decision's
+actions go out in, and the answers that end it."""
+
+import datetime
+
+from memcanal.db import action_delivery
+from memcanal.db import api as db_api
+from memcanal.db import decisions as decisions_db
+from memcanal.db import transitions
+from memcanal.tests.unit.db import test_api as stored
+from memcanal.tests.unit.db import test_decisions as flow
+
+ctx = flow.ctx
+host = flow.host
+MIB = flow.MIB
+decide = flow.decide
+operator = flow.operator
+results = flow.results
+
+
+def test_approve_records_who_then_results_apply(ctx, host):
+    decision = decide(ctx, host)
+    approved = transitions.request_transition(
+        operator(), decision['uuid'], 'approve', reason='looks right')
+    event = approved['events'][-1]
+    assert (event['from_state'], event['to_state'], event['user_id'],
+            event['project_id'], event['reason']) == (
+        'recommended', 'approved', 'alice', 'ops', 'looks right')
+    assert decisions_db.host_busy(ctx, host)
+    [batch] = action_delivery.actions_to_send(ctx)
+    assert batch['host'] == 'compute-1'
+    assert [a['target_bytes'] for a in batch['actions']] == [
+        512 * MIB, 1024 * MIB]
+    action_delivery.mark_sent(ctx, [a['uuid'] for a in batch['actions']])
+    assert action_delivery.actions_to_send(ctx) == []
+    done = action_delivery.record_results(ctx, decision['uuid'],
+                                          results(decision, 'applied',
+                                                  'applied'))
+    assert done['state'] == 'applied'
+    assert db_api.get_instance(ctx, stored.VM_1)['target_bytes'] == (
+        512 * MIB)
+    assert db_api.get_instance(ctx, stored.VM_1)['target_changed_at']
+    # A redelivered result changes nothing.
+    again = action_delivery.record_results(ctx, decision['uuid'], results(
+        decision, 'failed', 'failed'))
+    assert again['state'] == 'applied'
+    assert not decisions_db.host_busy(ctx, host)
+
+
+def test_a_failure_fails_the_decision_and_keeps_the_old_target(ctx, host):
+    decision = decide(ctx, host, mode='auto')
+    done = action_delivery.record_results(ctx, decision['uuid'], results(
+        decision, 'failed', 'skipped'))
+    assert done['state'] == 'failed'
+    assert db_api.get_instance(ctx, stored.VM_1)['target_bytes'] is None
+    assert '2 of 2' in done['events'][-1]['reason']
+
+
+def test_unanswered_actions_fail(ctx, host):
+    decision = decide(ctx, host, mode='auto')
+    action_delivery.mark_sent(ctx, [a['uuid'] for a in decision['actions']])
+    past = datetime.datetime(2000, 1, 1)
+    assert action_delivery.fail_unanswered(ctx, past) == []
+    future = datetime.datetime(2100, 1, 1)
+    assert action_delivery.fail_unanswered(ctx, future) == [decision['uuid']]
+    found = decisions_db.get_decision(ctx, decision['uuid'])
+    assert found['state'] == 'failed'
+    assert all(a['error'] for a in found['actions'])
