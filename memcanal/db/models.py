@@ -11,7 +11,7 @@ from sqlalchemy import orm
 
 # A decision waits in 'recommended' for an operator (or is approved at
 # once in auto mode); its actions then go to the agent, and its state
-# follows their outcome. See memcanal.db.api.DECISION_TRANSITIONS.
+# follows their outcome. See memcanal.db.transitions.DECISION_TRANSITIONS.
 DECISION_STATES = ('recommended', 'approved', 'applied', 'failed',
                    'rejected', 'superseded', 'rolling_back', 'rolled_back',
                    'rollback_failed')
@@ -83,7 +83,7 @@ class Instance(TimestampMixin, Base):
                         nullable=True)
     project_id = sa.Column(sa.String(255), nullable=False)
     allocated_bytes = sa.Column(sa.BigInteger, nullable=False)
-    # Set only by applied decisions (memcanal.db.decisions).
+    # Set only by applied decisions (memcanal.db.action_delivery).
     target_bytes = sa.Column(sa.BigInteger, nullable=True)
     # The memory the agent last saw the VM at; reports set it, and it
     # never feeds a decision's previous size.
@@ -111,7 +111,7 @@ class Instance(TimestampMixin, Base):
     paged_bytes = sa.Column(sa.BigInteger, nullable=True)
     # How much of its memory the VM keeps resident while memory pooling
     # pages the rest out (None: all of it). Set only by applied pooling
-    # decisions (memcanal.db.decisions).
+    # decisions (memcanal.db.action_delivery).
     resident_target_bytes = sa.Column(sa.BigInteger, nullable=True)
 
     host = orm.relationship(Host)

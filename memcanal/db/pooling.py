@@ -4,7 +4,8 @@ memory each lends to the VMs of other hosts.
 Agents register their host's memory server with every report
 (memcanal.db.api stores it), disabled until an operator enables it;
 leases are made and ended only by pooling decisions
-(memcanal.db.decisions), under the locks of both hosts, and only on
+(memcanal.db.action_delivery applies them), under the locks of both
+hosts, and only on
 enabled servers.
 """
 
