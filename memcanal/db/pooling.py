@@ -5,8 +5,7 @@ Agents register their host's memory server with every report
 (memcanal.db.api stores it), disabled until an operator enables it;
 leases are made and ended only by pooling decisions
 (memcanal.db.action_delivery applies them), under the locks of both
-hosts, and only on
-enabled servers.
+hosts, and only on enabled servers.
 """
 
 import sqlalchemy as sa
