@@ -14,9 +14,11 @@ import gzip
 import os
 import pathlib
 import subprocess
+import sys
 import time
 
 from memcanal.agent.drivers import memtrace
+from memcanal.agent import guest_runs
 from memcanal.agent.drivers import qemu
 from memcanal.agent import pager_client
 from memcanal.conf import qemu as qemu_conf
@@ -46,6 +48,18 @@ echo "%s rc=$?"
 sleep 2
 poweroff -f
 ''' % (START.encode(), DONE.encode())
+
+
+def guest_or_exit(guest_dir):
+    """The test guest's files, as root can run them; exits saying what
+    is missing otherwise."""
+    guest, missing = guest_runs.guest_files(guest_dir)
+    if missing:
+        sys.exit('missing %s: run tools/build-test-guest.sh'
+                 % ', '.join(missing))
+    if os.geteuid() != 0:
+        sys.exit('needs root: userfaultfd on shared memory')
+    return guest
 
 
 def run_initrd(guest, command, path):

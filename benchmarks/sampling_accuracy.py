@@ -76,7 +76,6 @@ import time
 
 import numpy as np
 
-from memcanal.agent import guest_runs
 from memcanal.agent import paging
 from memcanal import estimation
 from memcanal.estimation import mrc
@@ -493,12 +492,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    guest, missing = guest_runs.guest_files(args.guest_dir)
-    if missing:
-        sys.exit('missing %s: run tools/build-test-guest.sh'
-                 % ', '.join(missing))
-    if os.geteuid() != 0:
-        sys.exit('needs root: userfaultfd on shared memory')
+    guest = sampled_guest.guest_or_exit(args.guest_dir)
     # Unix socket paths must fit 108 bytes.
     with tempfile.TemporaryDirectory(prefix='sa-', dir='/tmp') as scratch:
         build = args.build or services.build_pager(

@@ -26,10 +26,10 @@ first touches that fault after it. Per phase:
 - the guest's throughput, wsswork's ops_per_us; and the same over the
   time QEMU's vCPU thread was not waiting for a CPU (its schedstat),
   which leaves out the other jobs of a shared machine and keeps in the
-  vCPU's sleeps on the pager's faults; slowdowns are 1 - a phase with sampling on
-  over the median of the same boot's off phases of the same kind (read
-  with read), medians over a round's phases, then median and range over
-  rounds (never asserted);
+  vCPU's sleeps on the pager's faults; slowdowns are 1 - a phase with
+  sampling on over the median of the same boot's off phases of the same
+  kind (read with read), medians over a round's phases, then median and
+  range over rounds (never asserted);
 - the vCPU thread's extra share of time asleep with sampling on (what
   the faults cost it, wake-ups included);
 - the pager's CPU (/proc/PID/stat utime + stime) over the phase's wall
@@ -450,12 +450,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    guest, missing = guest_runs.guest_files(args.guest_dir)
-    if missing:
-        sys.exit('missing %s: run tools/build-test-guest.sh'
-                 % ', '.join(missing))
-    if os.geteuid() != 0:
-        sys.exit('needs root: userfaultfd on shared memory')
+    guest = sampled_guest.guest_or_exit(args.guest_dir)
     intervals = (DEFAULT_INTERVAL, args.short_interval)
     rounds, boots_by_round = [], []
     with tempfile.TemporaryDirectory(prefix='sc-', dir='/tmp') as scratch:
@@ -467,14 +462,15 @@ def main(argv=None):
                 boots.append(run_boot(
                     build, guest, scratch, kind,
                     schedule(kind, intervals, round_index), args))
-                print('  round %d, %s: %s' % (
-                    round_index + 1, kind.name, ' '.join(
-                        '%s%s:%.2f/%.2f' % (
-                            p.mode, '' if p.interval is None
-                            else '@%g' % p.interval, p.ops_per_us,
-                            p.ready_ops_per_us)
-                        for p in boots[-1].phases)),
-                    file=sys.stderr, flush=True)
+                phases = ' '.join(
+                    '%s%s:%.2f/%.2f' % (
+                        p.mode, '' if p.interval is None
+                        else '@%g' % p.interval, p.ops_per_us,
+                        p.ready_ops_per_us)
+                    for p in boots[-1].phases)
+                print('  round %d, %s: %s' % (round_index + 1, kind.name,
+                                              phases),
+                      file=sys.stderr, flush=True)
             boots_by_round.append(boots)
             rounds.append(round_figures(boots, intervals))
     result = summarise(rounds, boots_by_round, intervals)
