@@ -37,4 +37,3 @@ def worth_making(vms, targets, delta, min_benefit):
     is past its isolation bound now; always with ``min_benefit`` 0."""
     return (min_benefit <= 0 or any(past_bound(vm, delta) for vm in vms)
             or predicted_benefit(vms, targets) >= min_benefit)
-

@@ -15,8 +15,9 @@ floor (working set plus kernel), nor below the least memory at which
 its relative miss ratio (misses over misses at its flavor size, from its
 curve) stays within ``1 + delta`` (Lu and Shen's isolation bound; the
 pager's faults are those misses; for a fault-rate curve, where its
-faults per minute meet their bound: base.miss_floor). VMs with the most cold memory go
-first, and each pages out only what its host still needs.
+faults per minute meet their bound: base.miss_floor). VMs with the most
+cold memory go first, and each pages out only what its host still
+needs.
 
 Where it goes: one memory server per VM, not on its own host, with the
 most free memory that takes the VM's whole paged memory (the pager keeps

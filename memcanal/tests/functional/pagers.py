@@ -93,4 +93,3 @@ def run_pager(build, directory, *options):
          os.path.join(directory, 'pager.sock'), *options],
         input='quit\n', capture_output=True, text=True, timeout=60)
     return done.returncode, done.stderr
-

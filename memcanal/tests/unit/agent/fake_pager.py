@@ -48,6 +48,7 @@ def lease_token(instance_uuid, lease=b'lease'):
     return base64.b64encode((lease.ljust(24, b'.') + struct.pack(
         '<Q', paging.owner_of(instance_uuid))).ljust(240, b'.')).decode()
 
+
 FAKE_QEMU = r'''#!%(python)s
 import mmap, os, socket, struct, sys, time
 args = sys.argv[1:]

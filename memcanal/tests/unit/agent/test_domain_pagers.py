@@ -44,6 +44,7 @@ def lease(domain):
     """The lease tokens of a page action of ``domain`` to STORE."""
     return {STORE: fake_pager.lease_token(domain.uuid)}
 
+
 PAGED_XML = '''<domain type='kvm'
     xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
   <uuid>%s</uuid>

@@ -467,4 +467,3 @@ def test_a_guest_paged_before_has_its_pages_out_remote(memfd):
     assert pager.paging
     assert pager.set_resident(80 * PAGE) == 64 * PAGE
     assert pager.resident_bytes() == 80 * PAGE
-

@@ -115,7 +115,8 @@ def test_adapter_loads_from_a_config_file(tmp_path):
     assert adapter.service_type == 'memcanal'
     assert adapter.get_endpoint() == 'http://memcanal.test:8793'
     assert adapter.session.timeout == memcanal_conf.DEFAULT_TIMEOUT
-    assert adapter.session.get_auth_headers(adapter.auth) == {'X-Auth-Token': 'admin'}
+    assert adapter.session.get_auth_headers(adapter.auth) == {
+        'X-Auth-Token': 'admin'}
 
 
 def test_snapshot_reads_hosts_and_ratios_at_1_4(conf):
