@@ -25,6 +25,7 @@ on its command line), which reads the pages back from the memory server.
 
 import contextlib
 import gzip
+import logging
 import os
 import pathlib
 import signal
@@ -345,7 +346,7 @@ def _store(ctx, host_uuid, sequence, instances, memserver=None):
         report, max_mrc_points=256, max_instances=8))
 
 
-def test_the_cloud_acts_on_the_sampled_host(host, conf, tmp_path):
+def test_the_cloud_acts_on_the_sampled_host(host, conf, tmp_path, caplog):
     """The service stores the agent's reports of the sampled domain; the
     API's /hosts shows the host's measured demand below what its VM is
     allocated; what nova's MemCanalFilter reads of the API (the Snapshot
@@ -394,8 +395,19 @@ def test_the_cloud_acts_on_the_sampled_host(host, conf, tmp_path):
         assert record['allocated_bytes'] + 96 * MiB > total
         assert demand.accepts(load, snapshot.expected_demand(new_vm))
 
-        [decision] = pooling_service.PoolingPlanner(
-            conf, optimizer_service.Optimizer(conf).rails).run(ctx)
+        # The guest's kernel re-touches a few pages after longer than the
+        # curve's 12 one-second intervals: faults for the curve, which at
+        # this interval some runs put past the default bound (0.2 % of a
+        # ~40 MiB working set a minute, 0.3 a second) at every size. An
+        # operator sampling every second would loosen it likewise.
+        conf.set_override('fault_rate_bound', 0.02, 'optimizer')
+        # Why the planner held the host, should it.
+        caplog.set_level(logging.INFO, 'memcanal.service.pooling')
+        try:
+            [decision] = pooling_service.PoolingPlanner(
+                conf, optimizer_service.Optimizer(conf).rails).run(ctx)
+        finally:
+            conf.clear_override('fault_rate_bound', 'optimizer')
         [action] = decisions_db.get_decision(ctx, decision['uuid'])[
             'actions']
         print('pooling', decision['outputs'], action)
