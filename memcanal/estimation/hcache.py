@@ -122,6 +122,10 @@ class CacheQueue:
         return [(block, unit) for block, unit in self._units.items()
                 if unit[1]]
 
+    def blocks(self):
+        """The storage locations cached now."""
+        return set(self._units)
+
 
 class GhostEvents:
     """The hypervisor's view, in order: pages entering its LRU list (an

@@ -368,7 +368,7 @@ class SimulatedVM:
         self.guest.sync()
         # What the VM held in the cache's memory it now reads again: the
         # hypervisor sees those reads (it keeps the P2S tables).
-        self._io.dropped = set(cache.queue._units)
+        self._io.dropped = cache.queue.blocks()
         self.guest.io = self._io
         self._tracing = None
         self.guest.resize(self.guest.capacity + cache.capacity)
