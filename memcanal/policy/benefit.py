@@ -11,7 +11,7 @@ whatever the benefit: a VM already past its bound is given back its
 memory even when the others lose more than it gains.
 """
 
-BOUND_TOLERANCE = 1e-12
+from memcanal.policy import isolated
 
 
 def predicted_benefit(vms, targets):
@@ -27,8 +27,8 @@ def past_bound(vm, delta):
     """Whether a VM below its baseline has more than ``1 + delta`` times
     its misses there (isolated sharing's isolation bound)."""
     return (vm.curve is not None and vm.current_bytes < vm.baseline_bytes
-            and float(vm.relative_miss_ratio(vm.current_bytes))
-            > 1.0 + delta + BOUND_TOLERANCE)
+            and not isolated.within_bound(
+                float(vm.relative_miss_ratio(vm.current_bytes)), delta))
 
 
 def worth_making(vms, targets, delta, min_benefit):

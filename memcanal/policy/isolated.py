@@ -51,6 +51,9 @@ the curve's points); on hosts with more than this many units of memory
 the unit grows."""
 EXHAUSTIVE_MAX_VMS = 3
 STAY_PREFERENCE = 1e-9
+# Relative miss ratios this far past 1 + delta still meet the bound
+# (float error of curves read at their own points).
+BOUND_TOLERANCE = 1e-12
 """Cost of each unit a VM moves from its current memory: among
 allocations of equal mean it picks the one that moves least, so VMs
 whose curves are flat are not shuffled for nothing."""
@@ -69,6 +72,12 @@ def _sizes(vm, units, unit):
     return vm.current_bytes % unit + np.arange(units + 1) * unit
 
 
+def within_bound(relative, delta):
+    """Whether relative miss ratios (scalars or arrays) meet the
+    isolation bound ``1 + delta``."""
+    return relative <= 1.0 + delta + BOUND_TOLERANCE
+
+
 def _costs(vm, units, unit, delta):
     """log(relative miss ratio) at 0..units units; inf where the VM may
     not be (outside its bounds, or below baseline beyond its bound)."""
@@ -78,7 +87,7 @@ def _costs(vm, units, unit, delta):
     allowed = ((sizes >= vm.min_bytes)
                & (sizes <= vm.upper_bytes(int(sizes[-1])))
                & ((sizes >= vm.baseline_bytes)
-                  | (relative <= 1.0 + delta + 1e-12)))
+                  | within_bound(relative, delta)))
     moved = np.abs(sizes - vm.current_bytes) / unit
     return np.where(allowed, np.log(relative) + STAY_PREFERENCE * moved,
                     np.inf)
@@ -187,7 +196,7 @@ def _runs(vms, curves, units, unit, delta):
     return (first_unit(curves.points, np.repeat(rems, curves.counts))
             .clip(max=units + 1).astype(np.int64),
             np.log(curves.relative),
-            (curves.relative <= 1.0 + delta + 1e-12).astype(np.uint8),
+            within_bound(curves.relative, delta).astype(np.uint8),
             curves.offsets.astype(np.int64),
             first_unit(np.array([vm.min_bytes for vm in vms], np.int64)),
             np.array([units if vm.max_bytes is None else
