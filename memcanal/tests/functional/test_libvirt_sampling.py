@@ -296,15 +296,20 @@ def test_a_guest_of_two_numa_cells_is_sampled_and_paged(
                                                              0) / MiB)
         assert HOT_MB * MiB * 0.85 < entry['wss']['sampled'] < (
             HOT_MB + 24) * MiB
+        faulted_before = host.pager().client.command('stats')[
+            'faults_missing']
         host.hypervisor.apply_memory_target(host.uuid, TARGET_MB * MiB,
                                             'paging', [])
         guest = host.pager().guest
         resident = guest.resident()
+        faulted_back = host.pager().client.command('stats')[
+            'faults_missing'] - faulted_before
         half = GUEST_MB * 256 // 2
         print('resident pages by cell', resident[:half].sum(),
-              resident[half:].sum())
-        # The target, but for what the hot loop faulted back since.
-        assert resident.sum() * 4096 <= (TARGET_MB + 1) * MiB
+              resident[half:].sum(), 'faulted back', faulted_back)
+        # The target, but for what the guest faulted back since (more on
+        # a loaded machine, where paging out takes longer).
+        assert resident.sum() <= TARGET_MB * 256 + faulted_back
         assert resident[:half].sum() < half and resident[half:].sum() < half
         stats = host.pager().client.command('stats')
         assert stats['out_pages'] > DATA_MB * 256 // 2
