@@ -201,9 +201,16 @@ int memcanal_hand_over(const char *path, const struct memcanal_ram *ram,
 	return send_handoff(path, ram, fds);
 }
 
-int memcanal_hand_off(const char *path, const struct memcanal_ram *ram,
-		      int *conn)
+/* Nothing listens on the socket (yet): no file, or no one accepting. */
+static int nobody_listens(void)
 {
+	return errno == ENOENT || errno == ECONNREFUSED;
+}
+
+int memcanal_hand_off(const char *path, const struct memcanal_ram *ram,
+		      int *conn, int wait)
+{
+	struct timespec resend = { 0, RESEND_MS * 1000000L };
 	int uffd = new_uffd();
 	uint64_t mib = 0;
 
@@ -212,6 +219,14 @@ int memcanal_hand_off(const char *path, const struct memcanal_ram *ram,
 		return -1;
 	}
 	*conn = memcanal_hand_over(path, ram, uffd);
+	if (*conn < 0 && wait && nobody_listens()) {
+		fprintf(stderr, "memcanal-uffd: waiting for a pager on %s\n",
+			path);
+		do
+			nanosleep(&resend, NULL);
+		while ((*conn = memcanal_hand_over(path, ram, uffd)) < 0
+		       && nobody_listens());
+	}
 	if (*conn < 0) {
 		fprintf(stderr, "memcanal-uffd: handoff to %s failed: %s\n",
 			path, strerror(errno));

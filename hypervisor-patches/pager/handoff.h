@@ -63,9 +63,12 @@ int memcanal_find_ram(const char *backend, struct memcanal_ram *ram);
  * `path` and wait for its answer.  Returns the uffd, which the caller
  * keeps open so that a dead pager hangs the guest instead of zeroing its
  * pages, with *conn the pager's connection (serve it with
- * memcanal_serve); -1 on error (said on stderr). */
+ * memcanal_serve); -1 on error (said on stderr).  With `wait`, nothing
+ * listening on `path` yet is no error: the offer is made again every
+ * 200 ms until something listens (an agent that learns of a guest only
+ * once it runs, as nova's are, listens within a report interval). */
 int memcanal_hand_off(const char *path, const struct memcanal_ram *ram,
-		      int *conn);
+		      int *conn, int wait);
 
 /* Send `uffd` (already handed off and registered) and the memfds again:
  * a pager taking over from one that died listens on `path`.  The

@@ -74,7 +74,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
 		return -1;
 	}
 	snprintf(handed.socket, sizeof(handed.socket), "%s", socket);
-	handed.uffd = memcanal_hand_off(socket, &handed.ram, &handed.conn);
+	handed.uffd = memcanal_hand_off(socket, &handed.ram, &handed.conn,
+					    0);
 	if (handed.uffd < 0)
 		return -1;
 	pthread_attr_init(&attr);

@@ -71,7 +71,7 @@ static void *handoff_thread(void *arg)
 		}
 		nanosleep(&pause, NULL);
 	}
-	uffd = memcanal_hand_off(path, &ram, &conn);
+	uffd = memcanal_hand_off(path, &ram, &conn, 1);
 	if (uffd >= 0)
 		memcanal_serve(path, &ram, uffd, conn);
 	return NULL;
