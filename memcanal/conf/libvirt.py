@@ -53,6 +53,14 @@ libvirt_opts = [
                      'it (apply_memory_target with mechanism paging, '
                      '[pager] options). Off: no domain is sampled or '
                      'paged.'),
+    cfg.StrOpt('pager_socket_dir',
+               help='Where the QEMU wrapper (hypervisor-patches/pager/'
+                    'memcanal-qemu, doc/deployment.md) has every guest '
+                    'hand its RAM over, <dir>/<uuid>.sock: set it to the '
+                    'wrapper\'s SOCKET_DIR on a nova compute node, whose '
+                    'domains set no MEMCANAL_PAGER_SOCKET of their own. '
+                    'Unset: only domains that set it are sampled and '
+                    'paged.'),
     cfg.StrOpt('qemu_group', default='libvirt-qemu',
                help='The group libvirt runs QEMU as (qemu.conf\'s group: '
                     'libvirt-qemu on Debian and Ubuntu, qemu on Fedora '

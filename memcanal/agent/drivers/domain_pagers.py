@@ -45,12 +45,17 @@ QEMU_NS = 'http://libvirt.org/schemas/domain/qemu/1.0'
 PID_FILE_SLACK = 1.0
 
 
-def pager_socket(root):
+def pager_socket(root, socket_dir=None):
     """The ``MEMCANAL_PAGER_SOCKET`` the domain gives its QEMU
-    (``<qemu:commandline><qemu:env>``), or None."""
+    (``<qemu:commandline><qemu:env>``); else, with ``socket_dir`` (the
+    QEMU wrapper's, ``[libvirt] pager_socket_dir``), ``<uuid>.sock``
+    there; else None."""
     for env in root.findall('{%s}commandline/{%s}env' % (QEMU_NS, QEMU_NS)):
         if env.get('name') == 'MEMCANAL_PAGER_SOCKET' and env.get('value'):
             return env.get('value')
+    uuid = root.findtext('uuid')
+    if socket_dir and uuid:
+        return os.path.join(socket_dir, uuid + '.sock')
     return None
 
 
@@ -113,7 +118,7 @@ class DomainPagers:
         for domain in self.connection.listAllDomains(0):
             try:
                 path = pager_socket(ElementTree.fromstring(
-                    domain.XMLDesc(0)))
+                    domain.XMLDesc(0)), self.conf.libvirt.pager_socket_dir)
             except self._errors:
                 continue
             if path is None or path in self.listeners:

@@ -131,15 +131,12 @@ class LibvirtDriver(driver.HypervisorDriver):
     # -- host and instances ----------------------------------------------
 
     def host_info(self):
-        try:
-            total = self.connection.getMemoryStats(
-                libvirt.VIR_NODE_MEMORY_STATS_ALL_CELLS)['total'] * KIB
-        except (libvirt.libvirtError, KeyError):
-            # Drivers without virNodeGetMemoryStats (test, some libxl
-            # versions) give getInfo()'s MiB.
-            total = self.connection.getInfo()[1] * 2 ** 20
+        # getInfo()'s MiB, as nova's libvirt driver counts the MEMORY_MB
+        # it offers placement: memcanal's capacity and placement's must
+        # agree. (virNodeGetMemoryStats' total can be larger: on a host
+        # with hotplugged memory it was 24 GiB where getInfo said 7.)
         return driver.HostInfo(
-            memory_total_bytes=total,
+            memory_total_bytes=self.connection.getInfo()[1] * 2 ** 20,
             memory_reserved_bytes=self.options.reserved_host_memory_mb
             * 2 ** 20)
 
@@ -374,7 +371,7 @@ class LibvirtDriver(driver.HypervisorDriver):
         domain = self._domain(uuid)
         try:
             socket = domain_pagers.pager_socket(ElementTree.fromstring(
-                domain.XMLDesc(0)))
+                domain.XMLDesc(0)), self.conf.libvirt.pager_socket_dir)
         except libvirt.libvirtError as error:
             raise exception.ResizeFailed(uuid=uuid, reason=str(error))
         if self.pagers is None:

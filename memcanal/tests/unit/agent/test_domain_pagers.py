@@ -223,11 +223,26 @@ def paged_out(hypervisor, domain, *stores_and_lease):
     return pager
 
 
+UUID_OF_NOVA_DOMAIN = '6f1c2b4e-3d5a-4c7b-9e8f-0a1b2c3d4e5f'
+
+
 def test_pager_socket_is_read_from_the_domain_xml():
     root = ElementTree.fromstring(PAGED_XML % ('u', 1024, '/run/x.sock'))
     assert domain_pagers.pager_socket(root) == '/run/x.sock'
     assert domain_pagers.pager_socket(ElementTree.fromstring(
         '<domain/>')) is None
+    # The domain's own socket comes first.
+    assert domain_pagers.pager_socket(root, '/run/pagers') == '/run/x.sock'
+
+
+def test_a_domain_without_a_socket_gets_the_wrappers():
+    """nova's domains name no socket: the QEMU wrapper hands their RAM
+    over on <pager_socket_dir>/<uuid>.sock."""
+    root = ElementTree.fromstring(
+        '<domain><uuid>%s</uuid></domain>' % UUID_OF_NOVA_DOMAIN)
+    assert domain_pagers.pager_socket(root) is None
+    assert domain_pagers.pager_socket(root, '/run/pagers') == (
+        '/run/pagers/%s.sock' % UUID_OF_NOVA_DOMAIN)
 
 
 def test_a_sampled_domain_gets_its_pager_as_it_starts(host, conf):
