@@ -247,6 +247,8 @@ class Optimizer:
             allocation.targets, limits, self.rails,
             _seconds(timeutils.utcnow()), free_bytes=free)
         if not guarded.targets:
+            LOG.debug('No decision for %s: the guardrails held every VM '
+                      '(%s)', host['name'], guarded.reasons)
             return None
         by_uuid = {i['uuid']: i for i in instances}
         changes = [{'instance_uuid': uuid, 'target_bytes': int(target),
