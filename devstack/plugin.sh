@@ -39,6 +39,57 @@ function install_memcanal {
     fi
 }
 
+# memcanal_pages_guests - whether this node samples and pages its nova
+# guests: the agent drives libvirt and MEMCANAL_PAGING is on.
+function memcanal_pages_guests {
+    is_service_enabled memcanal-agent && [[ $MEMCANAL_AGENT_DRIVER == libvirt && $MEMCANAL_PAGING == True ]]
+}
+
+# install_memcanal_paging - the pager, the shim and the QEMU wrapper
+# with its settings (doc/deployment.md, "Files").
+function install_memcanal_paging {
+    install_package gcc make libssl-dev
+    make -C $MEMCANAL_DIR/hypervisor-patches/pager BUILD=$MEMCANAL_PAGER_BUILD
+    sudo install -D -m 0755 $MEMCANAL_PAGER_BUILD/memcanal-pager $MEMCANAL_PAGER_BINARY
+    # QEMU's user reads the shim and runs the wrapper.
+    sudo install -D -m 0644 $MEMCANAL_PAGER_BUILD/libmemcanal-uffd.so $MEMCANAL_LIB_DIR/libmemcanal-uffd.so
+    sudo install -D -m 0755 $MEMCANAL_DIR/hypervisor-patches/pager/memcanal-qemu $MEMCANAL_LIB_DIR/qemu/qemu-system-x86_64
+    printf 'QEMU=%s\nSHIM=%s\nSOCKET_DIR=%s\n' $MEMCANAL_QEMU \
+        $MEMCANAL_LIB_DIR/libmemcanal-uffd.so $MEMCANAL_PAGER_SOCKET_DIR \
+        | sudo tee $MEMCANAL_LIB_DIR/qemu/memcanal-qemu.conf >/dev/null
+}
+
+# configure_libvirt_for_memcanal - libvirtd runs the wrapper (first on
+# its PATH: nova's domains name no emulator), and QEMU's user creates
+# its userfaultfd through /dev/userfaultfd; libvirtd restarted.
+function configure_libvirt_for_memcanal {
+    local unit
+    for unit in libvirtd virtqemud; do
+        sudo mkdir -p $SYSTEMD_DIR/$unit.service.d
+        iniset -sudo $SYSTEMD_DIR/$unit.service.d/memcanal.conf Service Environment "PATH=$MEMCANAL_LIB_DIR/qemu:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    done
+    echo 'KERNEL=="userfaultfd", GROUP="kvm", MODE="0660"' \
+        | sudo tee $MEMCANAL_UDEV_RULES_DIR/60-memcanal-userfaultfd.rules >/dev/null
+    # What the rule gives the device when it is next created, now.
+    sudo chgrp kvm $MEMCANAL_USERFAULTFD_DEVICE
+    sudo chmod 0660 $MEMCANAL_USERFAULTFD_DEVICE
+    if ! grep -q '^cgroup_device_acl.*/dev/userfaultfd' $MEMCANAL_QEMU_CONF; then
+        # libvirt's default list, and the device.
+        echo 'cgroup_device_acl = [ "/dev/null", "/dev/full", "/dev/zero", "/dev/random", "/dev/urandom", "/dev/ptmx", "/dev/kvm", "/dev/userfaultfd" ]' \
+            | sudo tee -a $MEMCANAL_QEMU_CONF >/dev/null
+    fi
+    $SYSTEMCTL daemon-reload
+    restart_service libvirtd
+}
+
+# memcanal_nova_reserved_mb - nova.conf's reserved_host_memory_mb, or
+# nova's default.
+function memcanal_nova_reserved_mb {
+    local reserved
+    reserved=$(iniget $NOVA_CONF DEFAULT reserved_host_memory_mb)
+    echo ${reserved:-512}
+}
+
 # memcanal_set_auth FILE SECTION USERNAME - keystoneauth's password
 # options, for one service reaching another as USERNAME.
 function memcanal_set_auth {
@@ -69,6 +120,14 @@ function write_memcanal_conf {
     iniset $MEMCANAL_CONF api auth_strategy $MEMCANAL_AUTH_STRATEGY
     configure_keystone_authtoken_middleware $MEMCANAL_CONF memcanal
     iniset $MEMCANAL_CONF agent driver $MEMCANAL_AGENT_DRIVER
+    if memcanal_pages_guests; then
+        iniset $MEMCANAL_CONF libvirt pager_socket_dir $MEMCANAL_PAGER_SOCKET_DIR
+        # nova's, so memcanal's capacity is placement's (nova's default
+        # when nova.conf sets none).
+        iniset $MEMCANAL_CONF libvirt reserved_host_memory_mb "$(memcanal_nova_reserved_mb)"
+        iniset $MEMCANAL_CONF pager binary $MEMCANAL_PAGER_BINARY
+        iniset $MEMCANAL_CONF sampling enabled True
+    fi
     if is_service_enabled memcanal-service; then
         create_memcanal_service_key
         iniset $MEMCANAL_CONF service signing_key $MEMCANAL_SERVICE_KEY
@@ -204,9 +263,15 @@ if is_service_enabled memcanal-api memcanal-service memcanal-agent; then
     elif [[ $1 == stack && $2 == install ]]; then
         echo_summary "Installing memcanal"
         install_memcanal
+        if memcanal_pages_guests; then
+            install_memcanal_paging
+        fi
     elif [[ $1 == stack && $2 == post-config ]]; then
         echo_summary "Configuring memcanal"
         write_memcanal_conf
+        if memcanal_pages_guests; then
+            configure_libvirt_for_memcanal
+        fi
         if is_service_enabled memcanal-api; then
             write_memcanal_uwsgi_conf
             create_memcanal_accounts

@@ -186,6 +186,10 @@ stub_recorder get_or_create_endpoint 3 5
 stub_recorder wait_for_service 2 2
 # inc/async: async_wait NAME...
 stub_recorder async_wait 1 ''
+# functions-common: install_package PACKAGE...
+stub_recorder install_package 1 ''
+# functions-common: restart_service NAME
+stub_recorder restart_service 1 1
 
 # inc/python: pip_install ARGS..., into $PIP_VIRTUAL_ENV when set.
 function pip_install {

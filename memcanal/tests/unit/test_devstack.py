@@ -77,6 +77,15 @@ class Stack:
         self.state_path = root / 'data' / 'memcanal'
         self.log = root / 'calls.log'
         self.systemd_dir = root / 'systemd'
+        # The compute node's files the plugin installs or edits.
+        self.lib_dir = root / 'lib' / 'memcanal'
+        self.pager_binary = root / 'usr' / 'bin' / 'memcanal-pager'
+        self.qemu_conf = root / 'qemu.conf'
+        self.qemu_conf.write_text('#user = "root"\n')
+        self.udev_dir = root / 'udev'
+        self.udev_dir.mkdir()
+        self.userfaultfd = root / 'userfaultfd'
+        self.userfaultfd.touch()
         self._fake_commands()
         env = dict(
             PATH='%s:%s' % (self.bin_dir, os.environ['PATH']),
@@ -95,7 +104,14 @@ class Stack:
             DATABASE_PASSWORD='dbsecret', RABBIT_PASSWORD='secret',
             ENABLE_DEBUG_LOG_LEVEL='True', NOVA_CONF=str(self.nova_conf),
             NOVA_FILTERS=NOVA_FILTERS, TEMPEST_CONFIG=str(self.tempest_conf),
-            SYSTEMD_DIR=str(self.systemd_dir))
+            SYSTEMD_DIR=str(self.systemd_dir),
+            SYSTEMCTL='stub_record systemctl',
+            MEMCANAL_PAGER_BUILD=str(root / 'build'),
+            MEMCANAL_LIB_DIR=str(self.lib_dir),
+            MEMCANAL_PAGER_BINARY=str(self.pager_binary),
+            MEMCANAL_QEMU_CONF=str(self.qemu_conf),
+            MEMCANAL_UDEV_RULES_DIR=str(self.udev_dir),
+            MEMCANAL_USERFAULTFD_DEVICE=str(self.userfaultfd))
         env.update(variables)
         self.result = subprocess.run(
             ['bash', '-c', DRIVER, 'driver', str(STUBS), *phases],
@@ -103,14 +119,20 @@ class Stack:
         self.calls = self._calls_by_phase()
 
     def _fake_commands(self):
-        """memcanal-manage, the one command the plugin runs itself, and
-        uwsgi, which it finds on PATH."""
+        """memcanal-manage, the one command the plugin runs itself,
+        uwsgi, which it finds on PATH, and make, which "builds" the
+        pager and the shim as empty files in its BUILD."""
         self.bin_dir.mkdir(parents=True)
-        for name in ('memcanal-manage', 'uwsgi'):
+        for name in ('memcanal-manage', 'uwsgi', 'make'):
             command = self.bin_dir / name
             command.write_text('#!/bin/bash\nIFS=$\'\\t\'\necho '
                                '"${0##*/}"$\'\\t\'"$*" >> "$STUB_LOG"\n')
             command.chmod(0o755)
+        with open(self.bin_dir / 'make', 'a') as make:
+            make.write('for arg; do [[ $arg == BUILD=* ]] && '
+                       'build=${arg#BUILD=}; done\nmkdir -p "$build"\n'
+                       'touch "$build/memcanal-pager" '
+                       '"$build/libmemcanal-uffd.so"\n')
 
     def _calls_by_phase(self):
         calls = {}
@@ -416,3 +438,49 @@ def test_unstack_stops_and_clean_removes(tmp_path):
         ('memcanal-api',), ('memcanal-service',), ('memcanal-agent',)]
     assert not cleaned.conf_dir.exists()
     assert not cleaned.state_path.exists()
+
+
+def test_the_agent_node_gets_the_pager_shim_and_qemu_wrapper(stack):
+    """doc/deployment.md's files and settings, as the plugin writes
+    them on a node whose agent drives libvirt."""
+    assert stack.named('make', 'stack:install') == [
+        ('-C', str(REPO / 'hypervisor-patches' / 'pager'),
+         'BUILD=%s' % (stack.lib_dir.parents[1] / 'build'))]
+    assert stack.pager_binary.stat().st_mode & 0o777 == 0o755
+    shim = stack.lib_dir / 'libmemcanal-uffd.so'
+    assert shim.stat().st_mode & 0o777 == 0o644
+    wrapper = stack.lib_dir / 'qemu' / 'qemu-system-x86_64'
+    assert wrapper.read_bytes() == (
+        REPO / 'hypervisor-patches' / 'pager' / 'memcanal-qemu').read_bytes()
+    assert (stack.lib_dir / 'qemu' / 'memcanal-qemu.conf').read_text() == (
+        'QEMU=/usr/bin/qemu-system-x86_64\nSHIM=%s\n'
+        'SOCKET_DIR=/run/memcanal/pagers\n' % shim)
+    for unit in ('libvirtd', 'virtqemud'):
+        dropin = configparser.ConfigParser(interpolation=None)
+        dropin.optionxform = str
+        dropin.read(stack.systemd_dir / ('%s.service.d' % unit)
+                    / 'memcanal.conf')
+        path = dropin['Service']['Environment']
+        assert path.startswith('PATH=%s/qemu:' % stack.lib_dir)
+    assert (stack.udev_dir / '60-memcanal-userfaultfd.rules').read_text() == (
+        'KERNEL=="userfaultfd", GROUP="kvm", MODE="0660"\n')
+    assert stack.userfaultfd.stat().st_mode & 0o777 == 0o660
+    acl = [line for line in stack.qemu_conf.read_text().splitlines()
+           if line.startswith('cgroup_device_acl')]
+    assert len(acl) == 1 and '"/dev/userfaultfd"' in acl[0]
+    assert ('daemon-reload',) in stack.named('systemctl', 'stack:post-config')
+    assert stack.named('restart_service', 'stack:post-config') == [
+        ('libvirtd',)]
+    conf = oslo_ini_values(stack.conf)
+    assert conf['libvirt']['pager_socket_dir'] == ['/run/memcanal/pagers']
+    assert conf['libvirt']['reserved_host_memory_mb'] == ['512']
+    assert conf['pager']['binary'] == [str(stack.pager_binary)]
+    assert conf['sampling']['enabled'] == ['True']
+
+
+def test_paging_left_alone_when_told(tmp_path):
+    stacked = Stack(tmp_path, STACK, MEMCANAL_PAGING='False')
+    assert stacked.result.returncode == 0, stacked.result.stderr
+    assert stacked.named('make') == []
+    assert stacked.named('restart_service') == []
+    assert 'sampling' not in oslo_ini_values(stacked.conf)
