@@ -28,6 +28,21 @@ def writes_data(data_mb):
     return WRITE_DATA % (data_mb + 8, data_mb)
 
 
+def hot_loop_and_checks(hot_mb):
+    """The end of a /pagecheck init: a ``hot_mb`` MiB array written and
+    read for ever in the background (wsswork), and a check of the data
+    at each line on the console ("pagecheck: ok" or "BAD")."""
+    return b'''/bin/wsswork %d RWRW 1000000 &
+while read command; do
+    if md5sum -c /pattern.md5; then
+        echo "pagecheck: ok"
+    else
+        echo "pagecheck: BAD"
+    fi
+done
+''' % hot_mb
+
+
 def libvirt_connection():
     """Yield a connection to the host's libvirtd (qemu:///system); close
     it after. Without libvirt-python or libvirtd the test skips (fails

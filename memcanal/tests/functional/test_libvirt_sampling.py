@@ -81,15 +81,8 @@ TARGET_MB = 64
 
 # The guest's /init (rdinit=/pagecheck): the data, then the hot loop in
 # the background, and a check of the data at each line on the console.
-SAMPLED_INIT = guests.writes_data(DATA_MB) + b'''/bin/wsswork %d RWRW 1000000 &
-while read command; do
-    if md5sum -c /pattern.md5; then
-        echo "pagecheck: ok"
-    else
-        echo "pagecheck: BAD"
-    fi
-done
-''' % HOT_MB
+SAMPLED_INIT = guests.writes_data(DATA_MB) + guests.hot_loop_and_checks(
+    HOT_MB)
 
 
 @pytest.fixture(scope='module')
