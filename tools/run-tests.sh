@@ -19,6 +19,9 @@ bash tools/install-chromium.sh
 bash tools/keystone.sh install
 # A real nova and placement, with memcanal, in their own venv.
 bash tools/install-nova.sh
+# A nova compute node's other pieces: qemu-img, libvirt-python in nova's
+# venv, glance in its own (test_nova_compute.py).
+bash tools/install-compute-node.sh
 # Functional tests fail, rather than skip, when a service is missing.
 export MEMCANAL_REQUIRE_SERVICES=1
 # The main suite, then the tests that need nova, in nova's venv; either
