@@ -93,6 +93,10 @@ class Host:
     instances: tuple = ()
     availability_zone: str | None = None
     over_threshold_since: float | None = None
+    # Placement's MEMORY_MB allocation ratio: as placement checks a live
+    # migration's claim, a destination takes a VM only while its VMs'
+    # flavors fit capacity_bytes times it. None: not checked.
+    allocation_ratio: float | None = None
 
     @property
     def demand_bytes(self):
@@ -147,7 +151,8 @@ class Plan:
     above it long enough), ``cap`` (no migrations left), ``busy`` (in a
     migration already, or in a planned one with ``one_per_host``),
     ``no_destination``
-    (no host in reach takes any of its VMs), ``miss_bound`` (only hosts
+    (no host in reach takes any of its VMs: the filter's check, zone,
+    server groups, placement's allocation ratio), ``miss_bound`` (only hosts
     where a VM would fall below its miss bound would), ``min_gain`` (no
     move relieves enough)."""
 
@@ -252,6 +257,12 @@ class _Cluster:
         self.flavor = np.array([vm.flavor_bytes for vm in self.vms],
                                np.int64)
         self.movable = np.array([vm.movable for vm in self.vms], bool)
+        # What placement still admits on each host, by flavor.
+        self.placement_room = np.array(
+            [np.inf if h.allocation_ratio is None
+             else h.capacity_bytes * h.allocation_ratio for h in self.hosts],
+            float)
+        np.subtract.at(self.placement_room, self.host_of, self.flavor)
         # Bounds are found when first needed: most hosts are never a
         # source nor a close enough destination to be looked at.
         self.bound = np.full(len(self.vms), -1, np.int64)
@@ -332,6 +343,8 @@ class _Cluster:
         self.host_of[k] = destination
         self.host_demand[source] -= self.demand[k]
         self.host_demand[destination] += self.demand[k]
+        self.placement_room[source] += self.flavor[k]
+        self.placement_room[destination] -= self.flavor[k]
         self.push_limit[[source, destination]] = np.nan
 
     def group_masks(self, k):
@@ -387,6 +400,7 @@ def _destinations(cluster, source, vms):
           & (utilization <= options.threshold))
     ok[:, source] = False
     ok[:, cluster.busy] = False
+    ok &= cluster.placement_room[None, :] >= cluster.flavor[vms][:, None]
     if options.same_zone:
         ok &= (cluster.zone == cluster.zone[source])[None, :]
     penalty = np.zeros(ok.shape, np.int64)

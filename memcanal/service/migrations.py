@@ -91,7 +91,10 @@ class MigrationPlanner:
                 instances=tuple(self._instance(i, groups_of)
                                 for i in instances),
                 availability_zone=host['availability_zone'],
-                over_threshold_since=self._hot_since.get(host['name'])))
+                over_threshold_since=self._hot_since.get(host['name']),
+                # The ratio memcanal set in placement, which admits a
+                # destination's flavors up to it (unknown: unchecked).
+                allocation_ratio=host['allocation_ratio']))
         return hosts
 
     def run(self, context):

@@ -84,6 +84,33 @@ def test_a_paged_vm_stays_and_the_next_best_moves():
     assert move.vm != 'hot-c'
 
 
+def test_a_destination_placement_refuses_takes_nothing():
+    """hot-c (a 4 GB flavor) is the cheapest relief, but placement at
+    ratio 1.0 has only 3 GB left on 'small' (its 7 GB flavor resident
+    on 10 GB), and the others' flavors are larger: nothing is planned
+    there; at ratio 1.1 (4 GB left) hot-c goes."""
+    small = host('small', [vm('s1', 1, 7)], since=None)
+    assert migration.plan([hot(), small], NOW,
+                          options=OPTIONS).moves[0].vm == 'hot-c'
+    strict = dataclasses.replace(small, allocation_ratio=1.0)
+    plan = migration.plan([hot(), strict], NOW, options=OPTIONS)
+    assert plan.moves == ()
+    assert plan.held['hot']['reason'] == 'no_destination'
+    roomy = dataclasses.replace(small, allocation_ratio=1.1)
+    [move] = migration.plan([hot(), roomy], NOW, options=OPTIONS).moves
+    assert move.vm == 'hot-c'
+
+
+def test_placement_room_follows_the_planned_moves():
+    """Two hot hosts, one destination with room in placement for one
+    4 GB flavor: the second move finds none there."""
+    cold = dataclasses.replace(empty(capacity_gb=40), allocation_ratio=0.15)
+    options = dataclasses.replace(OPTIONS, max_concurrent=2)
+    plan = migration.plan([hot('hot1'), hot('hot2'), cold], NOW,
+                          options=options)
+    assert [move.destination for move in plan.moves] == ['cold']
+
+
 def test_cool_hosts_move_nothing():
     hosts = [host('a', [vm('a1', 4), vm('a2', 4)]), empty()]
     assert migration.plan(hosts, NOW, options=OPTIONS).moves == ()

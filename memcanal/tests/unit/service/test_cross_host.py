@@ -197,3 +197,24 @@ def test_the_planner_keeps_a_vm_away_from_its_anti_affinity_group(
     assert planner.run(ctx) == []
     groups['g'] = ('anti-affinity', (stored.VM_1, stored.VM_2))
     assert len(planner.run(ctx)) == 1
+
+
+def test_the_planner_sends_no_vm_where_placement_would_refuse_it(
+        conf, ctx, host, other):
+    """``other`` (host-2) at the allocation ratio memcanal set in
+    placement, 0.4 of 64 GiB (25.6 GiB), cannot take a 32 GiB flavor
+    whatever its measured room: the migration the planner makes without
+    that ratio (test_the_planner_waits_the_hold_time_then_records_a_
+    migration) is not planned."""
+    hot_cloud(ctx, host, other)
+    updater = mock.Mock()
+    updater.apply.return_value = {'changed': True}
+    decisions_db.create_ratio_decision(ctx, other, 0.4, 'overcommit',
+                                       'auto', {}, {})
+    dispatcher(conf, updater=updater).send(ctx)
+    assert db_api.get_host(ctx, other)['allocation_ratio'] == 0.4
+    conf.set_override('enabled', True, 'migration')
+    conf.set_override('hold_seconds', 0, 'migration')
+    conf.set_override('mode', 'auto', 'optimizer')
+    planner = migrations.MigrationPlanner(conf, guardrails.Rails())
+    assert planner.run(ctx) == []
