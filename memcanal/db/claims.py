@@ -3,12 +3,15 @@
 An agent speaks for its own host alone. Its report creates the instances
 it is the first to name and updates those already on its host; an
 instance memcanal has on another host moves to the reporting one only
-once that host has let it go: its newest stored report omits it, or it
-is down, or nova says the VM runs on the reporting host (a live
-migration shows the VM on both hosts until it ends; nova knows which
-runs it). A report never changes an instance's project: nova never does.
-Entries that break these rules are left out of the stored report, each
-with one of the stable codes below; the rest of it is stored.
+once that host has let it go: its newest stored report omits it (and
+came after the instance was given to it: a migration memcanal applied
+gives a VM to its destination before that host reports it, while the
+source's reports still list it), or it is down, or nova says the VM runs
+on the reporting host (a live migration shows the VM on both hosts until
+it ends; nova knows which runs it). A report never changes an
+instance's project: nova never does. Entries that break these rules are
+left out of the stored report, each with one of the stable codes below;
+the rest of it is stored.
 """
 
 import sqlalchemy as sa
@@ -36,7 +39,8 @@ def _known(connection, uuids):
         for row in connection.execute(
                 sa.select(_INSTANCES.c.id, _INSTANCES.c.uuid,
                           _INSTANCES.c.host_id, _INSTANCES.c.project_id,
-                          _INSTANCES.c.deleted_at)
+                          _INSTANCES.c.deleted_at,
+                          _INSTANCES.c.target_changed_at)
                 .where(_INSTANCES.c.uuid.in_(uuids[start:start
                                                    + _IN_CHUNK]))):
             known[row.uuid] = row
@@ -63,12 +67,25 @@ def _still_listed(connection, instance_ids):
     return listed
 
 
-def _down_hosts(connection, host_ids, host_state):
-    return {row.id for row in connection.execute(
+def _holders(connection, host_ids, host_state):
+    """{host id: its last heartbeat} of those of ``host_ids`` that are
+    up."""
+    return {row.id: row.last_heartbeat_at for row in connection.execute(
         sa.select(_HOSTS.c.id, _HOSTS.c.last_heartbeat_at,
                   _HOSTS.c.report_interval)
         .where(_HOSTS.c.id.in_(sorted(host_ids))))
-        if host_state(row.last_heartbeat_at, row.report_interval) == 'down'}
+        if host_state(row.last_heartbeat_at, row.report_interval) != 'down'}
+
+
+def _held(row, listed, holders):
+    """Whether the up host holding ``row``'s instance keeps it: its
+    newest report lists it, or it has not reported since it got it."""
+    if row.host_id not in holders:
+        return False
+    heartbeat = holders[row.host_id]
+    return row.id in listed or (
+        row.target_changed_at is not None and heartbeat is not None
+        and row.target_changed_at > heartbeat)
 
 
 def left_out(connection, reports, host_state):
@@ -100,9 +117,9 @@ def left_out(connection, reports, host_state):
     if contested:
         listed = _still_listed(connection,
                                {row.id for row in contested.values()})
-        down = _down_hosts(connection,
+        holders = _holders(connection,
                            {row.host_id for row in contested.values()},
                            host_state)
         codes.update((key, ELSEWHERE) for key, row in contested.items()
-                     if row.id in listed and row.host_id not in down)
+                     if _held(row, listed, holders))
     return codes

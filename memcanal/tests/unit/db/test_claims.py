@@ -105,3 +105,27 @@ def test_a_deleted_vm_comes_back_on_the_host_that_reports_it(ctx, hosts):
 
 def host_id(ctx, uuid):
     return db_api.get_host(ctx, uuid)['id']
+
+
+def test_a_vm_a_migration_gave_another_host_stays_there_until_it_reports(
+        ctx, hosts):
+    """memcanal applied a migration of VM_1 to compute-2, which has not
+    reported since: compute-1's next report, made before the VM left,
+    still lists it and does not take it back; compute-2's report, then
+    compute-1's without it, settle it there."""
+    one, two = hosts
+    db_api.store_report(ctx, stored.report(two, 1))
+    with db_api.context_manager.writer.using(ctx) as session:
+        [two_id] = session.execute(sa.select(models.Host.id).where(
+            models.Host.uuid == two)).scalars()
+        session.execute(sa.update(models.Instance).where(
+            models.Instance.uuid == VM_1).values(
+                host_id=two_id, target_changed_at=timeutils.utcnow()
+                + datetime.timedelta(seconds=1)))
+    assert db_api.store_report(ctx, stored.report(one, 2)) == {
+        VM_1: claims.ELSEWHERE}
+    assert where(ctx, VM_1) == (two, 'p1')
+    db_api.store_report(ctx, stored.report(two, 2, stored.sample(VM_1, 2)))
+    assert db_api.store_report(ctx, stored.report(one, 3)) == {
+        VM_1: claims.ELSEWHERE}
+    assert where(ctx, VM_1) == (two, 'p1')
