@@ -49,6 +49,7 @@ one.
 import argparse
 import collections
 import copy
+import dataclasses
 import sys
 import time
 import uuid
@@ -349,10 +350,17 @@ def compare(args):
                 moves, seconds = memcanal[cap]
                 admitted = watcher_replay.placement(cloud.hosts, moves,
                                                     ratio)[0]
+                # The planner told placement's ratio, as the service
+                # tells it the ratio it set (migration.Host).
+                aware = run_memcanal([dataclasses.replace(
+                    host, allocation_ratio=ratio) for host in cloud.hosts],
+                    options)
                 planned = [('no migration', ([], 0.0)),
                            ('memcanal', (moves, seconds)),
                            ('memcanal, placement-admitted moves only',
-                            (admitted, seconds))] + [
+                            (admitted, seconds)),
+                           ('memcanal, knowing placement\'s ratio',
+                            aware)] + [
                     (label, plan(cap)) for label, plan in plans.items()]
                 for label, (moves, seconds) in planned:
                     rows[shape, cap, label].append(grade(
