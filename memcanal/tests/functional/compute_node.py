@@ -229,19 +229,22 @@ class Processes:
         return '\n'.join('--- %s\n%s' % (name, '\n'.join(
             self.log(name).splitlines()[-lines:])) for name in self.running)
 
-    def stop(self, name):
-        process = self.running.pop(name)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-    def stop_all(self):
-        for name in reversed(list(self.running)):
-            self.stop(name)
+    def stop_all(self, seconds=10):
+        """SIGTERM to every process group at once; SIGKILL to those still
+        there ``seconds`` later (the node is thrown away: nothing waits
+        for a graceful end)."""
+        for process in self.running.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + seconds
+        for process in self.running.values():
+            try:
+                process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        self.running.clear()
 
 
 def databases(stack, names):
