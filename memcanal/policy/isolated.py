@@ -51,12 +51,12 @@ the curve's points); on hosts with more than this many units of memory
 the unit grows."""
 EXHAUSTIVE_MAX_VMS = 3
 STAY_PREFERENCE = 1e-9
-# Relative miss ratios this far past 1 + delta still meet the bound
-# (float error of curves read at their own points).
-BOUND_TOLERANCE = 1e-12
 """Cost of each unit a VM moves from its current memory: among
 allocations of equal mean it picks the one that moves least, so VMs
 whose curves are flat are not shuffled for nothing."""
+# Relative miss ratios this far past 1 + delta still meet the bound
+# (float error of curves read at their own points).
+BOUND_TOLERANCE = 1e-12
 
 
 def _unit(total_bytes, unit_bytes):
