@@ -66,10 +66,6 @@ ENABLED_FILTERS = ('ComputeFilter', 'ComputeCapabilitiesFilter',
                    'ImagePropertiesFilter', 'MemCanalFilter')
 
 
-def free_port():
-    return services._free_port()
-
-
 def write(path, text):
     path = pathlib.Path(path)
     path.write_text(text)
@@ -497,7 +493,7 @@ def running_node(directory, reserved_mb, memcanal_conf):
         stack.callback(processes.stop_all)
         urls = {'neutron': stack.enter_context(neutron_stand_in())}
         for name in ('placement', 'glance', 'nova', 'memcanal'):
-            urls[name] = 'http://127.0.0.1:%d' % free_port()
+            urls[name] = 'http://127.0.0.1:%d' % services.free_port()
         port = {name: int(url.rsplit(':', 1)[1])
                 for name, url in urls.items()}
         gunicorn = NOVA_VENV / 'bin' / 'gunicorn'

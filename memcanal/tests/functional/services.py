@@ -131,7 +131,8 @@ KEYSTONE_VENV = os.environ.get('MEMCANAL_KEYSTONE_VENV', os.path.join(
 KEYSTONE_ADMIN_PASSWORD = 'memcanal-test'
 
 
-def _free_port():
+def free_port():
+    """A TCP port free on 127.0.0.1 now."""
     with socket.socket() as sock:
         sock.bind(('127.0.0.1', 0))
         return sock.getsockname()[1]
@@ -147,7 +148,7 @@ def keystone(state_dir):
                                        'keystone-manage')):
         missing('keystone is not installed in %s; run tools/keystone.sh '
                 'install' % KEYSTONE_VENV)
-    port = _free_port()
+    port = free_port()
     with serving('keystone', ['bash', KEYSTONE_SCRIPT, 'serve',
                               str(state_dir), str(port)], port, state_dir,
                  seconds=120, env=dict(

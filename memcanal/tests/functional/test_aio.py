@@ -3,7 +3,6 @@
 import json
 import os
 import re
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -13,14 +12,10 @@ import matplotlib.image
 import pytest
 import requests
 
+from memcanal.tests.functional import services
+
 BIN = os.path.dirname(sys.executable)
 ADMIN = {'X-Auth-Token': 'admin'}
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return sock.getsockname()[1]
 
 
 def run_aio(state_dir, port, *extra, duration=8):
@@ -81,7 +76,7 @@ def check_summary(output, estimated=True, vms=2):
 
 
 def test_aio_on_embedded_defaults(tmp_path):
-    port = free_port()
+    port = services.free_port()
     process = run_aio(tmp_path / 'state', port)
     listed = instances_while_running(process, port, 4)
     latest = report_with(process, port, listed[0]['uuid'],
@@ -106,7 +101,7 @@ def test_aio_on_embedded_defaults(tmp_path):
     # its hosts no longer report leave after [service]
     # instance_gone_after (10 intervals in memcanal-aio), and the
     # summary counts only those that reported in this run.
-    again = run_aio(tmp_path / 'state', free_port(), '--vms', '1',
+    again = run_aio(tmp_path / 'state', services.free_port(), '--vms', '1',
                     duration=14)
     output, _ = again.communicate(timeout=60)
     assert again.returncode == 0, output
@@ -120,7 +115,7 @@ def test_aio_on_embedded_defaults(tmp_path):
 
 
 def test_aio_on_rabbitmq_and_mariadb(tmp_path, rabbit_url, mysql_url):
-    port = free_port()
+    port = services.free_port()
     process = run_aio(tmp_path / 'state', port, '--transport-url',
                       rabbit_url, '--db-url', mysql_url)
     instances_while_running(process, port, 4)
@@ -157,7 +152,7 @@ def decide(process, base, uuid, request):
 def test_aio_decisions_approve_rollback_reject(tmp_path):
     """Recommend mode: an operator approves a decision over the API, the
     agent applies it, the operator rolls it back, rejects the next."""
-    port = free_port()
+    port = services.free_port()
     base = 'http://127.0.0.1:%d' % port
     process = subprocess.Popen(
         [os.path.join(BIN, 'memcanal-aio'), '--hosts', '1', '--vms', '3',
@@ -237,7 +232,7 @@ def test_aio_default_run(tmp_path):
     shows the resize's predicted miss ratio beside the one measured
     since, who lends to whom, and the plots. Stopped by SIGTERM once the
     API shows all three applied and a resize measured."""
-    port = free_port()
+    port = services.free_port()
     base = 'http://127.0.0.1:%d' % port
     state = tmp_path / 'state'
     process = subprocess.Popen(

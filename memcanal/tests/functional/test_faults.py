@@ -56,7 +56,7 @@ class PrivateRabbit:
         if not os.path.exists(os.path.join(RABBITMQ_BIN, 'rabbitmq-server')):
             services.missing('rabbitmq-server is not installed '
                              '(tools/start-services.sh installs it)')
-        self.port = services._free_port()
+        self.port = services.free_port()
         self.node = 'memcanal-faults-%d@localhost' % os.getpid()
         self.log_path = os.path.join(base, 'rabbit.out')
         with open(os.path.join(base, 'enabled_plugins'), 'w') as f:
@@ -66,7 +66,7 @@ class PrivateRabbit:
             os.environ, HOME=base, RABBITMQ_NODENAME=self.node,
             RABBITMQ_NODE_IP_ADDRESS='127.0.0.1',
             RABBITMQ_NODE_PORT=str(self.port),
-            RABBITMQ_DIST_PORT=str(services._free_port()),
+            RABBITMQ_DIST_PORT=str(services.free_port()),
             RABBITMQ_MNESIA_BASE=os.path.join(base, 'mnesia'),
             RABBITMQ_LOG_BASE=os.path.join(base, 'log'),
             RABBITMQ_ENABLED_PLUGINS_FILE=os.path.join(base,
@@ -105,7 +105,7 @@ class PrivateMariaDB:
             services.missing('mariadb-server is not installed '
                              '(tools/start-services.sh installs it)')
         self.base = base
-        self.port = services._free_port()
+        self.port = services.free_port()
         self.user = ['--user=root'] if os.geteuid() == 0 else []
         self.log_path = os.path.join(base, 'mariadb.out')
         subprocess.run(

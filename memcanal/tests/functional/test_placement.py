@@ -58,7 +58,7 @@ def placement_url(tmp_path_factory):
     subprocess.run([_nova_venv_bin('placement-manage'), '--config-file',
                     str(config), 'db', 'sync'],
                    check=True, capture_output=True, timeout=120)
-    port = services._free_port()
+    port = services.free_port()
     with services.serving('placement', _gunicorn_command(port), port, state,
                           cwd=state, env=dict(
                               os.environ, OS_PLACEMENT_CONFIG_DIR=str(state))):
