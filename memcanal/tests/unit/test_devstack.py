@@ -6,10 +6,12 @@ memcanal.conf and nova.conf as memcanal and nova would."""
 import ast
 import configparser
 import getpass
+import grp
 import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
@@ -484,3 +486,34 @@ def test_paging_left_alone_when_told(tmp_path):
     assert stacked.named('make') == []
     assert stacked.named('restart_service') == []
     assert 'sampling' not in oslo_ini_values(stacked.conf)
+
+
+def _opens(path, uid, groups):
+    """Whether a process of ``uid`` in ``groups`` may open ``path`` for
+    reading and writing (as QEMU opens /dev/userfaultfd)."""
+    def drop():
+        os.setgroups(groups)
+        os.setgid(groups[0])
+        os.setuid(uid)
+    return subprocess.run(['/bin/sh', '-c', 'exec 3<>"$1"', 'sh', str(path)],
+                          preexec_fn=drop, capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='switches users: needs root')
+def test_only_qemus_group_opens_the_userfaultfd_device(stack):
+    """The owner and mode the plugin gives /dev/userfaultfd (here its
+    stand-in file) let QEMU's group create userfaultfds, and no other
+    user. Tried on a copy in a directory every user can enter (the
+    stack's is root's alone), with the same group and mode."""
+    kvm = grp.getgrnam('kvm').gr_gid
+    nobody = 65534
+    given = os.stat(stack.userfaultfd)
+    assert given.st_gid == kvm
+    with tempfile.TemporaryDirectory() as shared:
+        os.chmod(shared, 0o711)
+        device = pathlib.Path(shared) / 'userfaultfd'
+        device.touch()
+        os.chown(device, given.st_uid, given.st_gid)
+        device.chmod(given.st_mode & 0o7777)
+        assert _opens(device, nobody, [kvm])
+        assert not _opens(device, nobody, [nobody])
