@@ -15,11 +15,11 @@ test_nova_compute.py: every piece real, from pip's and Debian's packages.
   (libvirt driver, sampling on) as processes, configured as
   doc/deployment.md tells an operator.
 
+- keystone (tools/keystone.sh) in front of every API, each service
+  reaching the others as its user of the ``service`` project, found in
+  keystone's catalog, as devstack sets them up (compute_node_conf.py).
+
 What stands in, and why (doc/deployment.md says the same):
-- no keystone: nova's API pipeline without ``authtoken`` (nova 34 has
-  no noauth2; its context comes from ``X-User-Id``/``X-Project-Id``/
-  ``X-Roles`` headers), placement and memcanal with ``noauth2``, glance
-  with its unauthenticated pipeline;
 - no neutron (``networks: none``): nova still asks it for ports and
   security groups, so a small HTTP stand-in answers empty lists;
 - ``vm.unprivileged_userfaultfd = 1`` while the node runs, in place of
@@ -42,34 +42,19 @@ import time
 
 import requests
 
+from memcanal.tests.functional import compute_node_conf as node_conf
 from memcanal.tests.functional import services
 
-TOP = pathlib.Path(__file__).resolve().parents[3]
-NOVA_VENV = pathlib.Path(os.environ.get('MEMCANAL_NOVA_VENV',
-                                        TOP / '.venv-nova'))
-GLANCE_VENV = pathlib.Path(os.environ.get('MEMCANAL_GLANCE_VENV',
-                                          TOP / '.venv-glance'))
+NOVA_VENV = node_conf.NOVA_VENV
+GLANCE_VENV = node_conf.GLANCE_VENV
 MEMCANAL_BIN = pathlib.Path(sys.executable).parent
-WRAPPER = TOP / 'hypervisor-patches' / 'pager' / 'memcanal-qemu'
+WRAPPER = node_conf.TOP / 'hypervisor-patches' / 'pager' / 'memcanal-qemu'
 # nova's host and node name, memcanal's host name: the machine's.
 HOST = socket.gethostname()
 NOVA_NS = 'http://openstack.org/xmlns/libvirt/nova/'
-# What keystone's middleware would give nova for an admin: nova writes a
-# domain's owner (which memcanal reports as the VM's project) only with
-# the names as well as the ids.
-NOVA_HEADERS = {'X-Auth-Token': 'admin', 'X-User-Id': 'admin',
-                'X-User-Name': 'admin', 'X-Project-Id': 'admin',
-                'X-Project-Name': 'admin', 'X-Roles': 'admin,member,reader',
-                'OpenStack-API-Version': 'compute 2.90',
-                'X-OpenStack-Nova-API-Version': '2.90'}
-ENABLED_FILTERS = ('ComputeFilter', 'ComputeCapabilitiesFilter',
-                   'ImagePropertiesFilter', 'MemCanalFilter')
-
-
-def write(path, text):
-    path = pathlib.Path(path)
-    path.write_text(text)
-    return path
+NOVA_MICROVERSION = {'OpenStack-API-Version': 'compute 2.90',
+                     'X-OpenStack-Nova-API-Version': '2.90'}
+write = node_conf.write
 
 
 def run(command, log, **popen):
@@ -194,6 +179,8 @@ class Processes:
         self.running = {}
 
     def start(self, name, command, port=None, env=None, seconds=90):
+        """Start ``command`` as ``name``; with a ``port``, wait until it
+        answers HTTP there."""
         log = open(self.directory / ('%s.log' % name), 'ab')
         process = subprocess.Popen(
             [str(part) for part in command], stdout=log,
@@ -201,19 +188,24 @@ class Processes:
             env=dict(os.environ, **(env or {})), cwd=self.directory)
         self.running[name] = process
         if port is not None:
-            def listening():
-                if process.poll() is not None:
-                    raise AssertionError('%s exited:\n%s' % (
-                        name, self.log(name)))
-                # gunicorn listens before its worker has loaded the
-                # application: the first answer may take a while.
-                try:
-                    requests.get('http://127.0.0.1:%d/' % port, timeout=60)
-                    return True
-                except requests.ConnectionError:
-                    return False
-            services.wait_for(listening, seconds, '%s to listen' % name)
+            self.wait_listening(name, port, seconds)
         return process
+
+    def wait_listening(self, name, port, seconds=90):
+        process = self.running[name]
+
+        def listening():
+            if process.poll() is not None:
+                raise AssertionError('%s exited:\n%s' % (
+                    name, self.log(name)))
+            # gunicorn listens before its worker has loaded the
+            # application: the first answer may take a while.
+            try:
+                requests.get('http://127.0.0.1:%d/' % port, timeout=60)
+                return True
+            except requests.ConnectionError:
+                return False
+        services.wait_for(listening, seconds, '%s to listen' % name)
 
     def log(self, name):
         return (self.directory / ('%s.log' % name)).read_text(
@@ -251,38 +243,46 @@ def databases(stack, names):
 
 class Node:
     """What the running node offers a test: its endpoints, its processes
-    and nova's API, as an admin without keystone."""
+    and its APIs, as keystone's admin (``session``: keystoneauth's)."""
 
-    def __init__(self, directory, processes, urls, memcanal_database):
+    def __init__(self, directory, processes, urls, memcanal_database,
+                 session):
         self.directory = pathlib.Path(directory)
         self.processes = processes
         self.urls = urls
         self.memcanal_database = memcanal_database
+        self.session = session
 
-    def nova(self, method, path, **kwargs):
-        response = requests.request(
-            method, self.urls['nova'] + '/v2.1' + path,
-            headers=NOVA_HEADERS, timeout=60, **kwargs)
-        if response.status_code >= 400:
-            raise AssertionError('nova %s %s: %d %s' % (
-                method, path, response.status_code, response.text))
-        return response.json() if response.content else None
-
-    def glance(self, method, path, **kwargs):
-        response = requests.request(method, self.urls['glance'] + path,
-                                    timeout=60, **kwargs)
-        if response.status_code >= 400:
-            raise AssertionError('glance %s %s: %d %s' % (
-                method, path, response.status_code, response.text))
-        return response.json() if response.content else None
-
-    def memcanal_request(self, method, path, **kwargs):
-        """memcanal's API as its admin (noauth2), latest microversion:
+    def request(self, service, method, path, headers=(), **kwargs):
+        """``method`` on the node's ``service`` with the admin's token:
         the response."""
         return requests.request(
-            method, self.urls['memcanal'] + path, timeout=30,
-            headers={'X-Auth-Token': 'admin',
-                     'OpenStack-API-Version': 'memcanal 1.6'}, **kwargs)
+            method, self.urls[service] + path, timeout=60,
+            headers=dict(headers, **{
+                'X-Auth-Token': self.session.get_token()}), **kwargs)
+
+    def _json(self, service, method, path, **kwargs):
+        response = self.request(service, method, path, **kwargs)
+        if response.status_code >= 400:
+            raise AssertionError('%s %s %s: %d %s' % (
+                service, method, path, response.status_code, response.text))
+        return response.json() if response.content else None
+
+    def nova(self, method, path, **kwargs):
+        return self._json('nova', method, '/v2.1' + path,
+                          headers=NOVA_MICROVERSION, **kwargs)
+
+    def glance(self, method, path, **kwargs):
+        return self._json('glance', method, path, **kwargs)
+
+    def placement(self, method, path, **kwargs):
+        return self._json('placement', method, path, headers={
+            'OpenStack-API-Version': 'placement 1.39'}, **kwargs)
+
+    def memcanal_request(self, method, path, **kwargs):
+        """memcanal's API, latest microversion: the response."""
+        return self.request('memcanal', method, path, headers={
+            'OpenStack-API-Version': 'memcanal 1.6'}, **kwargs)
 
     def memcanal(self, path):
         response = self.memcanal_request('GET', path)
@@ -325,19 +325,9 @@ class Node:
         self.nova('DELETE', '/servers/%s' % server_id)
 
         def gone():
-            response = requests.get(
-                self.urls['nova'] + '/v2.1/servers/%s' % server_id,
-                headers=NOVA_HEADERS, timeout=30)
-            return response.status_code == 404
+            return self.request('nova', 'GET', '/v2.1/servers/%s' % (
+                server_id), headers=NOVA_MICROVERSION).status_code == 404
         services.wait_for(gone, 60, 'server %s to be deleted' % server_id)
-
-    def placement(self, method, path, **kwargs):
-        response = requests.request(
-            method, self.urls['placement'] + path, timeout=30,
-            headers={'X-Auth-Token': 'admin',
-                     'OpenStack-API-Version': 'placement 1.39'}, **kwargs)
-        assert response.status_code < 400, response.text
-        return response.json() if response.content else None
 
     def memory_inventory(self):
         [provider] = self.placement('GET', '/resource_providers')[
@@ -348,125 +338,6 @@ class Node:
     def console_log(self, server_id):
         path = self.directory / 'instances' / server_id / 'console.log'
         return path.read_text(errors='replace') if path.exists() else ''
-
-
-def admin_token(url):
-    """keystoneauth's options of a client of the service at ``url`` that
-    takes the token "admin" (noauth2, or the stand-in)."""
-    return ('auth_type = admin_token\ntoken = admin\nendpoint = %s\n'
-            'endpoint_override = %s\n' % (url, url))
-
-
-def nova_conf(directory, dbs, urls, reserved_mb):
-    """nova.conf of every nova process of the node (one node, so one
-    file): the libvirt driver, the databases, placement, glance and
-    neutron without keystone, memcanal's filter and weigher."""
-    helper = '%s --config-file %s/nova.conf' % (
-        NOVA_VENV / 'bin' / 'privsep-helper', directory)
-    privsep = ''.join('[%s]\nhelper_command = %s\n' % (section, helper)
-                      for section in ('nova_sys_admin', 'privsep_osbrick',
-                                      'vif_plug_ovs',
-                                      'vif_plug_linux_bridge'))
-    return write(directory / 'nova.conf', f"""[DEFAULT]
-my_ip = 127.0.0.1
-transport_url = {services.RABBIT_URL}
-compute_driver = libvirt.LibvirtDriver
-instances_path = {directory}/instances
-state_path = {directory}/nova-state
-log_dir =
-graceful_shutdown_timeout = 5
-debug = true
-# Flavor size is all placement admits at first; memcanal's overcommit
-# decision raises the ratio (nova never rewrites an unset one).
-initial_ram_allocation_ratio = 1.0
-reserved_host_memory_mb = {reserved_mb}
-heal_instance_info_cache_interval = -1
-[api_database]
-connection = {dbs['nova_api']}
-[database]
-connection = {dbs['nova']}
-[wsgi]
-api_paste_config = {directory}/api-paste.ini
-[oslo_concurrency]
-lock_path = {directory}/lock
-[oslo_messaging_notifications]
-driver = noop
-[libvirt]
-virt_type = qemu
-connection_uri = qemu:///system
-[placement]
-{admin_token(urls['placement'])}[glance]
-endpoint_override = {urls['glance']}
-[neutron]
-{admin_token(urls['neutron'])}[scheduler]
-discover_hosts_in_cells_interval = -1
-[filter_scheduler]
-available_filters = nova.scheduler.filters.all_filters
-available_filters = memcanal.nova.filters.MemCanalFilter
-enabled_filters = {','.join(ENABLED_FILTERS)}
-weight_classes = nova.scheduler.weights.all_weighers
-weight_classes = memcanal.nova.weighers.MemCanalWeigher
-[memcanal]
-{admin_token(urls['memcanal'])}cache_seconds = 0
-[vnc]
-enabled = false
-{privsep}""")
-
-
-def placement_conf(directory, dbs):
-    placement_dir = directory / 'placement'
-    placement_dir.mkdir()
-    write(placement_dir / 'placement.conf', f"""[api]
-auth_strategy = noauth2
-[placement_database]
-connection = {dbs['placement']}
-""")
-    return placement_dir
-
-
-def glance_conf(directory, dbs):
-    glance_dir = directory / 'glance'
-    for store in ('images', 'staging', 'tasks'):
-        (glance_dir / store).mkdir(parents=True)
-    shutil.copy(GLANCE_VENV / 'etc' / 'glance' / 'glance-api-paste.ini',
-                glance_dir)
-    write(glance_dir / 'glance-api.conf', f"""[DEFAULT]
-enabled_backends = fs:file
-[database]
-connection = {dbs['glance']}
-[paste_deploy]
-flavor =
-[oslo_policy]
-# Its unauthenticated context is an admin without roles, which only
-# the legacy policy defaults let add images.
-enforce_new_defaults = false
-enforce_scope = false
-[glance_store]
-default_backend = fs
-[fs]
-filesystem_store_datadir = {glance_dir}/images
-[os_glance_staging_store]
-filesystem_store_datadir = {glance_dir}/staging
-[os_glance_tasks_store]
-filesystem_store_datadir = {glance_dir}/tasks
-""")
-    return glance_dir
-
-
-def nova_paste(directory):
-    """nova's api-paste.ini with no ``authtoken``: keystonecontext builds
-    the request's context from the client's headers."""
-    paste = (NOVA_VENV / 'etc' / 'nova' / 'api-paste.ini').read_text()
-    lines = []
-    for line in paste.splitlines():
-        if line.startswith('keystone = ') and 'authtoken' in line:
-            line = line.replace(' authtoken', '')
-        lines.append(line)
-    write(directory / 'api-paste.ini', '\n'.join(lines) + '\n')
-    # nova-api reads gunicorn's command line as its own: it gets none.
-    write(directory / 'nova_api_wsgi.py',
-          'import sys\nsys.argv = ["nova-api"]\n'
-          'from nova.wsgi.osapi_compute import application  # noqa\n')
 
 
 @contextlib.contextmanager
@@ -489,26 +360,38 @@ def running_node(directory, reserved_mb, memcanal_conf):
             stack.callback(shutil.copytree, directory, keep,
                            ignore=shutil.ignore_patterns(
                                'build', 'glance', 'pagers', '*.sock',
-                               '*.ctl', '*.key'), dirs_exist_ok=True)
+                               '*.ctl', '*.key', 'fernet-keys',
+                               'credential-keys'), dirs_exist_ok=True)
         stack.callback(processes.stop_all)
         urls = {'neutron': stack.enter_context(neutron_stand_in())}
-        for name in ('placement', 'glance', 'nova', 'memcanal'):
+        for name in ('keystone', 'placement', 'glance', 'nova', 'memcanal'):
             urls[name] = 'http://127.0.0.1:%d' % services.free_port()
         port = {name: int(url.rsplit(':', 1)[1])
                 for name, url in urls.items()}
         gunicorn = NOVA_VENV / 'bin' / 'gunicorn'
+        # keystone sets itself up (database, keys, bootstrap) while the
+        # others' databases are made.
+        processes.start('keystone', [
+            'bash', services.KEYSTONE_SCRIPT, 'serve',
+            directory / 'keystone', port['keystone']], env={
+                'KEYSTONE_VENV': services.KEYSTONE_VENV,
+                'KEYSTONE_ADMIN_PASSWORD': services.KEYSTONE_ADMIN_PASSWORD})
+        urls['keystone'] += '/v3'
 
-        placement_dir = placement_conf(directory, dbs)
+        placement_dir = node_conf.placement_conf(directory, dbs,
+                                                 urls['keystone'])
         run([NOVA_VENV / 'bin' / 'placement-manage', '--config-file',
              placement_dir / 'placement.conf', 'db', 'sync'], log)
+        glance_dir = node_conf.glance_conf(directory, dbs, urls['keystone'])
+        run([GLANCE_VENV / 'bin' / 'glance-manage', '--config-file',
+             glance_dir / 'glance-api.conf', 'db_sync'], log)
+        processes.wait_listening('keystone', port['keystone'], 120)
+        session = node_conf.register(urls['keystone'], urls)
+
         processes.start('placement', [
             gunicorn, '-w', '1', '-b', '127.0.0.1:%d' % port['placement'],
             'placement.wsgi.api:application'], port['placement'],
             env={'OS_PLACEMENT_CONFIG_DIR': str(placement_dir)})
-
-        glance_dir = glance_conf(directory, dbs)
-        run([GLANCE_VENV / 'bin' / 'glance-manage', '--config-file',
-             glance_dir / 'glance-api.conf', 'db_sync'], log)
         processes.start('glance', [
             GLANCE_VENV / 'bin' / 'gunicorn', '-w', '1', '-b',
             '127.0.0.1:%d' % port['glance'], 'glance.wsgi.api:application'],
@@ -516,8 +399,8 @@ def running_node(directory, reserved_mb, memcanal_conf):
 
         for made in ('instances', 'nova-state', 'lock'):
             (directory / made).mkdir()
-        conf = nova_conf(directory, dbs, urls, reserved_mb)
-        nova_paste(directory)
+        conf = node_conf.nova_conf(directory, dbs, urls, reserved_mb)
+        node_conf.nova_api_files(directory)
         manage = [NOVA_VENV / 'bin' / 'nova-manage', '--config-file', conf]
         run(manage + ['api_db', 'sync'], log)
         run(manage + ['cell_v2', 'map_cell0', '--database_connection',
@@ -550,10 +433,12 @@ def running_node(directory, reserved_mb, memcanal_conf):
                 NOVA_VENV / 'bin' / ('nova-' + name), '--config-file',
                 conf])
 
+        node = Node(directory, processes, urls, dbs['memcanal'], session)
+
         def compute_up():
             if processes.running['nova-compute'].poll() is not None:
                 raise AssertionError('nova-compute exited')
-            services_list = Node(directory, processes, urls, None).nova(
+            services_list = node.nova(
                 'GET', '/os-services?binary=nova-compute')['services']
             return any(service['state'] == 'up'
                        for service in services_list)
@@ -563,4 +448,4 @@ def running_node(directory, reserved_mb, memcanal_conf):
             print(processes.tails())
             raise
         run(manage + ['cell_v2', 'discover_hosts', '--verbose'], log)
-        yield Node(directory, processes, urls, dbs['memcanal'])
+        yield node

@@ -31,6 +31,7 @@ import pytest
 from memcanal.agent import memserver
 from memcanal.rpc import signing
 from memcanal.tests.functional import compute_node
+from memcanal.tests.functional import compute_node_conf as node_conf
 from memcanal.tests.functional import guests
 from memcanal.tests.functional import memservers
 from memcanal.tests.functional import services
@@ -91,8 +92,8 @@ debug = true
 [database]
 connection = {database}
 [api]
-auth_strategy = noauth2
-[agent]
+auth_strategy = keystone
+{node_conf.authtoken(urls['keystone'], 'memcanal')}[agent]
 driver = {'qemu' if extra else 'libvirt'}
 report_interval = {INTERVAL}
 service_public_key = {public}
@@ -124,7 +125,7 @@ fault_rate_bound = 0.02
 enabled = true
 max_ratio = 1.5
 max_step = 0.5
-{compute_node.admin_token(urls['placement'])}[pooling]
+{node_conf.password_auth(urls['keystone'], 'memcanal')}[pooling]
 enabled = true
 tls_ca_file = {memserver_ca}
 {extra}""")
@@ -138,6 +139,10 @@ def node():
         if not (venv / 'bin' / 'gunicorn').exists():
             services.missing('%s is not installed (tools/install-compute-'
                              'node.sh)' % venv)
+    if not os.path.exists(os.path.join(services.KEYSTONE_VENV, 'bin',
+                                       'keystone-manage')):
+        services.missing('keystone is not installed (tools/keystone.sh '
+                         'install)')
     services.require_rabbit()
     with tempfile.TemporaryDirectory(prefix='mc-nova-') as path:
         directory = pathlib.Path(path)
@@ -276,8 +281,8 @@ def test_the_host_shows_measured_demand_below_the_flavor(node):
     assert host['demand_bytes'] < FLAVOR_MB * MiB
     instance = node.memcanal('/instances/%s' % server_id)
     # What nova's domain metadata says of it.
-    assert (instance['flavor'], instance['project_id']) == ('m1.test',
-                                                            'admin')
+    assert (instance['flavor'], instance['project_id']) == (
+        'm1.test', node.session.get_project_id())
 
 
 def test_overcommit_lets_nova_boot_what_flavor_size_refused(node):
