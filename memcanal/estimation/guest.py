@@ -154,6 +154,12 @@ class GuestPageCache:
         self.capacity = pages
         self._shrink()
 
+    @property
+    def free_pages(self):
+        """Pages that hold no block now (a guest given memory back empty
+        has them until it reads enough)."""
+        return self.capacity - len(self._lru) - len(self._held)
+
     def resident_blocks(self):
         """The blocks in the page cache now, as an int64 array."""
         return np.fromiter(self._lru, np.int64, len(self._lru))

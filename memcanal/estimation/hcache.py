@@ -123,8 +123,9 @@ class CacheQueue:
                 if unit[1]]
 
     def blocks(self):
-        """The storage locations cached now."""
-        return set(self._units)
+        """The storage locations cached now, the head (discarded first)
+        first."""
+        return list(self._units)
 
 
 class GhostEvents:

@@ -22,9 +22,11 @@ from that model (floats; counts are per collection interval):
   VM is traced, a read the hypervisor cache serves is not one);
 - ``tracing_refills``: the misses that read again a block the last
   tracing window's cache held when it ended: the window gives its memory
-  back empty, and the VM refills it for several intervals. Misses a VM
-  that is not traced would not have (the hypervisor, which keeps the
-  P2S tables, counts them);
+  back empty, and the VM refills it for several intervals, the next
+  window included. Misses a VM that is not traced would not have (the
+  hypervisor, which keeps the P2S tables, counts them): as many of
+  those blocks as the VM's free memory has room for, the most recently
+  used; a VM never traced would have evicted the others by now;
 - ``memory_bytes``: the VM's memory now, including what a tracing
   window lent to the hypervisor cache;
 - ``used_bytes``: U-tube's memory "actively used": the guest kernel
@@ -42,7 +44,12 @@ from that model (floats; counts are per collection interval):
 In tracing mode (Lu and Shen's Fig. 6) the same guest gives
 ``cache_bytes`` of its memory to a hypervisor exclusive cache
 (memcanal.estimation.hcache) below it: its least recently used pages go
-into the cache, and each Sample carries what the hypervisor saw.
+into the cache, and each Sample carries what the hypervisor saw. The
+cache's list starts with what the hypervisor saw leave the VM's memory
+before (the guest's evictions, the last window's cache) and the VM has
+not read again, oldest first: the curve then places those reads where a
+VM never traced has them, at or above its memory, rather than at misses
+of every size.
 
 Paging (actuators.Pager, TMemCanal) keeps a VM's memory as the guest
 sees it and its statistics as they are, and sets how much of it stays
@@ -75,6 +82,7 @@ import numpy as np
 
 from memcanal.agent import driver
 from memcanal.agent.drivers import actuators
+from memcanal.agent.drivers import simulated_io
 from memcanal.agent.drivers import simulated_sampling
 from memcanal import estimation
 from memcanal.estimation import guest as guest_model
@@ -122,50 +130,6 @@ def _workload(index, total_pages, rng, files_ratio=0.125):
                                    max(1, total_pages // 64))
 
 
-class _MappedIo(hcache.DirectIo):
-    """Direct I/O that keeps the hypervisor's P2S and S2P tables.
-
-    Lu and Shen's hypervisor sees every I/O of the VM, cached or not; a
-    hypervisor cache started later takes these tables over, so it admits
-    the pages the VM read before the cache existed.
-    """
-
-    def __init__(self, storage):
-        super().__init__(storage)
-        self.tables = hcache.MappingTables()
-        # The blocks the last tracing window's cache held when it was
-        # dropped, until the VM reads each again, and those reads.
-        self.dropped = set()
-        self.refills = 0
-
-    def read(self, page, block):
-        self.tables.insert(page, block)
-        if block in self.dropped:
-            self.dropped.discard(block)
-            self.refills += 1
-        return self.storage.read(block)
-
-    def write(self, page, block, signature):
-        self.tables.insert(page, block)
-        self.storage.write(block, signature)
-
-    def evict(self, page, signature):
-        self.tables.delete(page)
-
-    def release(self, page):
-        self.tables.delete(page)
-
-
-def _trim(cache, capacity):
-    """Make a hypervisor cache ``capacity`` pages, discarding its oldest
-    units (writing the dirty ones) as its own replacement does."""
-    cache.capacity = capacity
-    while len(cache.queue) > capacity:
-        block, (signature, dirty) = cache.queue.discard_head()
-        if dirty:
-            cache.storage.write(block, signature)
-
-
 class SimulatedVM:
     """One VM: a workload generator over a guest page cache.
 
@@ -184,7 +148,9 @@ class SimulatedVM:
         self.target_bytes = None
         self.kernel_bytes = kernel_bytes
         self.storage = hcache.Storage()
-        self._io = _MappedIo(self.storage)
+        self._io = simulated_io.MappedIo(
+            self.storage, self._free_pages,
+            memory_bytes // estimation.PAGE_SIZE)
         self.guest = guest_model.GuestPageCache(
             memory_bytes // estimation.PAGE_SIZE, self._io)
         # The hypervisor cache of a tracing window, or None.
@@ -217,6 +183,14 @@ class SimulatedVM:
         if self._tracing is not None:
             pages += self._tracing.capacity
         return pages * estimation.PAGE_SIZE
+
+    def _free_pages(self):
+        """Pages of the VM's memory that hold no block: its guest's and,
+        while traced, its hypervisor cache's."""
+        free = self.guest.free_pages
+        if self._tracing is not None:
+            free += self._tracing.capacity - len(self._tracing.queue)
+        return free
 
     @property
     def resident_bytes(self):
@@ -336,7 +310,8 @@ class SimulatedVM:
             self.guest.resize(pages)
         else:
             # The cache keeps its size while the VM keeps a page.
-            _trim(self._tracing, min(self._tracing.capacity, pages - 1))
+            simulated_io.trim(self._tracing,
+                              min(self._tracing.capacity, pages - 1))
             self.guest.resize(pages - self._tracing.capacity)
         self.target_bytes = target_bytes
         return driver.Resize(mechanism, previous, target_bytes, seconds)
@@ -349,10 +324,18 @@ class SimulatedVM:
             self.stop_tracing()
         cache_pages = min(cache_bytes // estimation.PAGE_SIZE,
                           self.guest.capacity - 1)
-        cache = hcache.HypervisorCache(self.storage, cache_pages,
-                                       write_policy,
-                                       ghost=hcache.GhostEvents())
+        cache = hcache.HypervisorCache(
+            simulated_io.RefillCountingStorage(self.storage, self._io),
+            cache_pages, write_policy, ghost=hcache.GhostEvents())
         cache.tables = self._io.tables
+        # What left the VM's memory, the last window's cache included,
+        # and was not read again is older than what the guest gives up
+        # now: the hypervisor lists it first. Unlisted, each read of it
+        # would count as a miss at every size, and the curve would
+        # predict the misses of a VM still refilling the memory the last
+        # window gave back empty, and none of those above its memory.
+        for block in self._io.listed():
+            cache.ghost.evicted(block)
         self.guest.io = cache
         self._tracing = cache
         self.guest.resize(self.guest.capacity - cache_pages)
@@ -368,7 +351,7 @@ class SimulatedVM:
         self.guest.sync()
         # What the VM held in the cache's memory it now reads again: the
         # hypervisor sees those reads (it keeps the P2S tables).
-        self._io.dropped = cache.queue.blocks()
+        self._io.note_dropped(cache.queue.blocks())
         self.guest.io = self._io
         self._tracing = None
         self.guest.resize(self.guest.capacity + cache.capacity)

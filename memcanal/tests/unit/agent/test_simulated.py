@@ -377,3 +377,65 @@ def test_a_program_that_exits_frees_its_committed_memory_and_swap():
     assert vm.workload.allocated_pages == 10
     assert stats['committed_bytes'] == 10 * 4096
     assert stats['swap_bytes'] == 0
+
+
+def test_a_window_lists_what_the_last_window_dropped_before_the_vm_read_it(
+        conf):
+    """A window that starts while the VM still refills the memory the last
+    one gave back empty: the reads of what it dropped are refills, and
+    its curve puts them where a VM never traced holds them, not at misses
+    of every size."""
+    vm = simulated.SimulatedVM('compute-1', 0, 4 * 2 ** 20, 0, 10 ** 9, 100)
+
+    def run(pages):
+        return vm.run_guest(traces.Trace.of(np.asarray(pages, np.int64)))
+
+    run(range(1000))
+    # 128 pages direct: the cache takes blocks 0..871, dropped at the end.
+    vm.start_tracing(896 * 4096, 'delayed')
+    vm.cache_trace(0)
+    vm.stop_tracing()
+    run(range(100))
+    vm.start_tracing(896 * 4096, 'delayed')
+    run(range(2000, 2010))
+    window = [vm.cache_trace(10)]
+    # Blocks 500..509: 610 pages deep for a VM of 1024 never traced.
+    stats = run(range(500, 510))
+    window.append(vm.cache_trace(10))
+    assert (stats['misses'], stats['tracing_refills']) == (10, 10)
+    curve = tracing.window_curve(window)
+    assert curve.sizes[0] == 128
+    assert curve.at(128) == 1.0
+    assert curve.at(1024) == 0.0
+
+
+def test_only_what_a_vm_never_traced_would_hold_is_a_refill(conf):
+    """Of what a window dropped, a refill is what the VM's free memory
+    still has room for; the rest, and what the guest evicted, a VM never
+    traced would have evicted too: the next window's curve puts its reads
+    above the VM's memory."""
+    vm = simulated.SimulatedVM('compute-1', 0, 4 * 2 ** 20, 0, 10 ** 9, 100)
+
+    def run(pages):
+        return vm.run_guest(traces.Trace.of(np.asarray(pages, np.int64)))
+
+    run(range(1000))
+    vm.start_tracing(896 * 4096, 'delayed')
+    vm.cache_trace(0)
+    vm.stop_tracing()
+    # 1024 pages: the 128 it kept, these 100, and 796 of the 872 dropped
+    # (76..871); a VM never traced evicted blocks 0..75 for these.
+    run(range(2000, 2100))
+    assert run(range(70, 76))['tracing_refills'] == 0
+    assert run(range(500, 506))['tracing_refills'] == 6
+    # Past its memory: the guest evicts blocks 3000..3999's elders.
+    run(range(3000, 4000))
+    vm.start_tracing(896 * 4096, 'delayed')
+    run(range(5000, 5010))
+    window = [vm.cache_trace(10)]
+    # 2000..2009: evicted for 3000..3999, 1000-odd pages deep.
+    run(range(2000, 2010))
+    window.append(vm.cache_trace(10))
+    curve = tracing.window_curve(window)
+    assert curve.at(1024) == 1.0
+    assert curve.at(1200) == 0.0

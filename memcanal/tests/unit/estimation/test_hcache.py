@@ -49,7 +49,7 @@ def test_full_cache_discards_in_eviction_order(storage):
     assert cache.queue.lookup(10) is None
     assert cache.queue.lookup(11) is not None
     assert cache.queue.lookup(12) is not None
-    assert cache.queue.blocks() == {11, 12}
+    assert cache.queue.blocks() == [11, 12]
 
 
 def test_eviction_hitting_a_cached_copy_moves_it_to_tail(storage):
