@@ -245,6 +245,19 @@ class Run:
                     gaps[uuid].append(abs(predicted - after.overall))
         return Fidelity(gaps)
 
+    def resizes_by_vm(self, since):
+        """{uuid: how many applied resizes set its target at ``since`` or
+        later} for every VM a resize of the run set a target for."""
+        counts = {}
+        for decision in self.applied('memory_targets'):
+            for action in decision['actions']:
+                if action['kind'] != 'set_target':
+                    continue
+                uuid = action['instance_uuid']
+                counts[uuid] = counts.get(uuid, 0) + (
+                    decision['applied_at'] >= since)
+        return counts
+
     def host_names(self):
         return {host['uuid']: host['name'] for host in self.hosts}
 

@@ -4,6 +4,7 @@ import pytest
 
 from memcanal.cmd import aio
 from memcanal.cmd import aio_history
+from memcanal.cmd import aio_summary
 from memcanal.tests.unit import test_aio_history as history
 from memcanal.tests.unit import test_aio_plots as plots
 
@@ -29,38 +30,39 @@ def test_recommend_mode_leaves_an_operator_time_to_approve():
 
 
 def test_describe_a_resize():
-    line = aio.describe_decision(plots.resize(5), NAMES)
+    line = aio_summary.describe_decision(plots.resize(5), NAMES)
     assert line == ('resize on host-1 (memory_targets): vm-b 1024 -> 1075 '
                     'MiB, predicted miss ratio 0.100')
 
 
 def test_describe_a_migration():
-    line = aio.describe_decision(history.migration('vm-a', 4), NAMES)
+    line = aio_summary.describe_decision(history.migration('vm-a', 4), NAMES)
     assert line.startswith('migrate vm-a from host-1 to host-2: host-1\'s '
                            'measured demand predicted at 50 % of its '
                            'capacity after it, host-2\'s at 10 %')
 
 
 def test_describe_paging_and_taking_back():
-    paged = aio.describe_decision(history.paging('vm-b', 2, 64, 960), NAMES)
+    paged = aio_summary.describe_decision(
+        history.paging('vm-b', 2, 64, 960), NAMES)
     assert paged.startswith('page vm-b on host-1 out: it keeps 64 of its '
                             '1024 MiB resident, 960 MiB lent by host-2\'s')
-    back = aio.describe_decision(
+    back = aio_summary.describe_decision(
         history.paging('vm-b', 3, 1024, 0, lender=None), NAMES)
     assert back == 'take vm-b on host-1 back whole (1024 MiB resident)'
 
 
 def test_memory_column():
     vm = history.instance('vm', 'h1', [])
-    assert aio._memory(vm, 1024 * MIB, 1024 * MIB) == '1024'
-    assert aio._memory(vm, 1075 * MIB, 1075 * MIB) == '1024->1075'
-    assert aio._memory(vm, 1024 * MIB, 64 * MIB) == '1024 r64'
+    assert aio_summary._memory(vm, 1024 * MIB, 1024 * MIB) == '1024'
+    assert aio_summary._memory(vm, 1075 * MIB, 1075 * MIB) == '1024->1075'
+    assert aio_summary._memory(vm, 1024 * MIB, 64 * MIB) == '1024 r64'
 
 
 def test_curve_ratio_names_its_curve():
     curves = {'shards': [[0, 1.0], [16 * MIB, 0.01]]}
-    assert aio._curve_ratio(curves, 80 * MIB) == '0.010 shards'
-    assert aio._curve_ratio({}, 80 * MIB) == '-'
+    assert aio_summary._curve_ratio(curves, 80 * MIB) == '0.010 shards'
+    assert aio_summary._curve_ratio({}, 80 * MIB) == '-'
 
 
 def resized_b(run, *reports):
@@ -96,10 +98,10 @@ def test_measured_covers_the_reports_at_the_new_size():
         aio_history.Measured(0.5, 0.5, 1, 0.5))
     assert run.measured_at_size(vm_b, newest) == aio_history.Measured(
         0.3, 0.3, 1, 0.3)
-    assert aio._measured(run.measured_at_size(vm_b, first)) == (
+    assert aio_summary._measured(run.measured_at_size(vm_b, first)) == (
         'measured 0.300 over 3 reports (latest 0.500)')
     vm_b['reports'].pop()
-    assert aio._measured(run.measured_at_size(vm_b, newest)) == (
+    assert aio_summary._measured(run.measured_at_size(vm_b, newest)) == (
         'not measured yet')
 
 
@@ -111,7 +113,7 @@ def test_measured_without_the_tracing_windows_refills():
     vm_b['reports'][-1]['guest_stats']['tracing_refills'] = 20.0
     measured = run.measured_at_size(vm_b, run.decisions[-1])
     assert measured == aio_history.Measured(0.1, 0.1, 1, 0.3)
-    assert aio._measured(measured) == (
+    assert aio_summary._measured(measured) == (
         'measured 0.100 over 1 reports (latest 0.100), 0.300 with the '
         'tracing windows\' refills')
 
@@ -138,21 +140,21 @@ def test_fidelity_from_the_third_report_at_the_new_size():
     fidelity = run.fidelity()
     assert fidelity.by_vm() == [('vm-b', pytest.approx(0.05), 1)]
     assert fidelity.overall == pytest.approx(0.05)
-    assert aio.fidelity_line(fidelity) == (
+    assert aio_summary.fidelity_line(fidelity) == (
         'fidelity: 0.050 mean |predicted - measured| miss ratio over 1 '
         'resizes, measured from the 3rd report at the new size on; by VM: '
         'vm-b 0.050 (1)')
     # Two reports at the new size are not enough.
     del vm_b['reports'][-2:]
     assert run.fidelity().overall is None
-    assert aio.fidelity_line(run.fidelity()) == (
+    assert aio_summary.fidelity_line(run.fidelity()) == (
         'fidelity: - (no resize held for 3 reports)')
 
 
 def test_decisions_summary_pairs_predicted_and_measured(capsys):
     run = plots.full_run()
     resized_b(run, (7, 4, 1075, 10))
-    aio._decisions_summary(run)
+    aio_summary._decisions_summary(run)
     out = capsys.readouterr().out
     assert 'decisions in this run: 3 (3 applied)' in out
     assert 'migrated: migrate vm-a from host-1 to host-2' in out
@@ -167,12 +169,13 @@ SAMPLED = [[10 * MIB, 0.5], [20 * MIB, 0.1]]
 def test_sampled_faults_are_the_curve_times_the_touch_rate():
     curves = {'sampled': SAMPLED}
     stats = {'sampled_touches_per_s': 200.0}
-    assert aio._sampled_faults(curves, stats, 15 * MIB) == '0.500 (100/s)'
-    assert aio._sampled_faults(curves, stats, 25 * MIB) == '0.100 (20/s)'
+    faults = aio_summary._sampled_faults
+    assert faults(curves, stats, 15 * MIB) == '0.500 (100/s)'
+    assert faults(curves, stats, 25 * MIB) == '0.100 (20/s)'
     # Below the working set of one interval the curve says nothing.
-    assert aio._sampled_faults(curves, stats, 5 * MIB) == '-'
-    assert aio._sampled_faults(curves, {}, 15 * MIB) == '0.500'
-    assert aio._sampled_faults({}, stats, 15 * MIB) == '-'
+    assert aio_summary._sampled_faults(curves, stats, 5 * MIB) == '-'
+    assert aio_summary._sampled_faults(curves, {}, 15 * MIB) == '0.500'
+    assert aio_summary._sampled_faults({}, stats, 15 * MIB) == '-'
 
 
 def test_vms_summary_shows_the_sampled_working_set_and_curve(capsys):
@@ -181,9 +184,28 @@ def test_vms_summary_shows_the_sampled_working_set_and_curve(capsys):
     latest['guest_stats']['sampled_touches_per_s'] = 200.0
     run = aio_history.Run(history.START, history.HOSTS, [
         history.instance('vm-a', 'h1', [latest])], [])
-    aio._vms_summary(run, history.RAILS)
+    aio_summary._vms_summary(run, history.RAILS)
     row = capsys.readouterr().out.splitlines()[-1]
     # PRL, no PML nor ESX, the sampled working set; the sampled curve at
     # the VM's memory and at its demand (16 MiB and a 64 MiB kernel).
     assert '     16.0        -        -     20.0  ' in row
     assert row.endswith('; 0.100 (20/s), 0.100 (20/s)')
+
+
+def test_settled_counts_each_resized_vm_in_the_last_seconds():
+    """vm-b resized at 4.5 s, 150 s and 200 s of a run that ended at
+    250 s: twice in the last 120 s, not settled; a VM resized only
+    before them counts 0."""
+    run = plots.full_run()
+    run.decisions += [plots.resize(150), plots.resize(200)]
+    other = plots.resize(10)
+    other['actions'] = [dict(other['actions'][0], instance_uuid='vm-c')]
+    run.decisions.append(other)
+    assert run.resizes_by_vm(history.at(130)) == {'vm-b': 2, 'vm-c': 0}
+    assert aio_summary.settled_line(run, history.at(250)) == (
+        'settled: no: resizes in the last 120 s by VM: vm-b 2, vm-c 0')
+    assert aio_summary.settled_line(run, history.at(330)) == (
+        'settled: yes: resizes in the last 120 s by VM: vm-b 0, vm-c 0')
+    run.decisions = run.decisions[:2]
+    assert aio_summary.settled_line(run, history.at(250)) == (
+        'settled: no resize in the run')
