@@ -103,6 +103,10 @@ def _arguments(argv):
                              'others ([simulated] host_memory_mb)' % (
                                  HOT_HOST_MEMORY_MB,
                                  HOT_HOST_MEMORY_MB - 2048))
+    parser.add_argument('--seed', type=int, default=None,
+                        help='seed of the simulated VMs\' workloads '
+                             '(default [simulated] seed, 0): another seed, '
+                             'another run of the same workloads')
     parser.add_argument('--api-port', type=int, default=None,
                         help='port of the REST API on 127.0.0.1 '
                              '(default [api] bind_port, 8793)')
@@ -172,6 +176,8 @@ def _configure(args, oslo_args):
     # memory that the policies help.
     CONF.set_default('file_server_memory_ratio', 2.0, 'simulated')
     CONF.set_override('instances', args.vms, 'simulated')
+    if args.seed is not None:
+        CONF.set_override('seed', args.seed, 'simulated')
     # A real compute node's agent defaults to libvirt; here the hosts
     # are simulated.
     CONF.set_override('driver', 'simulated', 'agent')

@@ -21,6 +21,10 @@ def test_arguments_default_to_the_demonstration():
     args, _ = aio._arguments(['memcanal-aio', '--hot-host-memory-mb', '0',
                               '--policy-mode', 'recommend'])
     assert (args.policy_mode, args.hot_host_memory_mb) == ('recommend', 0)
+    # [simulated] seed unless --seed says otherwise.
+    assert args.seed is None
+    args, _ = aio._arguments(['memcanal-aio', '--seed', '2'])
+    assert args.seed == 2
 
 
 def test_recommend_mode_leaves_an_operator_time_to_approve():
