@@ -9,6 +9,16 @@ venv=${MEMCANAL_VENV:-.venv}
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/pip" install -q --disable-pip-version-check \
     -r requirements.txt -r test-requirements.txt -e .
+# keystone's and nova's venvs take pip alone: they install while the
+# system packages below do. Their output is shown if they fail.
+installs=$(mktemp -d)
+bash tools/keystone.sh install > "$installs/keystone" 2>&1 &
+keystone_install=$!
+bash tools/install-nova.sh > "$installs/nova" 2>&1 &
+nova_install=$!
+finished() {
+    wait "$1" || { cat "$installs/$2"; echo "$2's install failed" >&2; exit 1; }
+}
 bash tools/start-services.sh
 # QEMU, the test guest and the memtrace plugin; libvirtd and libvirt-python.
 bash tools/build-test-guest.sh
@@ -16,9 +26,9 @@ bash tools/install-libvirt.sh "$venv"
 # Headless Chromium and chromedriver for the dashboard's browser test.
 bash tools/install-chromium.sh
 # A real keystone for the API's authentication tests, in its own venv.
-bash tools/keystone.sh install
+finished $keystone_install keystone
 # A real nova and placement, with memcanal, in their own venv.
-bash tools/install-nova.sh
+finished $nova_install nova
 # A nova compute node's other pieces: qemu-img, libvirt-python in nova's
 # venv, glance in its own (test_nova_compute.py).
 bash tools/install-compute-node.sh
