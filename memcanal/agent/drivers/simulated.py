@@ -313,6 +313,7 @@ class SimulatedVM:
             simulated_io.trim(self._tracing,
                               min(self._tracing.capacity, pages - 1))
             self.guest.resize(pages - self._tracing.capacity)
+        self._io.fit()
         self.target_bytes = target_bytes
         return driver.Resize(mechanism, previous, target_bytes, seconds)
 
@@ -355,6 +356,7 @@ class SimulatedVM:
         self.guest.io = self._io
         self._tracing = None
         self.guest.resize(self.guest.capacity + cache.capacity)
+        self._io.fit()
 
     def cache_trace(self, accesses):
         """What the hypervisor cache saw since the last call, for an

@@ -47,9 +47,15 @@ class MappedIo(hcache.DirectIo):
             self.refills += 1
         else:
             self.evicted.pop(block, None)
-        # The block takes a free page: a VM never traced would have
-        # evicted the oldest it held to make room.
-        while self.dropped and len(self.dropped) >= self._free_pages():
+        # The block takes a free page.
+        self.fit(reserve=1)
+
+    def fit(self, reserve=0):
+        """Keep no more of what was dropped than the VM's free memory has
+        room for, ``reserve`` pages aside: a VM never traced would have
+        evicted the oldest it held to make room for what it read."""
+        while self.dropped and (len(self.dropped) + reserve
+                                > self._free_pages()):
             self._note_evicted(self.dropped.popitem(last=False)[0])
 
     def _note_evicted(self, block):
@@ -60,11 +66,10 @@ class MappedIo(hcache.DirectIo):
 
     def note_dropped(self, blocks):
         """A window's cache gave its memory back empty, dropping
-        ``blocks`` (its next to discard first); what an earlier window
-        dropped and the VM has not read again is older still."""
-        for block in self.dropped:
-            self._note_evicted(block)
-        self.dropped = collections.OrderedDict.fromkeys(blocks)
+        ``blocks`` (its next to discard first): newer than what an
+        earlier window dropped and the VM has not read again, which a VM
+        never traced may hold still (``fit`` once the memory is back)."""
+        self.dropped.update(dict.fromkeys(blocks))
 
     def listed(self):
         """What left the VM's memory and was not read again, oldest

@@ -439,3 +439,22 @@ def test_only_what_a_vm_never_traced_would_hold_is_a_refill(conf):
     curve = tracing.window_curve(window)
     assert curve.at(1024) == 1.0
     assert curve.at(1200) == 0.0
+
+
+def test_what_two_windows_dropped_is_refilled_while_there_is_room(conf):
+    """What the first of two windows dropped and the VM did not read
+    since, a VM never traced holds still: reading it after the second is
+    a refill too."""
+    vm = simulated.SimulatedVM('compute-1', 0, 4 * 2 ** 20, 0, 10 ** 9, 100)
+
+    def run(pages):
+        return vm.run_guest(traces.Trace.of(np.asarray(pages, np.int64)))
+
+    run(range(1000))
+    for _ in range(2):
+        vm.start_tracing(896 * 4096, 'delayed')
+        vm.cache_trace(0)
+        vm.stop_tracing()
+        run(range(500, 510))
+    stats = run(range(10))
+    assert (stats['misses'], stats['tracing_refills']) == (10, 10)
