@@ -26,9 +26,12 @@ def rabbit_url():
     return services.require_rabbit()
 
 
-@pytest.fixture(scope='module')
+@pytest.fixture(scope='session')
 def keystone_url(tmp_path_factory):
-    """A real keystone, fresh for the module; its v3 URL."""
+    """A real keystone, one for the session (starting one takes 15-30 s);
+    its v3 URL. Modules share it: each makes what it needs under names
+    of its own, and removes what the next would trip on (cloud.py's
+    catalog entries)."""
     yield from services.keystone(tmp_path_factory.mktemp('keystone'))
 
 
