@@ -3,10 +3,12 @@
 # (its oslo.* pins must not steer memcanal's).
 #
 #   tools/keystone.sh install            install keystone into $KEYSTONE_VENV
-#   tools/keystone.sh serve DIR PORT     configure keystone in DIR (SQLite,
-#                                        fernet keys, bootstrap admin) and
-#                                        serve it on 127.0.0.1:PORT until
-#                                        killed
+#   tools/keystone.sh serve DIR PORT [DATABASE_URL]
+#                                        configure keystone in DIR (its
+#                                        database at DATABASE_URL, else
+#                                        SQLite in DIR; fernet keys,
+#                                        bootstrap admin) and serve it on
+#                                        127.0.0.1:PORT until killed
 #
 # KEYSTONE_VENV defaults to .keystone-venv at the top of the checkout.
 # The bootstrap admin is admin / $KEYSTONE_ADMIN_PASSWORD (default
@@ -19,17 +21,17 @@ password=${KEYSTONE_ADMIN_PASSWORD:-memcanal-test}
 
 install() {
     [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check 'keystone>=26'
+    "$venv/bin/pip" install -q --disable-pip-version-check 'keystone>=26' PyMySQL
 }
 
 serve() {
-    local dir=$1 port=$2
+    local dir=$1 port=$2 database=${3:-sqlite:///$1/keystone.sqlite}
     mkdir -p "$dir/fernet-keys" "$dir/credential-keys"
     cat > "$dir/keystone.conf" <<CONF
 [DEFAULT]
 log_file = $dir/keystone.log
 [database]
-connection = sqlite:///$dir/keystone.sqlite
+connection = $database
 [fernet_tokens]
 key_repository = $dir/fernet-keys
 [fernet_receipts]

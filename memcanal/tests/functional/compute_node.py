@@ -351,8 +351,8 @@ def running_node(directory, reserved_mb, memcanal_conf):
     remove_nova_domains()
     with contextlib.ExitStack() as stack:
         stack.callback(remove_nova_domains)
-        dbs = databases(stack, ['placement', 'nova_api', 'nova_cell0',
-                                'nova', 'glance', 'memcanal'])
+        dbs = databases(stack, ['keystone', 'placement', 'nova_api',
+                                'nova_cell0', 'nova', 'glance', 'memcanal'])
         processes = Processes(directory)
         # Kept for a look after the run, when asked.
         keep = os.environ.get('MEMCANAL_NODE_LOGS')
@@ -373,7 +373,7 @@ def running_node(directory, reserved_mb, memcanal_conf):
         # others' databases are made.
         processes.start('keystone', [
             'bash', services.KEYSTONE_SCRIPT, 'serve',
-            directory / 'keystone', port['keystone']], env={
+            directory / 'keystone', port['keystone'], dbs['keystone']], env={
                 'KEYSTONE_VENV': services.KEYSTONE_VENV,
                 'KEYSTONE_ADMIN_PASSWORD': services.KEYSTONE_ADMIN_PASSWORD})
         urls['keystone'] += '/v3'
@@ -448,4 +448,13 @@ def running_node(directory, reserved_mb, memcanal_conf):
             print(processes.tails())
             raise
         run(manage + ['cell_v2', 'discover_hosts', '--verbose'], log)
+
+        # MemCanalFilter refuses a host memcanal knows no capacity of yet:
+        # boots wait for the agent's reports, as on a node in service.
+        def memcanal_knows_the_node():
+            return any(host['name'] == HOST and host['state'] == 'up'
+                       and host['capacity_bytes']
+                       for host in node.memcanal('/hosts')['hosts'])
+        services.wait_for(memcanal_knows_the_node, 60,
+                          'memcanal to measure the node')
         yield node
