@@ -197,15 +197,20 @@ class Optimizer:
             [usage for _, _, usage in participants.values()],
             available_bytes=free_bytes)
 
-    def _worth_making(self, policy, participants, allocation):
-        """isolated_sharing's benefit threshold (policy.benefit), on the
-        policy's targets: the guardrails' steps toward them are made
-        while the whole move is worth it."""
+    def _worth_making(self, policy, participants, allocation, changed):
+        """isolated_sharing's benefit threshold (policy.benefit) over the
+        VMs the decision would change (``changed``, after the guardrails),
+        each at the policy's target: the guardrails' steps toward the
+        targets are made while the whole move is worth it, but a VM they
+        hold back (hold, opt-out, too small a change, no budget) lends
+        the decision none of its gain, or a flat VM's shrink alone was
+        made for the gain of a VM that was not to grow."""
         if policy != 'isolated_sharing':
             return True
         options = self.conf.optimizer
         return benefit.worth_making(
-            [vm for vm, _, _ in participants.values()], allocation.targets,
+            [vm for uuid, (vm, _, _) in participants.items()
+             if uuid in changed], allocation.targets,
             options.delta, options.min_benefit)
 
     def decide(self, context, host):
@@ -239,16 +244,18 @@ class Optimizer:
             LOG.warning('Policy %s found no allocation for host %s: %s',
                         policy, host['name'], error)
             return None
-        if not self._worth_making(policy, participants, allocation):
-            LOG.debug('No decision for %s: its allocation predicts less '
-                      'than [optimizer] min_benefit', host['name'])
-            return None
         guarded = guardrails.apply(
             allocation.targets, limits, self.rails,
             _seconds(timeutils.utcnow()), free_bytes=free)
         if not guarded.targets:
             LOG.debug('No decision for %s: the guardrails held every VM '
                       '(%s)', host['name'], guarded.reasons)
+            return None
+        if not self._worth_making(policy, participants, allocation,
+                                  guarded.targets):
+            LOG.debug('No decision for %s: the VMs it would change predict '
+                      'less than [optimizer] min_benefit at their targets',
+                      host['name'])
             return None
         by_uuid = {i['uuid']: i for i in instances}
         changes = [{'instance_uuid': uuid, 'target_bytes': int(target),
