@@ -80,9 +80,10 @@ optimizer_opts = [
                       'MiB, which is not worth a resize).'),
     cfg.FloatOpt('min_benefit', default=0.01, min=0.0, max=1.0,
                  help='isolated_sharing: a decision is made only when the '
-                      'VMs\' curves predict their miss ratios, summed over '
-                      'the host, at least this much lower at the new '
-                      'targets than at their memory now (or when a VM is '
+                      'curves of the VMs it changes predict their miss '
+                      'ratios, summed, at least this much lower at the '
+                      'policy\'s targets than at their memory now (or '
+                      'when a VM is '
                       'past its isolation bound, delta). A prediction is '
                       'about 0.02 off what the guest then measures: a '
                       'smaller gain is noise, and a steady workload '
