@@ -78,10 +78,16 @@ class PrivateRabbit:
         self.process = None
 
     def start(self):
+        self.launch()
+        self.wait_listening()
+
+    def launch(self):
         self.process = subprocess.Popen(
             [os.path.join(RABBITMQ_BIN, 'rabbitmq-server')], env=self.env,
             stdout=open(self.log_path, 'ab'), stderr=subprocess.STDOUT,
             start_new_session=True)
+
+    def wait_listening(self):
         services.wait_for(
             lambda: listening(self.port) or self.process.poll(), 60,
             'RabbitMQ to listen')
@@ -138,13 +144,16 @@ class PrivateMariaDB:
 
 @pytest.fixture(scope='module')
 def private_services(tmp_path_factory):
-    """This module's RabbitMQ node and MariaDB server, started once."""
+    """This module's RabbitMQ node and MariaDB server, started once.
+    The node boots (10-15 s) while MariaDB's data directory is made and
+    the server started."""
     rabbit = PrivateRabbit(str(tmp_path_factory.mktemp('rabbit')))
-    mariadb = PrivateMariaDB(str(tmp_path_factory.mktemp('mariadb')))
-    rabbit.start()
+    rabbit.launch()
     try:
+        mariadb = PrivateMariaDB(str(tmp_path_factory.mktemp('mariadb')))
         mariadb.start()
         try:
+            rabbit.wait_listening()
             yield {'rabbit': rabbit, 'mariadb': mariadb}
         finally:
             mariadb.stop()
