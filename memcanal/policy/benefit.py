@@ -5,8 +5,9 @@ its steps a little: the optimum moves with them, and a policy that
 follows it resizes its VMs for ever by a few MiB, each move predicting
 less than the prediction's own error. An allocation is made only when
 the VMs' curves predict its miss ratios, summed, at least
-``min_benefit`` below those at the memory they have now; a steady
-workload then reaches a steady size. The isolation bound is kept
+``min_benefit`` below those at the memory they have now, counting only
+the VMs whose own miss ratio falls by at least that; a steady workload
+then reaches a steady size. The isolation bound is kept
 whatever the benefit: a VM already past its bound is given back its
 memory even when the others lose more than it gains.
 """
@@ -14,13 +15,17 @@ memory even when the others lose more than it gains.
 from memcanal.policy import isolated
 
 
-def predicted_benefit(vms, targets):
+def predicted_benefit(vms, targets, least_gain=0.0):
     """How much lower the VMs' miss ratios would be, summed, at
     ``targets`` (name -> bytes) than at their memory now, as each VM's
-    curve predicts them; VMs without a curve or a target count 0."""
-    return sum(float(vm.miss_ratio(vm.current_bytes))
+    curve predicts them; VMs without a curve or a target count 0, and
+    so does a VM's fall smaller than ``least_gain`` (a rise counts
+    whole)."""
+    changes = (float(vm.miss_ratio(vm.current_bytes))
                - float(vm.miss_ratio(targets[vm.name]))
                for vm in vms if vm.curve is not None and vm.name in targets)
+    return sum(change for change in changes
+               if change < 0 or change >= least_gain)
 
 
 def past_bound(vm, delta):
@@ -33,7 +38,10 @@ def past_bound(vm, delta):
 
 def worth_making(vms, targets, delta, min_benefit):
     """Whether the allocation ``targets`` is to be made: it predicts at
-    least ``min_benefit`` (absolute miss ratios, summed) less, or some VM
-    is past its isolation bound now; always with ``min_benefit`` 0."""
+    least ``min_benefit`` (absolute miss ratios, summed) less, counting
+    only the VMs whose own miss ratio falls by that much (a resize that
+    moves a VM's prediction by less is within the prediction's error: two
+    such did not make one worth making), or some VM is past its isolation
+    bound now; always with ``min_benefit`` 0."""
     return (min_benefit <= 0 or any(past_bound(vm, delta) for vm in vms)
-            or predicted_benefit(vms, targets) >= min_benefit)
+            or predicted_benefit(vms, targets, min_benefit) >= min_benefit)

@@ -62,3 +62,15 @@ def test_a_vm_past_its_bound_gets_its_memory_back_whatever_the_benefit():
         pytest.approx(-0.1))
     assert benefit.worth_making([shrunk, lender], back, 0.05, 0.01)
     assert not benefit.worth_making([shrunk, lender], back, 3.0, 0.01)
+
+
+def test_falls_each_within_the_threshold_do_not_add_up_to_it():
+    """Two VMs each predicted 0.006 lower: 0.012 in all, but neither
+    resize moves its VM's prediction by min_benefit (0.01)."""
+    vms = [curves.vm(name, [(64, 0.9), (512, 0.016), (560, 0.010)],
+                     memory_bytes=512 * MB) for name in ('one', 'two')]
+    grown = {'one': 560 * MB, 'two': 560 * MB}
+    assert benefit.predicted_benefit(vms, grown) == pytest.approx(0.012)
+    assert benefit.predicted_benefit(vms, grown, 0.01) == 0.0
+    assert not benefit.worth_making(vms, grown, 0.05, 0.01)
+    assert benefit.worth_making(vms, grown, 0.05, 0.005)
