@@ -168,6 +168,10 @@ def _configure(args, oslo_args):
     CONF.set_default('optimize_interval', optimize_interval(args),
                      'optimizer')
     CONF.set_default('hold_seconds', 2 * args.interval, 'optimizer')
+    # Steps of a quarter of a VM's memory rather than 5 %: a file server
+    # its curve says needs twice its memory gets it in three steps, a
+    # minute, rather than in fifteen, most of a five-minute run.
+    CONF.set_default('max_step_fraction', 0.25, 'optimizer')
     CONF.set_default('default_mechanism', 'hotplug', 'optimizer')
     CONF.set_override('mode', args.policy_mode, 'optimizer')
     if args.policy is not None:
@@ -356,6 +360,9 @@ def main(argv=None):
     try:
         _run(args, progress)
     finally:
+        # The run's end, for the settled: line's last minutes: what is
+        # applied while the agents stop counts in them.
+        ended_at = timeutils.utcnow()
         stop_enabling.set()
         # The service's periodic jobs stop first: agents take seconds to
         # disconnect from RabbitMQ, long enough to be marked down
@@ -364,8 +371,7 @@ def main(argv=None):
         for service in reversed(services):
             service.stop()
         server.shutdown()
-    # Nothing is applied once the agents stopped: the run ends here.
-    _report(args, progress, timeutils.utcnow())
+    _report(args, progress, ended_at)
     rpc.cleanup()
     return 0
 
