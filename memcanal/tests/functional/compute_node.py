@@ -27,6 +27,7 @@ What stands in, and why (doc/deployment.md says the same):
   change this machine's libvirt for good.
 """
 
+import concurrent.futures
 import contextlib
 import http.server
 import json
@@ -67,6 +68,16 @@ def run(command, log, **popen):
     if done.returncode:
         raise AssertionError('%s failed:\n%s' % (command[0], done.stdout))
     return done.stdout
+
+
+def run_at_once(log, chains):
+    """Run each chain of setup commands in its order, the chains side by
+    side; fail the test with the output of the first that fails."""
+    with concurrent.futures.ThreadPoolExecutor(len(chains)) as pool:
+        for done in [pool.submit(lambda chain=chain: [
+                run(command, log) for command in chain])
+                for chain in chains]:
+            done.result()
 
 
 class NeutronStandIn(http.server.BaseHTTPRequestHandler):
@@ -380,54 +391,55 @@ def running_node(directory, reserved_mb, memcanal_conf):
 
         placement_dir = node_conf.placement_conf(directory, dbs,
                                                  urls['keystone'])
-        run([NOVA_VENV / 'bin' / 'placement-manage', '--config-file',
-             placement_dir / 'placement.conf', 'db', 'sync'], log)
         glance_dir = node_conf.glance_conf(directory, dbs, urls['keystone'])
-        run([GLANCE_VENV / 'bin' / 'glance-manage', '--config-file',
-             glance_dir / 'glance-api.conf', 'db_sync'], log)
-        processes.wait_listening('keystone', port['keystone'], 120)
-        session = node_conf.register(urls['keystone'], urls)
-
-        processes.start('placement', [
-            gunicorn, '-w', '1', '-b', '127.0.0.1:%d' % port['placement'],
-            'placement.wsgi.api:application'], port['placement'],
-            env={'OS_PLACEMENT_CONFIG_DIR': str(placement_dir)})
-        processes.start('glance', [
-            GLANCE_VENV / 'bin' / 'gunicorn', '-w', '1', '-b',
-            '127.0.0.1:%d' % port['glance'], 'glance.wsgi.api:application'],
-            port['glance'], env={'OS_GLANCE_CONFIG_DIR': str(glance_dir)})
-
         for made in ('instances', 'nova-state', 'lock'):
             (directory / made).mkdir()
         conf = node_conf.nova_conf(directory, dbs, urls, reserved_mb)
         node_conf.nova_api_files(directory)
-        manage = [NOVA_VENV / 'bin' / 'nova-manage', '--config-file', conf]
-        run(manage + ['api_db', 'sync'], log)
-        run(manage + ['cell_v2', 'map_cell0', '--database_connection',
-                      dbs['nova_cell0']], log)
-        run(manage + ['db', 'sync'], log)
-        run(manage + ['cell_v2', 'create_cell', '--name', 'cell1',
-                      '--database_connection', dbs['nova'],
-                      '--transport-url', services.RABBIT_URL], log)
-
         config = memcanal_conf(urls, dbs['memcanal'])
-        run([MEMCANAL_BIN / 'memcanal-manage', '--config-file', config,
-             'db', 'sync'], log)
-        processes.start('memcanal-api', [
-            gunicorn, '-w', '1', '-b', '127.0.0.1:%d' % port['memcanal'],
-            'memcanal.wsgi.api:application'], port['memcanal'],
-            env={'OS_MEMCANAL_CONFIG_FILES': str(config)})
+        manage = [NOVA_VENV / 'bin' / 'nova-manage', '--config-file', conf]
+        # Every service's schema at once, nova's steps in their order.
+        run_at_once(log, [
+            [[NOVA_VENV / 'bin' / 'placement-manage', '--config-file',
+              placement_dir / 'placement.conf', 'db', 'sync']],
+            [[GLANCE_VENV / 'bin' / 'glance-manage', '--config-file',
+              glance_dir / 'glance-api.conf', 'db_sync']],
+            [[MEMCANAL_BIN / 'memcanal-manage', '--config-file', config,
+              'db', 'sync']],
+            [manage + ['api_db', 'sync'],
+             manage + ['cell_v2', 'map_cell0', '--database_connection',
+                       dbs['nova_cell0']],
+             manage + ['db', 'sync'],
+             manage + ['cell_v2', 'create_cell', '--name', 'cell1',
+                       '--database_connection', dbs['nova'],
+                       '--transport-url', services.RABBIT_URL]]])
+        processes.wait_listening('keystone', port['keystone'], 120)
+        session = node_conf.register(urls['keystone'], urls)
+
+        # The APIs load at once; nova's services start once placement
+        # answers (nova-compute makes its resource provider as it starts).
+        nova_env = {'OS_NOVA_CONFIG_DIR': str(directory),
+                    'OS_NOVA_CONFIG_FILES': 'api-paste.ini;nova.conf'}
+        apis = {
+            'placement': ([gunicorn, 'placement.wsgi.api:application'],
+                          {'OS_PLACEMENT_CONFIG_DIR': str(placement_dir)}),
+            'glance': ([GLANCE_VENV / 'bin' / 'gunicorn',
+                        'glance.wsgi.api:application'],
+                       {'OS_GLANCE_CONFIG_DIR': str(glance_dir)}),
+            'memcanal': ([gunicorn, 'memcanal.wsgi.api:application'],
+                         {'OS_MEMCANAL_CONFIG_FILES': str(config)}),
+            'nova': ([gunicorn, '--chdir', directory,
+                      'nova_api_wsgi:application'], nova_env)}
+        for name, (command, env) in apis.items():
+            processes.start(name + '-api', command[:1] + [
+                '-w', '1', '-b', '127.0.0.1:%d' % port[name]] + command[1:],
+                env=env)
+        for name in apis:
+            processes.wait_listening(name + '-api', port[name])
         for name in ('service', 'agent'):
             processes.start('memcanal-' + name, [
                 MEMCANAL_BIN / ('memcanal-' + name), '--config-file',
                 config])
-
-        nova_env = {'OS_NOVA_CONFIG_DIR': str(directory),
-                    'OS_NOVA_CONFIG_FILES': 'api-paste.ini;nova.conf'}
-        processes.start('nova-api', [
-            gunicorn, '-w', '1', '-b', '127.0.0.1:%d' % port['nova'],
-            '--chdir', directory, 'nova_api_wsgi:application'],
-            port['nova'], env=nova_env)
         for name in ('conductor', 'scheduler', 'compute'):
             processes.start('nova-' + name, [
                 NOVA_VENV / 'bin' / ('nova-' + name), '--config-file',
