@@ -105,8 +105,8 @@ def memory_of_report(report):
     """The VM's memory when ``report`` was taken: its guest's count
     (what a tracing window lends the hypervisor cache included), else
     its flavor's."""
-    return int(report['guest_stats'].get('memory_bytes',
-                                          report['allocated_bytes']))
+    return int(report['guest_stats'].get(
+        'memory_bytes', report['allocated_bytes']))
 
 
 def reports_at_size(reports, since, size):
