@@ -379,22 +379,29 @@ def test_a_program_that_exits_frees_its_committed_memory_and_swap():
     assert stats['swap_bytes'] == 0
 
 
-def test_a_window_lists_what_the_last_window_dropped_before_the_vm_read_it(
-        conf):
-    """A window that starts while the VM still refills the memory the last
-    one gave back empty: the reads of what it dropped are refills, and
-    its curve puts them where a VM never traced holds them, not at misses
-    of every size."""
+def _after_one_window():
+    """A VM of 1024 pages that read 1000, then one tracing window of 896
+    pages (128 direct: the cache takes blocks 0..871, dropped at the
+    window's end); the VM and a function running pages through it."""
     vm = simulated.SimulatedVM('compute-1', 0, 4 * 2 ** 20, 0, 10 ** 9, 100)
 
     def run(pages):
         return vm.run_guest(traces.Trace.of(np.asarray(pages, np.int64)))
 
     run(range(1000))
-    # 128 pages direct: the cache takes blocks 0..871, dropped at the end.
     vm.start_tracing(896 * 4096, 'delayed')
     vm.cache_trace(0)
     vm.stop_tracing()
+    return vm, run
+
+
+def test_a_window_lists_what_the_last_window_dropped_before_the_vm_read_it(
+        conf):
+    """A window that starts while the VM still refills the memory the last
+    one gave back empty: the reads of what it dropped are refills, and
+    its curve puts them where a VM never traced holds them, not at misses
+    of every size."""
+    vm, run = _after_one_window()
     run(range(100))
     vm.start_tracing(896 * 4096, 'delayed')
     run(range(2000, 2010))
@@ -414,15 +421,7 @@ def test_only_what_a_vm_never_traced_would_hold_is_a_refill(conf):
     still has room for; the rest, and what the guest evicted, a VM never
     traced would have evicted too: the next window's curve puts its reads
     above the VM's memory."""
-    vm = simulated.SimulatedVM('compute-1', 0, 4 * 2 ** 20, 0, 10 ** 9, 100)
-
-    def run(pages):
-        return vm.run_guest(traces.Trace.of(np.asarray(pages, np.int64)))
-
-    run(range(1000))
-    vm.start_tracing(896 * 4096, 'delayed')
-    vm.cache_trace(0)
-    vm.stop_tracing()
+    vm, run = _after_one_window()
     # 1024 pages: the 128 it kept, these 100, and 796 of the 872 dropped
     # (76..871); a VM never traced evicted blocks 0..75 for these.
     run(range(2000, 2100))
