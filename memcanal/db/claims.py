@@ -4,9 +4,11 @@ An agent speaks for its own host alone. Its report creates the instances
 it is the first to name and updates those already on its host; an
 instance memcanal has on another host moves to the reporting one only
 once that host has let it go: its newest stored report omits it (and
-came after the instance was given to it: a migration memcanal applied
-gives a VM to its destination before that host reports it, while the
-source's reports still list it), or it is down, or nova says the VM runs
+it has reported since the instance was given to it with a report made
+after: a migration memcanal applied gives a VM to its destination
+before that host reports it, while the source's reports still list it,
+and the report the destination was sending then may be one made before
+the VM arrived), or it is down, or nova says the VM runs
 on the reporting host (a live migration shows the VM on both hosts until
 it ends; nova knows which runs it). A report never changes an
 instance's project: nova never does. Entries that break these rules are
@@ -68,24 +70,40 @@ def _still_listed(connection, instance_ids):
 
 
 def _holders(connection, host_ids, host_state):
-    """{host id: its last heartbeat} of those of ``host_ids`` that are
-    up."""
-    return {row.id: row.last_heartbeat_at for row in connection.execute(
+    """Those of ``host_ids`` that are up."""
+    return {row.id for row in connection.execute(
         sa.select(_HOSTS.c.id, _HOSTS.c.last_heartbeat_at,
                   _HOSTS.c.report_interval)
         .where(_HOSTS.c.id.in_(sorted(host_ids))))
         if host_state(row.last_heartbeat_at, row.report_interval) != 'down'}
 
 
-def _held(row, listed, holders):
+# Reports of a migration's destination that may have been made before
+# the VM arrived though stored after the migration was applied: the one
+# an agent was sending then. The next is made with the VM there.
+REPORTS_MADE_BEFORE = 1
+
+
+def _reports_since(connection, host_id, since):
+    """How many reports of the host were stored after ``since``, counted
+    up to one more than REPORTS_MADE_BEFORE."""
+    return len(connection.execute(
+        sa.select(_HOST_REPORTS.c.id)
+        .where(_HOST_REPORTS.c.host_id == host_id,
+               _HOST_REPORTS.c.received_at > since)
+        .limit(REPORTS_MADE_BEFORE + 1)).all())
+
+
+def _held(connection, row, listed, holders):
     """Whether the up host holding ``row``'s instance keeps it: its
-    newest report lists it, or it has not reported since it got it."""
+    newest report lists it, or it has not reported since it got it with
+    a report made after (REPORTS_MADE_BEFORE)."""
     if row.host_id not in holders:
         return False
-    heartbeat = holders[row.host_id]
     return row.id in listed or (
-        row.target_changed_at is not None and heartbeat is not None
-        and row.target_changed_at > heartbeat)
+        row.target_changed_at is not None
+        and _reports_since(connection, row.host_id, row.target_changed_at)
+        <= REPORTS_MADE_BEFORE)
 
 
 def left_out(connection, reports, host_state):
@@ -121,5 +139,5 @@ def left_out(connection, reports, host_state):
                            {row.host_id for row in contested.values()},
                            host_state)
         codes.update((key, ELSEWHERE) for key, row in contested.items()
-                     if _held(row, listed, holders))
+                     if _held(connection, row, listed, holders))
     return codes

@@ -129,3 +129,27 @@ def test_a_vm_a_migration_gave_another_host_stays_there_until_it_reports(
     assert db_api.store_report(ctx, stored.report(one, 3)) == {
         VM_1: claims.ELSEWHERE}
     assert where(ctx, VM_1) == (two, 'p1')
+
+
+def test_a_migrated_vm_stays_while_its_destination_may_report_from_before(
+        ctx, hosts):
+    """memcanal applied a migration of VM_1 to compute-2 while compute-2
+    was sending a report made before the VM arrived: stored after, it
+    omits the VM, and compute-1's report (also made before) does not
+    take the VM back; compute-2's next report, made after and still
+    without it, lets it go."""
+    one, two = hosts
+    with db_api.context_manager.writer.using(ctx) as session:
+        [two_id] = session.execute(sa.select(models.Host.id).where(
+            models.Host.uuid == two)).scalars()
+        session.execute(sa.update(models.Instance).where(
+            models.Instance.uuid == VM_1).values(
+                host_id=two_id, target_changed_at=timeutils.utcnow()
+                - datetime.timedelta(seconds=1)))
+    db_api.store_report(ctx, stored.report(two, 1, stored.sample(VM_2, 1)))
+    assert db_api.store_report(ctx, stored.report(one, 2)) == {
+        VM_1: claims.ELSEWHERE}
+    assert where(ctx, VM_1) == (two, 'p1')
+    db_api.store_report(ctx, stored.report(two, 2, stored.sample(VM_2, 2)))
+    assert db_api.store_report(ctx, stored.report(one, 3)) is True
+    assert where(ctx, VM_1) == (one, 'p1')
