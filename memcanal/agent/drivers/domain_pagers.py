@@ -143,8 +143,8 @@ class DomainPagers:
         found = libvirt_qemus(self.conf.libvirt.qemu_run_dir).get(peer.pid)
         if found is None:
             raise handoff_checks.Refused('not_qemu', (
-                'pid %d (uid %d) is no QEMU libvirt runs' % (peer.pid,
-                                                            peer.uid)))
+                'pid %d (uid %d) is no QEMU libvirt runs' % (
+                    peer.pid, peer.uid)))
         name, written = found
         if peer.started is None or (
                 peer.started_at() > written + PID_FILE_SLACK):
@@ -243,17 +243,30 @@ class DomainPagers:
         return kept
 
     def collect(self, uuid, sample):
-        """``sample`` with what the domain's pager saw (paged.collect)."""
+        """``sample`` with what the domain's pager saw (paged.collect);
+        as it is while the domain is being paged, rather than wait for
+        it (a page-out takes as long as its pages take to reach their
+        stores)."""
         with self._lock:
             pager = self._pagers.get(uuid)
             if pager is None or self._upkeep(uuid, pager) is None:
                 return sample
-            return paged.collect(self._pagers[uuid], sample)
+            pager = self._pagers[uuid]
+        if not pager.busy.acquire(blocking=False):
+            LOG.debug('%s is being paged: its samples wait for the next '
+                      'report', uuid)
+            return sample
+        try:
+            return paged.collect(pager, sample)
+        finally:
+            pager.busy.release()
 
     def page(self, uuid, socket, target_bytes, stores, lease_tokens=None):
         """Page the domain to ``target_bytes`` resident, starting its
         pager with ``stores`` (and their ``lease_tokens``) if it has
-        none; the Resize."""
+        none; the Resize. The pagers' lock is held only to find or start
+        the pager: the other domains' pagers are kept and collected while
+        this one pages."""
         with self._lock:
             pager = self._pagers.get(uuid)
             if pager is not None:
@@ -267,6 +280,7 @@ class DomainPagers:
                     raise exception.ResizeFailed(uuid=uuid,
                                                  reason=str(error))
                 pager = self._pagers[uuid]
+        with pager.busy:
             return paged.set_resident(pager, target_bytes, stores,
                                       lease_tokens, self.conf.pager.timeout)
 

@@ -35,6 +35,7 @@ import glob
 import json
 import os
 import stat
+import threading
 import time
 
 from oslo_log import log as logging
@@ -205,6 +206,10 @@ class VmPager:
             pager_file(conf, record.uuid, '.ctl'), process,
             pager_file(conf, record.uuid, '.log'), conf.pager.timeout)
         self.guest = None
+        # Held while the agent pages the VM or collects its samples: one
+        # at a time on its GuestPager's state (a collection does not wait
+        # for a page-out: DomainPagers.collect).
+        self.busy = threading.Lock()
 
     @classmethod
     def start(cls, conf, instance_uuid, socket, stores=(),
