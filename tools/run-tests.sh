@@ -23,6 +23,13 @@ bash tools/start-services.sh
 # QEMU, the test guest and the memtrace plugin; libvirtd and libvirt-python.
 bash tools/build-test-guest.sh
 bash tools/install-libvirt.sh "$venv"
+# Functional tests fail, rather than skip, when a service is missing.
+export MEMCANAL_REQUIRE_SERVICES=1
+# The unit tests need no more than this: they run while the rest
+# installs, their output shown once it has.
+"$venv/bin/pytest" -q -p no:cacheprovider memcanal/tests/unit "$@" \
+    > "$installs/unit" 2>&1 &
+unit_tests=$!
 # Headless Chromium and chromedriver for the dashboard's browser test.
 bash tools/install-chromium.sh
 # A real keystone for the API's authentication tests, in its own venv.
@@ -32,18 +39,27 @@ finished $nova_install nova
 # A nova compute node's other pieces: qemu-img, libvirt-python in nova's
 # venv, glance in its own (test_nova_compute.py).
 bash tools/install-compute-node.sh
-# Functional tests fail, rather than skip, when a service is missing.
-export MEMCANAL_REQUIRE_SERVICES=1
-# The main suite, then the tests that need nova, in nova's venv; either
-# failing fails the run.
+# The unit tests' outcome, then the functional suite, then the tests
+# that need nova, in nova's venv; any failing fails the run. Arguments
+# that select no test of one of them (pytest's 5) are no failure there.
 status=0
+settle() {
+    local code=$1
+    if [ $code -ne 0 ] && ! { [ $# -gt 1 ] && [ $code -eq 5 ]; }; then
+        status=$code
+    fi
+}
+unit_status=0
+wait $unit_tests || unit_status=$?
+cat "$installs/unit"
+settle $unit_status "$@"
+functional_status=0
 "$venv/bin/pytest" -q -p no:cacheprovider --durations=25 memcanal/tests \
-    --ignore=memcanal/tests/nova_functional "$@" || status=$?
+    --ignore=memcanal/tests/unit --ignore=memcanal/tests/nova_functional \
+    "$@" || functional_status=$?
+settle $functional_status "$@"
 nova_status=0
 "${MEMCANAL_NOVA_VENV:-.venv-nova}/bin/pytest" -q -p no:cacheprovider \
     memcanal/tests/nova_functional "$@" || nova_status=$?
-# Arguments that select no nova test (pytest's 5) are no failure there.
-if [ $nova_status -ne 0 ] && ! { [ $# -gt 0 ] && [ $nova_status -eq 5 ]; }; then
-    status=$nova_status
-fi
+settle $nova_status "$@"
 exit $status
