@@ -39,9 +39,14 @@ finished $nova_install nova
 # A nova compute node's other pieces: qemu-img, libvirt-python in nova's
 # venv, glance in its own (test_nova_compute.py).
 bash tools/install-compute-node.sh
-# The unit tests' outcome, then the functional suite, then the tests
-# that need nova, in nova's venv; any failing fails the run. Arguments
-# that select no test of one of them (pytest's 5) are no failure there.
+# The tests that need nova (its fake driver, in-process, in its venv)
+# run beside the unit tests; their output is shown at the end.
+"${MEMCANAL_NOVA_VENV:-.venv-nova}/bin/pytest" -q -p no:cacheprovider \
+    memcanal/tests/nova_functional "$@" > "$installs/nova-tests" 2>&1 &
+nova_tests=$!
+# The unit tests' outcome, the functional suite, then nova's tests'
+# outcome; any failing fails the run. Arguments that select no test of
+# one of them (pytest's 5) are no failure there.
 status=0
 settle() {
     local code=$1
@@ -59,7 +64,7 @@ functional_status=0
     "$@" || functional_status=$?
 settle $functional_status "$@"
 nova_status=0
-"${MEMCANAL_NOVA_VENV:-.venv-nova}/bin/pytest" -q -p no:cacheprovider \
-    memcanal/tests/nova_functional "$@" || nova_status=$?
+wait $nova_tests || nova_status=$?
+cat "$installs/nova-tests"
 settle $nova_status "$@"
 exit $status
