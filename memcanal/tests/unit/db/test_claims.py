@@ -107,6 +107,18 @@ def host_id(ctx, uuid):
     return db_api.get_host(ctx, uuid)['id']
 
 
+def migrated(ctx, uuid, host, after):
+    """What an applied migration records: the VM on ``host``, given to
+    it ``after`` from now."""
+    with db_api.context_manager.writer.using(ctx) as session:
+        [host_id] = session.execute(sa.select(models.Host.id).where(
+            models.Host.uuid == host)).scalars()
+        session.execute(sa.update(models.Instance).where(
+            models.Instance.uuid == uuid).values(
+                host_id=host_id, target_changed_at=timeutils.utcnow()
+                + after))
+
+
 def test_a_vm_a_migration_gave_another_host_stays_there_until_it_reports(
         ctx, hosts):
     """memcanal applied a migration of VM_1 to compute-2, which has not
@@ -115,13 +127,7 @@ def test_a_vm_a_migration_gave_another_host_stays_there_until_it_reports(
     compute-1's without it, settle it there."""
     one, two = hosts
     db_api.store_report(ctx, stored.report(two, 1))
-    with db_api.context_manager.writer.using(ctx) as session:
-        [two_id] = session.execute(sa.select(models.Host.id).where(
-            models.Host.uuid == two)).scalars()
-        session.execute(sa.update(models.Instance).where(
-            models.Instance.uuid == VM_1).values(
-                host_id=two_id, target_changed_at=timeutils.utcnow()
-                + datetime.timedelta(seconds=1)))
+    migrated(ctx, VM_1, two, datetime.timedelta(seconds=1))
     assert db_api.store_report(ctx, stored.report(one, 2)) == {
         VM_1: claims.ELSEWHERE}
     assert where(ctx, VM_1) == (two, 'p1')
@@ -139,13 +145,7 @@ def test_a_migrated_vm_stays_while_its_destination_may_report_from_before(
     take the VM back; compute-2's next report, made after and still
     without it, lets it go."""
     one, two = hosts
-    with db_api.context_manager.writer.using(ctx) as session:
-        [two_id] = session.execute(sa.select(models.Host.id).where(
-            models.Host.uuid == two)).scalars()
-        session.execute(sa.update(models.Instance).where(
-            models.Instance.uuid == VM_1).values(
-                host_id=two_id, target_changed_at=timeutils.utcnow()
-                - datetime.timedelta(seconds=1)))
+    migrated(ctx, VM_1, two, -datetime.timedelta(seconds=1))
     db_api.store_report(ctx, stored.report(two, 1, stored.sample(VM_2, 1)))
     assert db_api.store_report(ctx, stored.report(one, 2)) == {
         VM_1: claims.ELSEWHERE}
