@@ -1,0 +1,345 @@
+"""A real Xen host for functional tests: Xen 4.17 and a Linux dom0
+nested in QEMU TCG, booted from what tools/build-xen.sh builds.
+
+There is no Xen on the machines tests run on, nor hardware
+virtualization; Xen runs as QEMU TCG's guest, with the CPU flags the
+research note (../shared/research/xen.md) found it needs. The host runs
+commands in dom0 through a virtio-serial port (a Unix socket here, a
+shell reading the port there): dom0 is a PV guest and drives QEMU's PCI
+devices, virtio included, as a native kernel would. Guests' consoles are
+logged by xenconsoled in dom0 and read back through the same port.
+
+    python -m memcanal.tests.functional.xen_host [--memory-mb 256] ...
+
+boots it once, runs memcanal-writer in a PVH domU under
+memcanal-logdirty, and prints a summary per interval (doc/xen.md).
+"""
+
+import argparse
+import json
+import os
+import shlex
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+
+PAGE = 4096
+XEN_DIR = os.environ.get('MEMCANAL_XEN_DIR', os.path.join(
+    os.environ.get('XDG_CACHE_HOME') or os.path.expanduser('~/.cache'),
+    'memcanal', 'xen'))
+ARTEFACTS = ('xen.elf', 'vmlinuz', 'dom0.cpio.gz')
+# -smap: dom0 dies at once without it (#PF in create_bounce_frame);
+# -rdtscp: TCG reports RDTSCP as RDTSC and PVH guests crash on it; max,
+# not EPYC (Xen panics on MWAIT). Xen finds SVM with nested paging
+# (HAP), which PVH guests and their log-dirty need.
+CPU = 'max,-smap,-rdtscp'
+XEN_ARGS = 'console=com1 com1=115200,8n1 dom0_mem=%dM,max:%dM noreboot'
+DOM0_ARGS = 'console=hvc0 earlyprintk=xen'
+LOGDIRTY = '/usr/lib/xen-4.17/bin/memcanal-logdirty'
+
+
+class XenError(Exception):
+    """A dom0 command failed, or Xen did not come up in time."""
+
+
+def absent_artefacts(xen_dir=XEN_DIR):
+    """The artefacts tools/build-xen.sh makes that ``xen_dir`` lacks,
+    and qemu-system-x86_64 if it is not installed."""
+    absent = [name for name in ARTEFACTS
+              if not os.path.exists(os.path.join(xen_dir, name))]
+    if subprocess.run(['sh', '-c', 'command -v qemu-system-x86_64'],
+                      capture_output=True).returncode:
+        absent.append('qemu-system-x86_64')
+    return absent
+
+
+def parse_runs(text):
+    """The frame numbers of a JSON list of [first, count] runs."""
+    frames = set()
+    for first, count in json.loads(text):
+        frames.update(range(first, first + count))
+    return frames
+
+
+def parse_logdirty(output):
+    """memcanal-logdirty's intervals, from its output, in order; its
+    other lines (errors on stderr) are left out."""
+    intervals = []
+    for line in output.splitlines():
+        if line.startswith('{'):
+            interval = json.loads(line)
+            interval['frames'] = set()
+            for first, count in interval['pfns']:
+                interval['frames'].update(range(first, first + count))
+            intervals.append(interval)
+    return intervals
+
+
+def parse_writer(console):
+    """What memcanal-writer said on a guest's console: its pages' frames
+    (``frames``), and whether it reached each phase (``writing``,
+    ``idle``, ``done``)."""
+    said = {'frames': None, 'writing': False, 'idle': False, 'done': False}
+    for line in console.splitlines():
+        line = line.strip()
+        if line.startswith('writer: pages='):
+            said['frames'] = parse_runs(line.split('pfns=', 1)[1])
+        elif line in ('writer: writing', 'writer: idle', 'writer: done'):
+            said[line.split(': ')[1]] = True
+    return said
+
+
+def classify(intervals, written):
+    """Each interval against the ``written`` frames: 'all' if every one
+    was dirty in it, 'none' if none was, else 'some'; with the dirty
+    frames outside the set (what the guest's kernel and the writer's own
+    stack wrote), as (kind, extra) pairs."""
+    kinds = []
+    for interval in intervals:
+        hit = len(interval['frames'] & written)
+        kind = 'all' if hit == len(written) else 'none' if not hit else 'some'
+        kinds.append((kind, len(interval['frames'] - written)))
+    return kinds
+
+
+class XenHost(object):
+    """Xen and dom0 in QEMU TCG; ``run`` a shell command in dom0."""
+
+    def __init__(self, xen_dir=XEN_DIR, memory_mb=2048, dom0_mb=768,
+                 work_dir=None):
+        self.xen_dir = xen_dir
+        self.memory_mb = memory_mb
+        self.dom0_mb = dom0_mb
+        self.work_dir = work_dir or tempfile.mkdtemp(prefix='memcanal-xen-')
+        self.serial_log = os.path.join(self.work_dir, 'serial.log')
+        self.process = None
+        self.sock = None
+        self.pending = b''
+
+    def command_line(self, control):
+        """QEMU's: Xen as the multiboot kernel, dom0's kernel and
+        initramfs its modules (comma-separated), the virtio-serial port
+        at Unix socket ``control``."""
+        path = lambda name: os.path.join(self.xen_dir, name)  # noqa: E731
+        return [
+            'nice', '-n', '19', 'qemu-system-x86_64',
+            '-machine', 'q35,accel=tcg', '-cpu', CPU, '-smp', '2',
+            '-m', str(self.memory_mb), '-display', 'none', '-no-reboot',
+            '-monitor', 'none', '-serial', 'file:%s' % self.serial_log,
+            '-device', 'virtio-serial-pci',
+            '-chardev', 'socket,id=ctl,path=%s,server=on,wait=off' % control,
+            '-device', 'virtserialport,chardev=ctl,name=memcanal',
+            '-kernel', path('xen.elf'),
+            '-append', XEN_ARGS % (self.dom0_mb, self.dom0_mb),
+            '-initrd', '%s %s,%s' % (path('vmlinuz'), DOM0_ARGS,
+                                     path('dom0.cpio.gz')),
+        ]
+
+    def start(self, timeout=300):
+        """Boot; return once dom0 answers on its port (Xen's toolstack
+        is up by then: dom0's /init starts the port's shell last)."""
+        control = os.path.join(self.work_dir, 'control.sock')
+        with open(os.path.join(self.work_dir, 'qemu.out'), 'wb') as out:
+            self.process = subprocess.Popen(
+                self.command_line(control), stdout=out,
+                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while self.sock is None:
+            self._check_alive(deadline)
+            try:
+                self.sock = socket.socket(socket.AF_UNIX)
+                self.sock.connect(control)
+            except OSError:
+                self.sock = None
+                time.sleep(0.5)
+        # Until dom0's shell reads the port, what is sent may be lost:
+        # ask again until an answer comes.
+        while True:
+            self._check_alive(deadline)
+            try:
+                self.run('true', timeout=5)
+                return
+            except XenError:
+                continue
+
+    def _check_alive(self, deadline):
+        if self.process.poll() is not None:
+            raise XenError('QEMU exited (%s): %s' % (
+                self.process.returncode, self.serial_tail()))
+        if time.monotonic() > deadline:
+            raise XenError('dom0 did not answer: %s' % self.serial_tail())
+
+    def serial_tail(self, lines=30):
+        """The end of Xen's and dom0's console, for failure messages."""
+        try:
+            with open(self.serial_log, errors='replace') as log:
+                return ''.join(log.readlines()[-lines:])
+        except OSError:
+            return ''
+
+    def run(self, command, timeout=120):
+        """(exit status, output) of shell ``command`` in dom0.
+
+        Each command ends with a marker of its own, so an answer to an
+        earlier command that timed out is skipped, not taken for this
+        one's.
+        """
+        marker = 'memcanal-%s' % uuid.uuid4().hex
+        self.sock.sendall(('(%s) </dev/null 2>&1; echo; echo "%s $?"\n' % (
+            command, marker)).encode())
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.pending.decode(errors='replace')
+            at = text.find(marker + ' ')
+            end = text.find('\n', at)
+            if at >= 0 and end >= 0:
+                status = int(text[at + len(marker) + 1:end])
+                output = text[:at]
+                self.pending = text[end + 1:].encode()
+                # The output's own end, and the echo's newline.
+                return status, output[:-1] if output.endswith('\n') \
+                    else output
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise XenError('no answer to %r in %d s' % (command, timeout))
+            self.sock.settimeout(remaining)
+            try:
+                data = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            if not data:
+                raise XenError('dom0 closed its port: %s'
+                               % self.serial_tail())
+            self.pending += data
+
+    def check(self, command, timeout=120):
+        """``command``'s output; XenError if it fails."""
+        status, output = self.run(command, timeout)
+        if status:
+            raise XenError('%r exited %d: %s' % (command, status, output))
+        return output
+
+    def create_pvh(self, name, memory_mb, writer=None, timeout=180):
+        """Create PVH domU ``name`` of ``memory_mb`` (Debian's kernel,
+        hypervisor-patches/xen/domu-init), running memcanal-writer with
+        ``writer`` = (size_mb, write_s, idle_s) if given; its domain id.
+        """
+        extra = 'console=hvc0'
+        if writer:
+            extra += ' memcanal.writer=%d:%d:%d' % tuple(writer)
+        config = '\n'.join([
+            'name = "%s"' % name, 'type = "pvh"', 'vcpus = 1',
+            'kernel = "/domu/vmlinuz"', 'ramdisk = "/domu/domu.cpio.gz"',
+            'extra = "%s"' % extra,
+            'memory = %d' % memory_mb, 'maxmem = %d' % memory_mb, ''])
+        path = '/tmp/%s.cfg' % name
+        self.check('printf %%s %s > %s' % (shlex.quote(config), path))
+        self.check('xl create %s' % path, timeout)
+        return int(self.check('xl domid %s' % name))
+
+    def console(self, name):
+        """Guest ``name``'s console so far, as xenconsoled logged it."""
+        return self.run('cat /var/log/xen/console/guest-%s.log' % name)[1]
+
+    def wait_console(self, name, predicate, timeout=180, what='output'):
+        """Guest ``name``'s console once ``predicate`` is true of it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            console = self.console(name)
+            if predicate(console):
+                return console
+            time.sleep(1)
+        raise XenError('guest %s: no %s in %d s: %s' % (
+            name, what, timeout, self.console(name)[-2000:]))
+
+    def start_logdirty(self, domid, interval_s, count):
+        """Start memcanal-logdirty on ``domid`` in dom0's background."""
+        self.check('%s %d %s %d > /tmp/logdirty.%d 2>&1 & '
+                   'echo $! > /tmp/logdirty.%d.pid' % (
+                       LOGDIRTY, domid, interval_s, count, domid, domid))
+
+    def logdirty_output(self, domid, timeout=120):
+        """memcanal-logdirty's output on ``domid``, once it has ended."""
+        self.check('pid=$(cat /tmp/logdirty.%d.pid); '
+                   'while kill -0 $pid 2>/dev/null; do sleep 0.5; done'
+                   % domid, timeout)
+        return self.check('cat /tmp/logdirty.%d' % domid)
+
+    def memory_mb_of(self, name):
+        """Guest ``name``'s memory as ``xl list`` shows it (MiB)."""
+        line = self.check('xl list %s' % name).splitlines()[-1]
+        return int(line.split()[2])
+
+    def stop(self):
+        """Stop QEMU (Xen with it)."""
+        if self.sock is not None:
+            self.sock.close()
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def measure(host, memory_mb, size_mb, write_s, idle_s, interval_s):
+    """Run memcanal-writer in a fresh PVH guest under memcanal-logdirty;
+    the written frames, and the intervals logged until it went idle and
+    stayed so ``idle_s`` seconds."""
+    name = 'writer%d' % memory_mb
+    domid = host.create_pvh(name, memory_mb, (size_mb, write_s, idle_s))
+    said = host.wait_console(name, lambda c: parse_writer(c)['writing'],
+                             what='writer')
+    count = int((write_s + idle_s) / interval_s)
+    host.start_logdirty(domid, interval_s, count)
+    host.wait_console(name, lambda c: parse_writer(c)['done'],
+                      timeout=write_s + idle_s + 120, what='writer: done')
+    intervals = parse_logdirty(host.logdirty_output(
+        domid, timeout=count * interval_s + 120))
+    said = parse_writer(host.console(name))
+    return said['frames'], intervals
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--xen-dir', default=XEN_DIR)
+    parser.add_argument('--memory-mb', type=int, nargs='+', default=[256])
+    parser.add_argument('--size-mb', type=int, default=16)
+    parser.add_argument('--write-s', type=int, default=20)
+    parser.add_argument('--idle-s', type=int, default=10)
+    parser.add_argument('--interval-s', type=float, default=1)
+    parser.add_argument('--host-memory-mb', type=int, default=2048)
+    args = parser.parse_args()
+    host = XenHost(args.xen_dir, memory_mb=args.host_memory_mb)
+    started = time.monotonic()
+    try:
+        host.start()
+        print('boot: %.1f s' % (time.monotonic() - started))
+        for memory_mb in args.memory_mb:
+            written, intervals = measure(host, memory_mb, args.size_mb,
+                                         args.write_s, args.idle_s,
+                                         args.interval_s)
+            for interval, (kind, extra) in zip(intervals,
+                                               classify(intervals, written)):
+                print(json.dumps({
+                    'memory_mb': memory_mb, 'interval': interval['interval'],
+                    'written': len(written), 'dirty': interval['dirty'],
+                    'kind': kind, 'extra': extra,
+                    'cost_us': interval['cost_ns'] // 1000}))
+            costs = sorted(i['cost_ns'] // 1000 for i in intervals)
+            print(json.dumps({
+                'memory_mb': memory_mb,
+                'bitmap_bits': intervals[0]['pages'],
+                'cost_us_median': costs[len(costs) // 2],
+                'cost_us_max': costs[-1]}))
+            host.check('xl destroy writer%d' % memory_mb)
+    finally:
+        host.stop()
+        print('work dir: %s' % host.work_dir)
+
+
+if __name__ == '__main__':
+    main()
