@@ -79,13 +79,16 @@ def parse_logdirty(output):
 
 def parse_writer(console):
     """What memcanal-writer said on a guest's console: its pages' frames
-    (``frames``), and whether it reached each phase (``writing``,
-    ``idle``, ``done``)."""
-    said = {'frames': None, 'writing': False, 'idle': False, 'done': False}
+    (``frames``), whether it reached each phase (``writing``, ``idle``,
+    ``done``), and how many passes it wrote (``passes``)."""
+    said = {'frames': None, 'writing': False, 'idle': False, 'done': False,
+            'passes': None}
     for line in console.splitlines():
         line = line.strip()
         if line.startswith('writer: pages='):
             said['frames'] = parse_runs(line.split('pfns=', 1)[1])
+        elif line.startswith('writer: wrote passes='):
+            said['passes'] = int(line.split('=')[1].split()[0])
         elif line in ('writer: writing', 'writer: idle', 'writer: done'):
             said[line.split(': ')[1]] = True
     return said
@@ -303,6 +306,18 @@ def measure(host, memory_mb, size_mb, write_s, idle_s, interval_s):
     return said['frames'], intervals
 
 
+def passes_unlogged(host, memory_mb, size_mb, write_s):
+    """How many passes memcanal-writer makes in a guest not logged: the
+    guest's side of log-dirty's cost is the difference."""
+    name = 'unlogged%d' % memory_mb
+    host.create_pvh(name, memory_mb, (size_mb, write_s, 1))
+    said = parse_writer(host.wait_console(
+        name, lambda c: parse_writer(c)['done'], timeout=write_s + 180,
+        what='writer: done'))
+    host.check('xl destroy %s' % name)
+    return said['passes']
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--xen-dir', default=XEN_DIR)
@@ -330,12 +345,15 @@ def main():
                     'kind': kind, 'extra': extra,
                     'cost_us': interval['cost_ns'] // 1000}))
             costs = sorted(i['cost_ns'] // 1000 for i in intervals)
+            said = parse_writer(host.console('writer%d' % memory_mb))
+            host.check('xl destroy writer%d' % memory_mb)
             print(json.dumps({
-                'memory_mb': memory_mb,
+                'memory_mb': memory_mb, 'passes_logged': said['passes'],
+                'passes_unlogged': passes_unlogged(
+                    host, memory_mb, args.size_mb, args.write_s),
                 'bitmap_bits': intervals[0]['pages'],
                 'cost_us_median': costs[len(costs) // 2],
                 'cost_us_max': costs[-1]}))
-            host.check('xl destroy writer%d' % memory_mb)
     finally:
         host.stop()
         print('work dir: %s' % host.work_dir)

@@ -29,12 +29,13 @@ def test_writer_console():
     said = xen_host.parse_writer(CONSOLE)
     assert said['frames'] == {100, 101, 102, 105}
     assert said['writing'] and not said['idle'] and not said['done']
+    assert said['passes'] == 9
 
 
 def test_writer_console_before_it_starts():
     said = xen_host.parse_writer('memcanal-domu: ready writer=\n')
     assert said == {'frames': None, 'writing': False, 'idle': False,
-                    'done': False}
+                    'done': False, 'passes': None}
 
 
 def test_classify():
