@@ -15,6 +15,7 @@ import math
 import zlib
 
 from memcanal.agent import tracing
+from memcanal.agent import write_log
 from memcanal.estimation import mrc
 from memcanal.estimation import observer
 from memcanal.estimation import packed_curve
@@ -71,6 +72,9 @@ class InstanceCollector:
         self._conf = conf
         self._pages = memory_bytes // page_size
         self.sampled = None
+        self._memory_bytes = memory_bytes
+        # The estimators of a hypervisor's write log, from its first one.
+        self.write_log = None
         # The latest Sample's driver.AccessSamples (None without one):
         # the pages the pager saw accessed, interval by interval, for a
         # paging detector (memcanal.estimation.sampling.ColdPageFeed).
@@ -87,7 +91,9 @@ class InstanceCollector:
         that have not converged yet are left out of ``wss``. Whatever
         else it holds, a sample with sampled accesses (``accesses``) adds
         the "sampled" working sets (``sampled``: over PRL's window;
-        ``sampled_write``: written), curve, and statistics.
+        ``sampled_write``: written), curve, and statistics. A
+        hypervisor's write log (``write_log``) gives the
+        ``<source>_logdirty`` working set and write curve.
         """
         if sample.logs is not None:
             logs = sample.logs
@@ -103,6 +109,8 @@ class InstanceCollector:
             summary = self.handle_logs(prl.gpas, pml.gpas, self._now_ns)
             summary['logs'] = report_stats({'prl': prl.stats,
                                             'pml': pml.stats})
+        elif sample.write_log is not None:
+            summary = self._write_log(sample.write_log)
         else:
             summary = {'wss': {}, 'mrc': {}}
         self.tracing.add(sample.cache_trace)
@@ -116,6 +124,12 @@ class InstanceCollector:
             self._report_sampled(summary)
         return dict(summary, guest_stats=guest_stats,
                     mrc=packed_curves(summary['mrc']))
+
+    def _write_log(self, log):
+        if self.write_log is None:
+            self.write_log = write_log.WriteLogEstimators(
+                self._conf, self._memory_bytes, self.page_size, log.source)
+        return self.write_log.collect(log)
 
     def _add_accesses(self, accesses):
         """Add the sampled intervals; whether the VM has been sampled.

@@ -101,6 +101,22 @@ class LogDelivery:
 
 
 @dataclasses.dataclass(frozen=True)
+class WriteLog:
+    """A hypervisor's own log of the pages one VM wrote, interval by
+    interval, since the previous collection: Xen's log-dirty (what PML
+    fills on Intel hosts), read and cleared every interval.
+
+    ``intervals`` are arrays of the distinct page indexes (guest frame
+    numbers) written in each of the log's intervals, oldest first;
+    ``source`` names the hypervisor ('xen'), and so the working set and
+    curve the agent reports from it (memcanal.agent.write_log).
+    """
+
+    source: str
+    intervals: tuple
+
+
+@dataclasses.dataclass(frozen=True)
 class AccessInterval:
     """One sampling interval a pager closed (doc/estimation.md, "Sampled
     accesses"): the page indexes whose access it saw (``touched``: a
@@ -143,6 +159,8 @@ class Sample:
     page accesses in the interval. ``accesses`` is what the pager's
     access sampling saw, an AccessSamples, where it samples the VM; the
     agent turns it into the "sampled" working set and curve.
+    ``write_log`` is a WriteLog where the hypervisor logs the VM's
+    writes itself (Xen's log-dirty).
     """
 
     page_size: int
@@ -152,9 +170,14 @@ class Sample:
     logs: LogDelivery | None = None
     paging_trace: CacheTrace | None = None
     accesses: AccessSamples | None = None
+    write_log: WriteLog | None = None
 
 
 class HypervisorDriver(abc.ABC):
+
+    # What the agent registers its host as (GET /hosts'
+    # hypervisor_type); memcanal.hypervisors says what applies to each.
+    hypervisor_type = 'unknown'
 
     @abc.abstractmethod
     def host_info(self):

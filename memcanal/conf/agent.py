@@ -9,7 +9,8 @@ agent_opts = [
                default='libvirt',
                help='Hypervisor driver, by its name in the '
                     '"memcanal.agent.drivers" entry point group: libvirt '
-                    '(a compute node\'s domains), qemu (guests traced '
+                    '(a compute node\'s domains), xen (a Xen host\'s '
+                    'domains, from its dom0: [xen]), qemu (guests traced '
                     'by memtrace) or simulated (invented VMs, for trying '
                     'memcanal out; memcanal-aio uses it).'),
     cfg.StrOpt('availability_zone',

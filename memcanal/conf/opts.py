@@ -18,10 +18,11 @@ from memcanal.conf import retention
 from memcanal.conf import sampling
 from memcanal.conf import service
 from memcanal.conf import simulated
+from memcanal.conf import xen
 
 _MODULES = (base, agent, api, database, estimation, hcache, libvirt,
             migration, nova, optimizer, pager, placement, pooling, qemu,
-            retention, sampling, service, simulated)
+            retention, sampling, service, simulated, xen)
 
 
 def list_opts():

@@ -111,12 +111,17 @@ class LibvirtDriver(driver.HypervisorDriver):
     is the one used.
     """
 
+    # The option group this driver reads (connection_uri,
+    # reserved_host_memory_mb, unowned_project_id, memory_stats_period);
+    # memcanal.agent.drivers.xen reads [xen].
+    OPTIONS = 'libvirt'
+
     def __init__(self, conf, host, connection=None):
         if libvirt is None:
             raise exception.DriverNotFound(
                 name='libvirt (libvirt-python is not installed)')
         self.conf = conf
-        self.options = conf.libvirt
+        self.options = getattr(conf, self.OPTIONS)
         # libvirt prints every error to stderr unless told otherwise;
         # errors reach us as exceptions.
         libvirt.registerErrorHandler(lambda _ctx, _error: None, None)
@@ -124,9 +129,21 @@ class LibvirtDriver(driver.HypervisorDriver):
             self.options.connection_uri)
         self._domains = {}
         self._lock = threading.Lock()
-        self.pagers = (domain_pagers.DomainPagers(
-            conf, self.connection, libvirt.libvirtError)
-            if self.options.paging else None)
+        self.pagers = self._domain_pagers()
+
+    @property
+    def hypervisor_type(self):
+        """libvirt's name of the hypervisor, lower case: 'qemu' for
+        QEMU/KVM (the domains' own type says kvm or qemu), 'xen' for
+        libxl."""
+        return self.connection.getType().lower()
+
+    def _domain_pagers(self):
+        """Pagers are QEMU's (the guest's RAM handed over by its QEMU)."""
+        if not self.options.paging:
+            return None
+        return domain_pagers.DomainPagers(self.conf, self.connection,
+                                          libvirt.libvirtError)
 
     # -- host and instances ----------------------------------------------
 
@@ -174,12 +191,20 @@ class LibvirtDriver(driver.HypervisorDriver):
     def _pager(self, uuid):
         return None if self.pagers is None else self.pagers.pager(uuid)
 
-    def list_instances(self):
-        instances = []
-        domains = self.connection.listAllDomains(
+    def _active_domains(self):
+        """The running domains this driver reports."""
+        return self.connection.listAllDomains(
             libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)
+
+    def _refresh(self, domains):
+        """Keep what runs beside each domain in step with ``domains``."""
         if self.pagers is not None:
             self.pagers.refresh({domain.UUIDString() for domain in domains})
+
+    def list_instances(self):
+        instances = []
+        domains = self._active_domains()
+        self._refresh(domains)
         for domain in domains:
             try:
                 root = ElementTree.fromstring(domain.XMLDesc(0))
@@ -213,6 +238,14 @@ class LibvirtDriver(driver.HypervisorDriver):
     # -- collection ----------------------------------------------------------
 
     def collect(self, instance_uuid):
+        sample = driver.Sample(page_size=estimation.PAGE_SIZE, trace=None,
+                               guest_stats=self.guest_stats(instance_uuid))
+        if self.pagers is None:
+            return sample
+        return self.pagers.collect(instance_uuid, sample)
+
+    def guest_stats(self, instance_uuid):
+        """A domain's memory and balloon statistics (and dirty rate)."""
         domain = self._domain(instance_uuid)
         state = self._state(instance_uuid)
         root = ElementTree.fromstring(domain.XMLDesc(0))
@@ -233,11 +266,7 @@ class LibvirtDriver(driver.HypervisorDriver):
             stats['dirty_rate_mib_per_s'] = float(state.dirty_rate_mib)
             stats['dirty_rate_period_s'] = float(
                 self.options.dirty_rate_period)
-        sample = driver.Sample(page_size=estimation.PAGE_SIZE, trace=None,
-                               guest_stats=stats)
-        if self.pagers is None:
-            return sample
-        return self.pagers.collect(instance_uuid, sample)
+        return stats
 
     @staticmethod
     def _balloon_stats(balloon, state):

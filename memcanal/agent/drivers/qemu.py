@@ -170,6 +170,8 @@ class Guest:
 
 class QemuDriver(driver.HypervisorDriver):
 
+    hypervisor_type = 'qemu'
+
     def __init__(self, conf, host):
         self.conf = conf
         self.host = host

@@ -406,6 +406,8 @@ class SimulatedDriver(driver.HypervisorDriver):
     would serialize them anyway.
     """
 
+    hypervisor_type = 'simulated'
+
     def __init__(self, conf, host):
         options = conf.simulated
         self.host = host
