@@ -192,14 +192,16 @@ class LogDirtyHelpers:
                  self.options.logdirty_interval)
 
     def _ended(self, uuid, domain):
-        """A helper that exited by itself: why, and when to try again."""
+        """A helper that exited by itself: why, and when to try again. One
+        that exited cleanly was signalled (log-dirty is off): at once."""
         helper = domain.helper
+        delay = (self.options.logdirty_retry_interval
+                 if helper.process.returncode else 0.0)
         LOG.warning('memcanal-logdirty of domain %d (%s) exited with %s: '
                     '%s; starting it again in %gs', domain.domid, uuid,
                     helper.process.returncode,
-                    ' / '.join(helper.stderr) or 'nothing on stderr',
-                    self.options.logdirty_retry_interval)
-        domain.retry_at = self._clock() + self.options.logdirty_retry_interval
+                    ' / '.join(helper.stderr) or 'nothing on stderr', delay)
+        domain.retry_at = self._clock() + delay
 
     def refresh(self, domains):
         """Start a helper for each of ``domains`` ({uuid: (domid,

@@ -277,3 +277,18 @@ def test_strays_of_an_earlier_agent_are_ended(helper_dir):
         if stray.poll() is None:
             stray.kill()
             stray.wait()
+
+
+def test_a_helper_signalled_by_another_is_started_again_at_once(
+        make_driver, helper_dir):
+    """SIGTERM from elsewhere (its parent thread's end): log-dirty off,
+    exit 0; the next listing starts a new helper without waiting."""
+    driver = make_driver(retry=3600.0)
+    driver.list_instances()
+    wait_for(lambda: fake_logdirty.log_dirty_on(helper_dir) == [7])
+    helper = driver.helpers._domains[VM].helper
+    helper.process.terminate()
+    assert helper.process.wait(5) == 0
+    driver.list_instances()
+    assert driver.helpers._domains[VM].starts == 2
+    wait_for(lambda: fake_logdirty.log_dirty_on(helper_dir) == [7])
