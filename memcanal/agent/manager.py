@@ -104,7 +104,8 @@ class AgentManager:
                 memcanal_context.get_admin_context(),
                 info.memory_total_bytes, info.memory_reserved_bytes,
                 self.conf.agent.report_interval,
-                timeout=self.conf.agent.register_timeout)
+                timeout=self.conf.agent.register_timeout,
+                hypervisor_type=self.driver.hypervisor_type)
         except messaging.RemoteError as error:
             # The service refused it: this host registered with another
             # key before (its log says which).

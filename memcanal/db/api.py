@@ -19,6 +19,7 @@ from memcanal.db import claims
 from memcanal.db import models
 from memcanal.db import report_rows
 from memcanal import exception
+from memcanal import hypervisors
 from memcanal.estimation import packed_curve
 from memcanal.policy import demand
 from memcanal.policy import guardrails
@@ -133,6 +134,8 @@ def _host_dict(host, load, rejected_count, lending=(0, 0)):
         'reports_rejected': rejected_count,
         'availability_zone': host.availability_zone,
         'allocation_ratio': host.allocation_ratio,
+        'hypervisor_type': host.hypervisor_type,
+        'nova_managed': hypervisors.nova_managed(host.hypervisor_type),
         'capacity_bytes': capacity,
         'demand_bytes': load.demand,
         'headroom_bytes': capacity - load.demand,
@@ -196,7 +199,8 @@ def _report_dict(report):
 @retry_on_conflict
 @context_manager.writer
 def register_host(context, name, memory_total_bytes, memory_reserved_bytes,
-                  report_interval=None, public_key=None):
+                  report_interval=None, public_key=None,
+                  hypervisor_type=None):
     """Create or refresh the host called ``name``; its registration is a
     heartbeat.
 
@@ -204,7 +208,9 @@ def register_host(context, name, memory_total_bytes, memory_reserved_bytes,
     agent signed the registration with: a new host, or one without a key
     yet, is pinned to it; a host pinned to another key raises
     HostKeyMismatch, and nothing of it changes. (Only callers inside the
-    service, which speak for no agent, pass None.)
+    service, which speak for no agent, pass None.) ``hypervisor_type`` is
+    what the agent registered the host as (memcanal.hypervisors); None
+    keeps what the host had.
 
     Returns the host's uuid and the highest report sequence stored for it,
     so a restarted agent continues numbering after what was stored, and
@@ -227,6 +233,8 @@ def register_host(context, name, memory_total_bytes, memory_reserved_bytes,
     host.memory_total_bytes = memory_total_bytes
     host.memory_reserved_bytes = memory_reserved_bytes
     host.report_interval = report_interval
+    if hypervisor_type is not None:
+        host.hypervisor_type = hypervisor_type
     host.last_heartbeat_at = now
     context.session.flush()
     return {'uuid': host.uuid, 'last_sequence': host.last_sequence,

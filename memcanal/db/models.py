@@ -64,6 +64,9 @@ class Host(TimestampMixin, Base):
     # signed by it. None until a registration pins one (a host from
     # before keys, or one an operator had forget its key).
     public_key = sa.Column(sa.String(64), nullable=True)
+    # What its agent registered the host as ('qemu', 'xen', 'simulated':
+    # memcanal.hypervisors); None for hosts from before, taken as nova's.
+    hypervisor_type = sa.Column(sa.String(32), nullable=True)
 
 
 class Instance(TimestampMixin, Base):

@@ -49,8 +49,10 @@ class Guarded:
 
 # Working-set estimators by preference: PRL sees reads and writes; the
 # sampler (first touches of a hashed sample of pages, any host) sees both
-# too, from a sample; PML only writes; ESX sampling is the least exact.
-WSS_ESTIMATORS = ('prl', 'sampled', 'pml', 'esx')
+# too, from a sample; PML only writes, and so does PML's estimator on
+# Xen's own log-dirty (xen_logdirty, memcanal.agent.write_log); ESX
+# sampling is the least exact.
+WSS_ESTIMATORS = ('prl', 'sampled', 'pml', 'xen_logdirty', 'esx')
 
 
 def preferred_wss(wss):

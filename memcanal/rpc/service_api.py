@@ -15,6 +15,8 @@ API version history:
         name) and ``signature``; register_host also the ``public_key``
         the service pins at the host's first registration. The service
         refuses unsigned messages, so only 1.5 is sent.
+* 1.6 - register_host takes the host's ``hypervisor_type``
+        (memcanal.hypervisors); upgrade the service before its agents.
 """
 
 import oslo_messaging as messaging
@@ -33,7 +35,7 @@ class ServiceAPI:
     """What the agent of ``host`` may ask of the central service, signed
     with ``host_key`` (an Ed25519PrivateKey: [agent] host_key)."""
 
-    VERSION = '1.5'
+    VERSION = '1.6'
 
     def __init__(self, host, host_key):
         target = messaging.Target(topic=rpc.SERVICE_TOPIC,
@@ -46,7 +48,7 @@ class ServiceAPI:
         return signing.sign(self.host_key, method, dict(args, host=self.host))
 
     def register_host(self, ctxt, memory_total_bytes, memory_reserved_bytes,
-                      report_interval, timeout=None):
+                      report_interval, timeout=None, hypervisor_type=None):
         """Register (or refresh) this host; returns its uuid and last
         sequence.
 
@@ -54,12 +56,14 @@ class ServiceAPI:
         """
         cctxt = self.client.prepare(version=self.VERSION, timeout=timeout,
                                     retry=RETRIES)
+        args = dict(name=self.host, memory_total_bytes=memory_total_bytes,
+                    memory_reserved_bytes=memory_reserved_bytes,
+                    report_interval=report_interval,
+                    public_key=signing.public_text(self.host_key))
+        if hypervisor_type is not None:
+            args['hypervisor_type'] = hypervisor_type
         return cctxt.call(ctxt, 'register_host', **self._signed(
-            'register_host', name=self.host,
-            memory_total_bytes=memory_total_bytes,
-            memory_reserved_bytes=memory_reserved_bytes,
-            report_interval=report_interval,
-            public_key=signing.public_text(self.host_key)))
+            'register_host', **args))
 
     def report(self, ctxt, report):
         """Send one host report (see memcanal.rpc.reports for its schema).

@@ -28,6 +28,7 @@ from memcanal.db import action_delivery
 from memcanal.db import api as db_api
 from memcanal.db import retention
 from memcanal import exception
+from memcanal import hypervisors
 from memcanal.rpc import reports
 from memcanal.rpc import signing
 from memcanal.service import actions
@@ -47,6 +48,7 @@ UNKNOWN_HOST = 'rpc.unknown_host'      # no such host, or it has no key yet
 BAD_SIGNATURE = 'rpc.bad_signature'    # not by the host's pinned key
 KEY_MISMATCH = 'rpc.key_mismatch'      # a registration by another key
 WRONG_HOST = 'rpc.wrong_host'          # about another host
+BAD_HYPERVISOR_TYPE = 'rpc.bad_hypervisor_type'  # not a type's name
 # Seconds a process trusts a host's pinned key from memory: a key an
 # operator had the service forget (memcanal-manage host forget-key) is
 # refused by every service process within this. Reading it for every
@@ -69,7 +71,7 @@ def signing_key(conf):
 class ServiceManager:
     """Endpoint for memcanal.rpc.service_api.ServiceAPI (version 1.x)."""
 
-    target = messaging.Target(version='1.5')
+    target = messaging.Target(version='1.6')
 
     def __init__(self, conf):
         self.conf = conf
@@ -159,25 +161,35 @@ class ServiceManager:
     @messaging.expected_exceptions(exception.MessageRefused)
     def register_host(self, context, name, memory_total_bytes,
                       memory_reserved_bytes, report_interval=None,
-                      host=None, public_key=None, signature=None):
+                      host=None, public_key=None, signature=None,
+                      hypervisor_type=None):
         """Register a host, or refresh it; only its own agent can: the
         registration must be signed by the key it carries, which the
-        host's first registration pins (trust on first use)."""
+        host's first registration pins (trust on first use). Agents
+        since RPC 1.6 say their ``hypervisor_type``."""
         args = {'name': name, 'memory_total_bytes': memory_total_bytes,
                 'memory_reserved_bytes': memory_reserved_bytes,
                 'report_interval': report_interval, 'host': host,
                 'public_key': public_key, signing.SIGNATURE: signature}
+        if hypervisor_type is not None:
+            args['hypervisor_type'] = hypervisor_type
         if signature is None:
             code, detail = UNSIGNED, 'the registration is not signed'
         elif host != name or not signing.verify(public_key,
                                                 'register_host', args):
             code, detail = BAD_SIGNATURE, ('the registration is not signed '
                                            'by the key it carries')
+        elif hypervisor_type is not None and not (
+                isinstance(hypervisor_type, str)
+                and hypervisors.TYPE_PATTERN.match(hypervisor_type)):
+            code, detail = BAD_HYPERVISOR_TYPE, (
+                'hypervisor type %.40r is not a name' % (hypervisor_type,))
         else:
             try:
                 registered = db_api.register_host(
                     context, name, memory_total_bytes,
-                    memory_reserved_bytes, report_interval, public_key)
+                    memory_reserved_bytes, report_interval, public_key,
+                    hypervisor_type)
             except exception.HostKeyMismatch as error:
                 code, detail = KEY_MISMATCH, str(error)
             else:

@@ -16,6 +16,7 @@ from oslo_log import log as logging
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
 from memcanal import exception
+from memcanal import hypervisors
 from memcanal.policy import demand
 from memcanal.policy import migration
 from memcanal.service import optimizer as optimizer_service
@@ -39,6 +40,9 @@ class MigrationPlanner:
         self._hot_since = {}
         # VM -> the PolicyCurve the last cloud() read: decisions name it.
         self._curves = {}
+        # Hosts nova does not drive (Xen) are neither sources nor
+        # destinations: nova cannot live-migrate their VMs.
+        self._passed_by = hypervisors.PassedBy('The migration planner')
 
     def options(self, in_flight, busy):
         """The planner's options: the migrations left under the cap, and
@@ -77,7 +81,7 @@ class MigrationPlanner:
         self._curves = {}
         threshold = self.conf.migration.threshold
         for host in listed:
-            if host['state'] != 'up':
+            if host['state'] != 'up' or self._passed_by(host):
                 self._hot_since.pop(host['name'], None)
                 continue
             if host['utilization'] is not None and (

@@ -29,8 +29,10 @@ LOG = logging.getLogger(__name__)
 MIB = 2 ** 20
 # Curves by preference: the hypervisor cache's covers sizes below the
 # VM's memory with misses as the guest counts them; the sampler's, the
-# only one a stock host has, counts faults of first touches.
-CURVE_METHODS = ('hcache', 'shards', 'exact', 'aet', 'sampled')
+# only one a stock host has, counts faults of first touches; a Xen
+# host's write curve (xen_logdirty) sees writes only, so it comes last.
+CURVE_METHODS = ('hcache', 'shards', 'exact', 'aet', 'sampled',
+                 'xen_logdirty')
 _EPOCH = datetime.datetime(1970, 1, 1)
 
 

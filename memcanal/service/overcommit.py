@@ -13,6 +13,7 @@ from oslo_log import log as logging
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
 from memcanal import exception
+from memcanal import hypervisors
 from memcanal.service import placement
 
 LOG = logging.getLogger(__name__)
@@ -24,6 +25,7 @@ class RatioPlanner:
         self.conf = conf
         self.rails = rails
         self._updater = updater
+        self._passed_by = hypervisors.PassedBy('The allocation ratio step')
 
     @property
     def updater(self):
@@ -39,7 +41,7 @@ class RatioPlanner:
             return []
         made = []
         for host in db_api.list_hosts(context):
-            if host['state'] != 'up':
+            if host['state'] != 'up' or self._passed_by(host):
                 continue
             decision = self.decide(context, host)
             if decision is not None:

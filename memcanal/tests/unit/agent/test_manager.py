@@ -38,6 +38,8 @@ def make_agent(conf, hypervisor=None):
 def test_report_registers_first_and_is_valid(agent, conf):
     report = agent.report()
     agent.service_api.register_host.assert_called_once()
+    assert agent.service_api.register_host.call_args.kwargs[
+        'hypervisor_type'] == 'simulated'
     assert report['sequence'] == 1
     assert len(report['instances']) == 4
     # Whatever the agent sends, the service's validation accepts.

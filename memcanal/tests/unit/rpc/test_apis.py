@@ -32,7 +32,7 @@ def serve(topic, server, endpoint):
 
 
 class Recorder:
-    target = messaging.Target(version='1.5')
+    target = messaging.Target(version='1.6')
 
     def __init__(self):
         self.calls = []
@@ -65,7 +65,8 @@ def test_service_api_signs_every_message_as_its_host(transport):
     try:
         api = service_api.ServiceAPI('h1', HOST_KEY)
         context = memcanal_context.RequestContext(request_id='req-1')
-        assert api.register_host(context, 10, 1, 60.0) == {
+        assert api.register_host(context, 10, 1, 60.0,
+                                 hypervisor_type='xen') == {
             'uuid': 'u', 'last_sequence': 4}
         api.report(context, {'sequence': 1})
         assert recorder.arrived.wait(10)
@@ -77,7 +78,8 @@ def test_service_api_signs_every_message_as_its_host(transport):
     assert {key: value for key, value in registered.items()
             if key != 'signature'} == {
         'name': 'h1', 'memory_total_bytes': 10, 'memory_reserved_bytes': 1,
-        'report_interval': 60.0, 'host': 'h1', 'public_key': public_key}
+        'report_interval': 60.0, 'host': 'h1', 'public_key': public_key,
+        'hypervisor_type': 'xen'}
     assert signing.verify(public_key, 'register_host', registered)
     assert reported['report'] == {'sequence': 1}
     assert signing.verify(public_key, 'report', reported)
