@@ -41,6 +41,8 @@ VERSIONS = [
     '1.6',  # Memory servers: uuid and enabled, and PATCH
             # /memory_servers/{uuid} {"enabled": ...}: a new memory
             # server lends nothing until an operator enables it.
+    '1.7',  # Hosts: hypervisor_type and nova_managed (false on Xen hosts:
+            # no placement ratio, nova filter or migration applies).
 ]
 
 

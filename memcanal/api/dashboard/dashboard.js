@@ -10,7 +10,7 @@
 'use strict';
 
 (function () {
-  const VERSION = 'memcanal 1.6';
+  const VERSION = 'memcanal 1.7';
   const REFRESH_MS = 5000;
   const REPORTS = 60;
   const RECENT = 8;
@@ -335,6 +335,19 @@
     return text.length > chars ? text.slice(0, chars - 1) + '…' : text;
   }
 
+  // Under the host's name: what its agent registered it as, and on a
+  // host nova does not manage (Xen) that placement and migrations pass
+  // it by (doc/xen.md).
+  function hypervisorNote(host, y) {
+    const type = host.hypervisor_type || '';
+    const note = host.nova_managed === false ? type + ' · not nova\'s' : type;
+    return svg('text', {x: 0, y: y, class: 'note host-hypervisor'}, note,
+               svg('title', {}, host.nova_managed === false
+                 ? 'No placement ratio, nova filter or migration applies: '
+                   + 'its VMs are resized by balloon only.'
+                 : 'hypervisor: ' + (type || 'not registered')));
+  }
+
   function drawHosts() {
     const target = byId('host-map');
     if (!state.hosts.length) {
@@ -372,7 +385,8 @@
             fitted(host.name, LABEL_CHARS), svg('title', {}, host.name)),
         svg('text', {x: 0, y: top + 30,
                      class: 'note host-state-' + host.state},
-            host.state + ' · ' + host.instance_count + ' VMs'));
+            host.state + ' · ' + host.instance_count + ' VMs'),
+        hypervisorNote(host, top + 44));
       let x = labelWidth;
       for (const part of row.parts) {
         if (part.bytes <= 0) continue;

@@ -22,7 +22,8 @@ def _view(req, host):
     """The host; from 1.3 with the report interval its state, derived
     from its last heartbeat, is judged by; from 1.4 with its zone, the
     allocation ratio memcanal set and its measured demand; from 1.5 with
-    its memory map (resident, lent, borrowed)."""
+    its memory map (resident, lent, borrowed); from 1.7 with its
+    hypervisor type and whether nova manages it."""
     body = views.host(host)
     if microversion.is_supported(req, '1.3'):
         body['report_interval'] = host['report_interval']
@@ -30,6 +31,8 @@ def _view(req, host):
         body.update(views.host_demand(host))
     if microversion.is_supported(req, '1.5'):
         body.update(views.host_pooling(host))
+    if microversion.is_supported(req, '1.7'):
+        body.update(views.host_hypervisor(host))
     return body
 
 

@@ -46,6 +46,14 @@ def host_pooling(value):
         'borrowed_bytes')}
 
 
+def host_hypervisor(value):
+    """Microversion 1.7 adds what the host's agent registered it as
+    (null: an agent from before) and whether nova manages it: a Xen host
+    is not (memcanal.hypervisors), so placement's allocation ratio, nova's
+    filter and weigher and migrations do not apply to it."""
+    return {key: value[key] for key in ('hypervisor_type', 'nova_managed')}
+
+
 def instance_paging(value):
     """Microversion 1.5 adds remote paging: what the agent last saw the
     VM hold resident and paged out (null: no pager holds it), and how

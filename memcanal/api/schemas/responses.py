@@ -90,6 +90,8 @@ HOST = obj({
     'resident_bytes': since('1.5', COUNT),
     'lent_bytes': since('1.5', COUNT),
     'borrowed_bytes': since('1.5', COUNT),
+    'hypervisor_type': since('1.7', STRING_OR_NULL),
+    'nova_managed': since('1.7', {'type': 'boolean'}),
 })
 
 INSTANCE_PROPERTIES = {

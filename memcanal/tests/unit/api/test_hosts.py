@@ -5,6 +5,8 @@ import re
 import pytest
 
 from memcanal.api import errors
+from memcanal import context
+from memcanal.db import api as db_api
 from memcanal.tests.unit.api import base
 from memcanal.tests.unit.api import data
 
@@ -107,3 +109,21 @@ def test_nova_scheduler_service_role_reads_hosts(client, hosts):
                               headers=V14)
     assert response.status_int == 200
     assert len(response.json['hosts']) == 2
+
+
+def test_hypervisor_type_and_nova_managed_from_1_7(client, hosts):
+    """A Xen host says so, and that nova does not manage it; a host whose
+    agent never said is taken as nova's, as before."""
+    db_api.register_host(context.get_admin_context(), 'host-a',
+                         64 * data.GIB, 2 * data.GIB, 30.0,
+                         hypervisor_type='xen')
+    at_1_7 = {'OpenStack-API-Version': 'memcanal 1.7'}
+    listed = {host['name']: host for host in client.admin(
+        '/hosts', headers=at_1_7).json['hosts']}
+    assert (listed['host-a']['hypervisor_type'],
+            listed['host-a']['nova_managed']) == ('xen', False)
+    assert (listed['host-b']['hypervisor_type'],
+            listed['host-b']['nova_managed']) == (None, True)
+    before = client.admin('/hosts', headers={
+        'OpenStack-API-Version': 'memcanal 1.6'}).json['hosts'][0]
+    assert 'hypervisor_type' not in before and 'nova_managed' not in before
