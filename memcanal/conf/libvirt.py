@@ -9,14 +9,14 @@ DIRTY_RATE_MODES = ('auto', 'page-sampling', 'dirty-bitmap', 'dirty-ring',
 libvirt_group = cfg.OptGroup(
     'libvirt', title='libvirt hypervisor driver options',
     help='The driver of a real compute node: the domains nova runs under '
-         'libvirt (QEMU/KVM, or Xen through libxl), their balloon '
-         'statistics and dirty rate, and their resizes by balloon, '
-         'virtio-mem or paging.')
+         'libvirt\'s QEMU driver (KVM or TCG), their balloon statistics '
+         'and dirty rate, and their resizes by balloon, virtio-mem or '
+         'paging. A Xen host has a driver of its own: [xen].')
 
 libvirt_opts = [
     cfg.StrOpt('connection_uri', default='qemu:///system',
                help='libvirt connection URI; the same as nova-compute\'s '
-                    '[libvirt] connection_uri (xen:///system for libxl).'),
+                    '[libvirt] connection_uri.'),
     cfg.IntOpt('memory_stats_period', min=0,
                help='Seconds between two balloon-statistics updates the '
                     'guest sends. Unset: [agent] report_interval rounded '
