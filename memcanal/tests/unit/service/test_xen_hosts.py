@@ -8,7 +8,6 @@ from unittest import mock
 import oslo_messaging as messaging
 import pytest
 
-from memcanal import context as memcanal_context
 from memcanal.db import api as db_api
 from memcanal import hypervisors
 from memcanal.policy import guardrails
@@ -17,6 +16,7 @@ from memcanal.service import migrations
 from memcanal.service import overcommit
 from memcanal.tests import keys
 from memcanal.tests.unit.db import test_api as stored
+from memcanal.tests.unit.db import test_decisions
 from memcanal.tests.unit.service import test_cross_host
 
 XEN = keys.Agent('xen-1')
@@ -28,19 +28,9 @@ def service(conf, database):
     return manager.ServiceManager(conf)
 
 
-@pytest.fixture
-def ctx(database):
-    return memcanal_context.get_admin_context()
-
-
-@pytest.fixture
-def host(ctx):
-    """compute-1, with two VMs reported."""
-    host = stored.register(ctx)
-    db_api.store_report(ctx, stored.report(
-        host, 1, stored.sample(stored.VM_1, 1),
-        stored.sample(stored.VM_2, 1)))
-    return host
+# compute-1 with two VMs reported, as the decision tests have it.
+ctx = test_decisions.ctx
+host = test_decisions.host
 
 
 @pytest.fixture
