@@ -64,7 +64,8 @@ def test_set_needs_a_switch_and_a_known_server(run, server):
 
 
 def test_enabling_needs_1_6(api, server, monkeypatch):
-    monkeypatch.setattr(microversion, 'VERSIONS', microversion.VERSIONS[:-1])
+    monkeypatch.setattr(microversion, 'VERSIONS', microversion.VERSIONS[
+        :microversion.VERSIONS.index('1.6')])
     app = mock.Mock()
     app.client_manager.memcanal = conftest.make_client(api[0])
     command = memory_servers.SetMemoryServer(app, None)
