@@ -116,8 +116,10 @@ def test_aio_on_embedded_defaults(tmp_path):
 
 def test_aio_on_rabbitmq_and_mariadb(tmp_path, rabbit_url, mysql_url):
     port = services.free_port()
+    # Longer than on embedded defaults: MariaDB's schema and RabbitMQ's
+    # connections take seconds of a loaded machine's run first.
     process = run_aio(tmp_path / 'state', port, '--transport-url',
-                      rabbit_url, '--db-url', mysql_url)
+                      rabbit_url, '--db-url', mysql_url, duration=15)
     instances_while_running(process, port, 4)
     output, _ = process.communicate(timeout=60)
     assert process.returncode == 0, output
