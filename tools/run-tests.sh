@@ -58,8 +58,13 @@ unit_status=0
 wait $unit_tests || unit_status=$?
 cat "$installs/unit"
 settle $unit_status "$@"
+# Two functional tests at a time (pytest-xdist), each module's tests on
+# one worker, libvirtd's users all on one (memcanal/tests/functional/
+# conftest.py): most of a functional test's time is a guest's or a
+# service's, not this machine's CPU.
 functional_status=0
-"$venv/bin/pytest" -q -p no:cacheprovider --durations=25 memcanal/tests \
+"$venv/bin/pytest" -q -p no:cacheprovider --durations=25 \
+    -n 2 --dist loadgroup --no-loadscope-reorder memcanal/tests \
     --ignore=memcanal/tests/unit --ignore=memcanal/tests/nova_functional \
     "$@" || functional_status=$?
 settle $functional_status "$@"
