@@ -60,11 +60,12 @@ cat "$installs/unit"
 settle $unit_status "$@"
 # Two functional tests at a time (pytest-xdist), each module's tests on
 # one worker, libvirtd's users all on one (memcanal/tests/functional/
-# conftest.py): most of a functional test's time is a guest's or a
+# scheduling.py): most of a functional test's time is a guest's or a
 # service's, not this machine's CPU.
 functional_status=0
 "$venv/bin/pytest" -q -p no:cacheprovider --durations=25 \
-    -n 2 --dist loadgroup --no-loadscope-reorder memcanal/tests \
+    -n 2 -p memcanal.tests.functional.scheduling --dist loadscope \
+    --no-loadscope-reorder memcanal/tests \
     --ignore=memcanal/tests/unit --ignore=memcanal/tests/nova_functional \
     "$@" || functional_status=$?
 settle $functional_status "$@"

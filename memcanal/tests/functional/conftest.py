@@ -4,42 +4,6 @@ import pytest
 from memcanal.tests.functional import cloud
 from memcanal.tests.functional import services
 
-# The modules whose tests use the host's libvirtd: nova's compute node
-# restarts it and takes every domain it finds for its own, so under
-# pytest-xdist (tools/run-tests.sh) they run on one worker, one after
-# another.
-SHARE_LIBVIRTD = frozenset([
-    'test_handoff_attacks', 'test_libvirt', 'test_libvirt_paging',
-    'test_libvirt_sampling', 'test_nova_compute', 'test_paging_carriers'])
-# The longest groups first (minutes in a serial run), so that neither
-# worker is left with a long one at the end: xdist hands out the groups
-# in this order with --no-loadscope-reorder.
-LONGEST_FIRST = ('libvirtd', 'test_agent_paging', 'test_aio',
-                 'test_memtrace', 'test_guest_paging', 'test_tempest',
-                 'test_xen', 'test_faults', 'test_osc')
-
-
-def xdist_group(item):
-    """The worker group of a functional test: its module's, or
-    ``libvirtd``."""
-    module = item.module.__name__.rsplit('.', 1)[-1]
-    return 'libvirtd' if module in SHARE_LIBVIRTD else module
-
-
-def pytest_collection_modifyitems(config, items):
-    """Each functional module is one xdist group (its module-scoped
-    guests boot once), libvirtd's users one between them; the longest
-    first, after any other tests."""
-    def rank(item):
-        if not item.module.__name__.startswith(__package__ + '.'):
-            return -1
-        group = xdist_group(item)
-        item.add_marker(pytest.mark.xdist_group(group))
-        return (LONGEST_FIRST.index(group) if group in LONGEST_FIRST
-                else len(LONGEST_FIRST))
-    items.sort(key=rank)
-
-
 @pytest.fixture
 def mysql_url():
     yield from services.mysql_database()
