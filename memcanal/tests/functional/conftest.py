@@ -4,6 +4,7 @@ import pytest
 from memcanal.tests.functional import cloud
 from memcanal.tests.functional import services
 
+
 @pytest.fixture
 def mysql_url():
     yield from services.mysql_database()
