@@ -9,10 +9,21 @@ shell reading the port there): dom0 is a PV guest and drives QEMU's PCI
 devices, virtio included, as a native kernel would. Guests' consoles are
 logged by xenconsoled in dom0 and read back through the same port.
 
+dom0 also gets QEMU's user network (the host is HOST_ADDRESS from dom0,
+its loopback services reached there, RabbitMQ's included) and the
+host's root file system, shared read-only (virtfs) and laid out at
+/host in dom0 with what the host lacks to drive Xen over it
+(hypervisor-patches/xen/dom0-hostroot): the host's libvirtd with
+libvirt's Xen driver, virsh, and the project's venv run there
+(``in_host_root``, ``start_libvirtd``, ``virsh``, ``python_command``),
+against dom0's Xen toolstack.
+
     python -m memcanal.tests.functional.xen_host [--memory-mb 256] ...
 
 boots it once, runs memcanal-writer in a PVH domU under
-memcanal-logdirty, and prints a summary per interval (doc/xen.md).
+memcanal-logdirty, and prints a summary per interval (doc/xen.md);
+with --libvirt, times libvirt's Xen driver and the project's Python in
+dom0 instead (measure_libvirt).
 """
 
 import argparse
@@ -21,6 +32,7 @@ import os
 import shlex
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -38,6 +50,13 @@ CPU = 'max,-smap,-rdtscp'
 XEN_ARGS = 'console=com1 com1=115200,8n1 dom0_mem=%dM,max:%dM noreboot'
 DOM0_ARGS = 'console=hvc0 earlyprintk=xen'
 LOGDIRTY = '/usr/lib/xen-4.17/bin/memcanal-logdirty'
+# libvirt's Xen driver, as dom0's /host sees it.
+LIBVIRT_URI = 'xen:///system'
+LIBXL_DRIVER = ('/usr/lib/x86_64-linux-gnu/libvirt/connection-driver/'
+                'libvirt_driver_libxl.so')
+# The host as dom0 sees it on QEMU's user network: a connection to
+# HOST_ADDRESS:PORT reaches the host's 127.0.0.1:PORT.
+HOST_ADDRESS = '10.0.2.2'
 
 
 class XenError(Exception):
@@ -94,6 +113,40 @@ def parse_writer(console):
     return said
 
 
+def parse_dommemstat(output):
+    """``virsh dommemstat``'s lines as {name: KiB}."""
+    stats = {}
+    for line in output.splitlines():
+        words = line.split()
+        if len(words) == 2 and words[1].isdigit():
+            stats[words[0]] = int(words[1])
+    return stats
+
+
+def pvh_domain_xml(name, memory_mb, writer=None):
+    """libvirt's XML of a PVH domU like ``XenHost.create_pvh``'s (the
+    kernel and initrd dom0 has under /domu, bound into /host)."""
+    extra = 'console=hvc0'
+    if writer:
+        extra += ' memcanal.writer=%d:%d:%d' % tuple(writer)
+    return '\n'.join([
+        "<domain type='xen'>",
+        '  <name>%s</name>' % name,
+        "  <memory unit='MiB'>%d</memory>" % memory_mb,
+        "  <currentMemory unit='MiB'>%d</currentMemory>" % memory_mb,
+        '  <vcpu>1</vcpu>',
+        '  <os>',
+        "    <type arch='x86_64' machine='xenpvh'>xenpvh</type>",
+        '    <kernel>/domu/vmlinuz</kernel>',
+        '    <initrd>/domu/domu.cpio.gz</initrd>',
+        '    <cmdline>%s</cmdline>' % extra,
+        '  </os>',
+        '  <on_poweroff>destroy</on_poweroff>',
+        '  <on_reboot>destroy</on_reboot>',
+        '  <on_crash>destroy</on_crash>',
+        '</domain>', ''])
+
+
 def classify(intervals, written):
     """Each interval against the ``written`` frames: 'all' if every one
     was dirty in it, 'none' if none was, else 'some'; with the dirty
@@ -111,8 +164,10 @@ class XenHost(object):
     """Xen and dom0 in QEMU TCG; ``run`` a shell command in dom0."""
 
     def __init__(self, xen_dir=XEN_DIR, memory_mb=2048, dom0_mb=768,
-                 work_dir=None):
+                 work_dir=None, host_root=True, forwards=()):
         self.xen_dir = xen_dir
+        self.host_root = host_root
+        self.forwards = tuple(forwards)
         self.memory_mb = memory_mb
         self.dom0_mb = dom0_mb
         self.work_dir = work_dir or tempfile.mkdtemp(prefix='memcanal-xen-')
@@ -138,7 +193,29 @@ class XenHost(object):
             '-append', XEN_ARGS % (self.dom0_mb, self.dom0_mb),
             '-initrd', '%s %s,%s' % (path('vmlinuz'), DOM0_ARGS,
                                      path('dom0.cpio.gz')),
-        ]
+        ] + self.network_args() + self.host_root_args()
+
+    def network_args(self):
+        """QEMU's user network for dom0 (eth0, 10.0.2.15): the host is
+        10.0.2.2 from dom0 (HOST_ADDRESS), its loopback services reached
+        there; ``forwards``, (host_port, dom0_port) pairs, forward host
+        ports on 127.0.0.1 to dom0's."""
+        netdev = 'user,id=net0,net=10.0.2.0/24,host=%s,ipv6=off' % (
+            HOST_ADDRESS)
+        for host_port, dom0_port in self.forwards:
+            netdev += ',hostfwd=tcp:127.0.0.1:%d-:%d' % (
+                host_port, dom0_port)
+        return ['-netdev', netdev,
+                '-device', 'virtio-net-pci,netdev=net0']
+
+    def host_root_args(self):
+        """The host's root file system, shared read-only with dom0
+        (tag hostroot), which dom0's /init lays under /host
+        (hypervisor-patches/xen/dom0-hostroot)."""
+        if not self.host_root:
+            return []
+        return ['-virtfs', 'local,path=/,mount_tag=hostroot,'
+                'security_model=none,readonly=on,multidevs=remap']
 
     def start(self, timeout=300):
         """Boot; return once dom0 answers on its port (Xen's toolstack
@@ -242,6 +319,66 @@ class XenHost(object):
         self.check('xl create %s' % path, timeout)
         return int(self.check('xl domid %s' % name))
 
+    def write_file(self, path, text):
+        """Write ``text`` to ``path`` in dom0 (its /tmp is /host's)."""
+        self.check('printf %%s %s > %s' % (shlex.quote(text),
+                                           shlex.quote(path)))
+
+    def has_libvirt(self):
+        """Whether dom0's /host has libvirt's Xen driver (the host's
+        root shared, tools/build-xen.sh run where libvirt-daemon is)."""
+        return self.run('test -e /host%s' % LIBXL_DRIVER)[0] == 0
+
+    def in_host_root(self, command, timeout=300):
+        """(exit status, output) of shell ``command`` run as root in
+        dom0's /host (the host's root under dom0's Xen), with PATH,
+        HOME=/root, LANG and PYTHONDONTWRITEBYTECODE only."""
+        return self.run('memcanal-hostroot run %s' % shlex.quote(command),
+                        timeout)
+
+    def check_in_host_root(self, command, timeout=300):
+        """``in_host_root``'s output; XenError if the command fails."""
+        status, output = self.in_host_root(command, timeout)
+        if status:
+            raise XenError('%r exited %d in /host: %s' % (
+                command, status, output))
+        return output
+
+    def start_libvirtd(self, timeout=300):
+        """Start the host's libvirtd in dom0's /host, its Xen driver
+        (libxl) on dom0's toolstack; return once ``virsh -c
+        xen:///system`` answers. Its log: dom0's /tmp/libvirtd.log."""
+        status, output = self.run('memcanal-hostroot libvirtd', timeout)
+        if status:
+            raise XenError('libvirtd did not start: %s' % output)
+
+    def virsh(self, arguments, timeout=300):
+        """``virsh -c xen:///system ARGUMENTS``' output, in /host."""
+        return self.check_in_host_root('virsh -c %s %s' % (
+            LIBVIRT_URI, arguments), timeout)
+
+    def create_pvh_libvirt(self, name, memory_mb, writer=None,
+                           timeout=300):
+        """``create_pvh`` through libvirt's Xen driver (virsh create):
+        the domain libvirt knows; its domain id."""
+        path = '/tmp/%s.xml' % name
+        self.write_file(path, pvh_domain_xml(name, memory_mb, writer))
+        self.virsh('create %s' % path, timeout)
+        return int(self.check('xl domid %s' % name))
+
+    def python_command(self, arguments, python=None):
+        """A command line running this Python (the project's venv; the
+        host's root is /host's) with ``arguments`` in dom0's /host."""
+        return '%s %s' % (shlex.quote(python or sys.executable), arguments)
+
+    def start_in_host_root(self, command, log):
+        """Start ``command`` in dom0's /host in the background, its
+        output to ``log`` (a path under /tmp: dom0's and /host's); its
+        pid (dom0's)."""
+        return int(self.check_in_host_root(
+            'nohup %s > %s 2>&1 < /dev/null & echo $!' % (
+                command, shlex.quote(log))))
+
     def console(self, name):
         """Guest ``name``'s console so far, as xenconsoled logged it."""
         return self.run('cat /var/log/xen/console/guest-%s.log' % name)[1]
@@ -318,8 +455,61 @@ def passes_unlogged(host, memory_mb, size_mb, write_s):
     return said['passes']
 
 
+def timed(call, *args, **kwargs):
+    """(seconds, result) of ``call(*args, **kwargs)``."""
+    started = time.monotonic()
+    result = call(*args, **kwargs)
+    return time.monotonic() - started, result
+
+
+def measure_libvirt(host, memory_mb=256, balloon_mb=128, rabbit_port=5672):
+    """Time libvirt's Xen driver and the project's Python in dom0's
+    /host: libvirtd's start, virsh create, setmem and how long until
+    xl list shows the new size, the imports an agent makes (the first
+    run reads the files over 9p, the next from dom0's cache), whether
+    the host's RabbitMQ answers from dom0, and memcanal-logdirty run
+    there. A dict of what was measured."""
+    said = {}
+    name = 'lv%d' % memory_mb
+    said['libvirtd_s'], _ = timed(host.start_libvirtd)
+    said['virsh_list_s'], _ = timed(host.virsh, 'list')
+    said['virsh_create_s'], domid = timed(host.create_pvh_libvirt, name,
+                                          memory_mb)
+    host.wait_console(name, lambda c: 'memcanal-domu: ready' in c,
+                      what='its /init')
+    said['virsh_setmem_s'], _ = timed(
+        host.virsh, 'setmem %s %d --live' % (name, balloon_mb * 1024))
+    started = time.monotonic()
+    while host.memory_mb_of(name) != balloon_mb:
+        if time.monotonic() - started > 300:
+            raise XenError('xl list never showed %d MiB' % balloon_mb)
+        time.sleep(0.5)
+    said['setmem_to_xl_list_s'] = time.monotonic() - started
+    said['dommemstat'] = parse_dommemstat(host.virsh('dommemstat ' + name))
+    said['python_pass_s'], _ = timed(
+        host.check_in_host_root, host.python_command('-c pass'))
+    for run in ('cold', 'warm'):
+        said['import_memcanal_libvirt_%s_s' % run], _ = timed(
+            host.check_in_host_root,
+            host.python_command("-c 'import memcanal, libvirt'"))
+    for run in ('cold', 'warm'):
+        said['import_agent_manager_%s_s' % run], _ = timed(
+            host.check_in_host_root,
+            host.python_command("-c 'import memcanal.agent.manager'"))
+    said['rabbit_from_dom0'] = host.in_host_root(host.python_command(
+        "-c 'import socket; socket.create_connection((\"%s\", %d), 10)'"
+        % (HOST_ADDRESS, rabbit_port)))[0] == 0
+    said['logdirty_in_host_root'] = parse_logdirty(host.check_in_host_root(
+        'memcanal-logdirty %d 1 2' % domid))[-1]['pages']
+    host.virsh('destroy ' + name)
+    return said
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--libvirt', action='store_true',
+                        help="time libvirt's Xen driver and Python in "
+                        "dom0's /host instead (measure_libvirt)")
     parser.add_argument('--xen-dir', default=XEN_DIR)
     parser.add_argument('--memory-mb', type=int, nargs='+', default=[256])
     parser.add_argument('--size-mb', type=int, default=16)
@@ -333,6 +523,9 @@ def main():
     try:
         host.start()
         print('boot: %.1f s' % (time.monotonic() - started))
+        if args.libvirt:
+            print(json.dumps(measure_libvirt(host), sort_keys=True))
+            return
         for memory_mb in args.memory_mb:
             written, intervals = measure(host, memory_mb, args.size_mb,
                                          args.write_s, args.idle_s,

@@ -44,3 +44,29 @@ def test_classify():
                  {'frames': {7}}, {'frames': set()}]
     assert xen_host.classify(intervals, written) == [
         ('all', 1), ('some', 2), ('none', 1), ('none', 0)]
+
+
+def test_dommemstat():
+    assert xen_host.parse_dommemstat(
+        'actual 131136\navailable 262144\n\n') == {
+            'actual': 131136, 'available': 262144}
+
+
+def test_pvh_domain_xml():
+    xml = xen_host.pvh_domain_xml('lv1', 256, (16, 20, 10))
+    assert "<type arch='x86_64' machine='xenpvh'>xenpvh</type>" in xml
+    assert "<memory unit='MiB'>256</memory>" in xml
+    assert "<currentMemory unit='MiB'>256</currentMemory>" in xml
+    assert ('<cmdline>console=hvc0 memcanal.writer=16:20:10</cmdline>'
+            in xml)
+
+
+def test_qemu_shares_the_host_root_and_a_network():
+    host = xen_host.XenHost(work_dir='/nonexistent',
+                            forwards=[(16509, 16509)])
+    line = ' '.join(host.command_line('/nonexistent/control.sock'))
+    assert ('-virtfs local,path=/,mount_tag=hostroot,security_model=none,'
+            'readonly=on' in line)
+    assert 'hostfwd=tcp:127.0.0.1:16509-:16509' in line
+    host = xen_host.XenHost(work_dir='/nonexistent', host_root=False)
+    assert '-virtfs' not in host.command_line('/nonexistent/control.sock')
