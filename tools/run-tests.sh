@@ -32,6 +32,9 @@ export MEMCANAL_REQUIRE_SERVICES=1
 unit_tests=$!
 # Headless Chromium and chromedriver for the dashboard's browser test.
 bash tools/install-chromium.sh
+# Xen nested in QEMU (test_xen.py): Debian's packages unpacked, never
+# installed; cached under ~/.cache/memcanal/xen.
+bash tools/build-xen.sh
 # A real keystone for the API's authentication tests, in its own venv.
 finished $keystone_install keystone
 # A real nova and placement, with memcanal, in their own venv.
