@@ -22,8 +22,17 @@ import sqlalchemy as sa
 
 from memcanal.agent import guest_runs
 
+# Each pytest-xdist worker has a virtual host of its own on the local
+# RabbitMQ (require_rabbit makes it afresh): oslo.messaging names an RPC
+# server's queue after its topic alone, so services on one virtual host
+# share one queue whatever their control_exchange, and the tests running
+# side by side would take each other's messages.
+XDIST_VHOST = ('memcanal-%s' % os.environ['PYTEST_XDIST_WORKER']
+               if 'PYTEST_XDIST_WORKER' in os.environ
+               and 'MEMCANAL_TEST_RABBIT_URL' not in os.environ else None)
 RABBIT_URL = os.environ.get('MEMCANAL_TEST_RABBIT_URL',
-                            'rabbit://guest:guest@127.0.0.1:5672/')
+                            'rabbit://guest:guest@127.0.0.1:5672/%s' % (
+                                XDIST_VHOST or ''))
 MYSQL_ADMIN_URL = os.environ.get('MEMCANAL_TEST_MYSQL_URL',
                                  'mysql+pymysql://root@127.0.0.1:3306/')
 POSTGRES_ADMIN_URL = os.environ.get(
@@ -95,7 +104,26 @@ def require(host, port, what):
 
 def require_rabbit():
     require('127.0.0.1', 5672, 'RabbitMQ')
+    if XDIST_VHOST and not _fresh_vhost:
+        _make_vhost(XDIST_VHOST)
+        _fresh_vhost.append(XDIST_VHOST)
     return RABBIT_URL
+
+
+_fresh_vhost = []
+
+
+def _make_vhost(name):
+    """Virtual host ``name``, empty (what an earlier run left in it is
+    deleted), open to guest."""
+    for command in (['delete_vhost', name], ['add_vhost', name],
+                    ['set_permissions', '-p', name, 'guest', '.*', '.*',
+                     '.*']):
+        done = subprocess.run(['rabbitmqctl', '-q', *command],
+                              capture_output=True, text=True)
+        if done.returncode and command[0] != 'delete_vhost':
+            missing('rabbitmqctl %s: %s' % (' '.join(command),
+                                            done.stderr.strip()))
 
 
 def _scratch_database(admin_url, port, what, quote):

@@ -307,8 +307,11 @@ def test_a_guest_of_two_numa_cells_is_sampled_and_paged(
         print('resident pages by cell', resident[:half].sum(),
               resident[half:].sum(), 'faulted back', faulted_back)
         # The target, but for what came back since (more on a loaded
-        # machine, where paging out takes longer).
-        assert resident.sum() <= TARGET_MB * 256 + faulted_back
+        # machine, where paging out takes longer); or short of it with no
+        # cold page left (a loaded machine's slowed guest leaves fewer
+        # pages idle for long enough).
+        assert (resident.sum() <= TARGET_MB * 256 + faulted_back
+                or not resident[guest.cold()].any()), guest.detector.stats()
         assert resident[:half].sum() < half and resident[half:].sum() < half
         stats = host.pager().client.command('stats')
         assert stats['out_pages'] > DATA_MB * 256 // 2
