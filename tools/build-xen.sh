@@ -28,7 +28,11 @@ dir=${1:-${XDG_CACHE_HOME:-$HOME/.cache}/memcanal/xen}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 sources=(tools/build-xen.sh hypervisor-patches/xen/*)
-stamp=$(cat "${sources[@]}" | sha256sum | cut -d' ' -f1)
+# The sources and the version of libvirt-daemon (whose Xen driver goes
+# into dom0.cpio.gz), if installed.
+stamp=$( (cat "${sources[@]}"
+          dpkg-query -W -f '${Version}' libvirt-daemon 2>/dev/null || true) \
+    | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$dir/stamp" 2>/dev/null)" = "$stamp" ]; then
     echo "build-xen: $dir is up to date"
     exit 0
