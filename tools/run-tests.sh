@@ -32,9 +32,6 @@ export MEMCANAL_REQUIRE_SERVICES=1
 unit_tests=$!
 # Headless Chromium and chromedriver for the dashboard's browser test.
 bash tools/install-chromium.sh
-# Xen nested in QEMU (test_xen.py): Debian's packages unpacked, never
-# installed; cached under ~/.cache/memcanal/xen.
-bash tools/build-xen.sh
 # A real keystone for the API's authentication tests, in its own venv.
 finished $keystone_install keystone
 # A real nova and placement, with memcanal, in their own venv.
@@ -61,6 +58,9 @@ unit_status=0
 wait $unit_tests || unit_status=$?
 cat "$installs/unit"
 settle $unit_status "$@"
+# Not test_xen.py: Xen nested in QEMU TCG is not steady enough for a run
+# that must pass (a PVH guest's kernel and dom0's processes die at random
+# under load, doc/xen.md); it runs by hand after tools/build-xen.sh.
 # Two functional tests at a time (pytest-xdist), each module's tests on
 # one worker, libvirtd's users all on one (memcanal/tests/functional/
 # scheduling.py): most of a functional test's time is a guest's or a
@@ -70,6 +70,7 @@ functional_status=0
     -n 2 -p memcanal.tests.functional.scheduling --dist loadscope \
     --no-loadscope-reorder memcanal/tests \
     --ignore=memcanal/tests/unit --ignore=memcanal/tests/nova_functional \
+    --ignore=memcanal/tests/functional/test_xen.py \
     "$@" || functional_status=$?
 settle $functional_status "$@"
 nova_status=0
