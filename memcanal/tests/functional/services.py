@@ -7,6 +7,7 @@ the reason, so unit work stays possible on a laptop.
 """
 
 import contextlib
+import functools
 import os
 import queue
 import shutil
@@ -104,18 +105,15 @@ def require(host, port, what):
 
 def require_rabbit():
     require('127.0.0.1', 5672, 'RabbitMQ')
-    if XDIST_VHOST and not _fresh_vhost:
+    if XDIST_VHOST:
         _make_vhost(XDIST_VHOST)
-        _fresh_vhost.append(XDIST_VHOST)
     return RABBIT_URL
 
 
-_fresh_vhost = []
-
-
+@functools.cache
 def _make_vhost(name):
     """Virtual host ``name``, empty (what an earlier run left in it is
-    deleted), open to guest."""
+    deleted), open to guest; once a process."""
     for command in (['delete_vhost', name], ['add_vhost', name],
                     ['set_permissions', '-p', name, 'guest', '.*', '.*',
                      '.*']):
