@@ -21,6 +21,8 @@ import json
 
 import numpy as np
 
+from memcanal.agent import paging
+
 PAGE_SIZE = 4096
 # Xen's x86 guests keep MMIO holes and special pages below 4 GiB: a PVH
 # guest's highest frame is 0xfefff whatever its memory (doc/xen.md).
@@ -91,12 +93,7 @@ def _frames(runs, limit):
     if kept.sum() > limit:
         raise BadLine('runs that overlap')
     dropped = int(count.sum() - kept.sum())
-    if not kept.any():
-        return np.zeros(0, np.int64), dropped
-    starts = np.repeat(first[kept > 0], kept[kept > 0])
-    offsets = np.arange(starts.size) - np.repeat(
-        np.cumsum(kept[kept > 0]) - kept[kept > 0], kept[kept > 0])
-    return np.unique(starts + offsets), dropped
+    return np.unique(paging.expand(np.column_stack([first, kept]))), dropped
 
 
 def parse_line(line, domain_limit):
