@@ -14,3 +14,10 @@ apt_install() {
     DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 \
         install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
+
+# debian_kernel_package: the kernel package linux-image-amd64 depends on
+# (the guests' kernel: tools/build-test-guest.sh, tools/build-xen.sh).
+debian_kernel_package() {
+    apt-cache depends linux-image-amd64 \
+        | awk '/Depends: linux-image-[0-9]/ {print $2; exit}'
+}

@@ -9,14 +9,14 @@
 # in build/downloads; a second run only rebuilds what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. tools/apt.sh
 bash tools/install-qemu.sh
 out=build/test-guest
 downloads=build/downloads
 mkdir -p "$out" "$downloads"
 
 # The kernel: the package linux-image-amd64 depends on, unpacked.
-kernel_package=$(apt-cache depends linux-image-amd64 \
-    | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+kernel_package=$(debian_kernel_package)
 if ! ls "$downloads/$kernel_package"_*.deb >/dev/null 2>&1; then
     (cd "$downloads" && apt-get download "$kernel_package" 2>/dev/null)
 fi

@@ -37,6 +37,7 @@ if [ "$(cat "$dir/stamp" 2>/dev/null)" = "$stamp" ]; then
     echo "build-xen: $dir is up to date"
     exit 0
 fi
+. tools/apt.sh
 # QEMU, busybox-static, cpio, a C compiler (the project's own list).
 bash tools/install-qemu.sh
 downloads=$dir/downloads
@@ -45,8 +46,7 @@ mkdir -p "$downloads" "$unpacked"
 
 # Xen, its toolstack, its libraries and headers; the kernel
 # linux-image-amd64 depends on, as tools/build-test-guest.sh takes it.
-kernel_package=$(apt-cache depends linux-image-amd64 \
-    | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+kernel_package=$(debian_kernel_package)
 packages=(xen-hypervisor-4.17-amd64 xen-utils-4.17 libxenmisc4.17
     libxencall1 libxendevicemodel1 libxenevtchn1 libxenforeignmemory1
     libxengnttab1 libxenstore4 libxentoolcore1 libxentoollog1
