@@ -22,9 +22,9 @@ SHARE_LIBVIRTD = frozenset([
     'test_libvirt_sampling', 'test_nova_compute', 'test_paging_carriers'])
 # Minutes in a serial run, longest first; the rest follow in their
 # collection order.
-LONGEST_FIRST = ('libvirtd', 'test_agent_paging', 'test_aio',
+LONGEST_FIRST = ('libvirtd', 'test_xen', 'test_agent_paging', 'test_aio',
                  'test_memtrace', 'test_guest_paging', 'test_tempest',
-                 'test_xen', 'test_faults', 'test_osc')
+                 'test_faults', 'test_osc')
 
 
 def unit_of(nodeid):
