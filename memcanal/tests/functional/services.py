@@ -41,15 +41,15 @@ POSTGRES_ADMIN_URL = os.environ.get(
     'postgresql+psycopg2://postgres@127.0.0.1:5432/postgres')
 
 
-def wait_for(predicate, timeout=60, what='condition'):
-    """``predicate()`` once it is true, polled every 0.2 s; fails the
-    test after ``timeout`` seconds."""
+def wait_for(predicate, timeout=60, what='condition', interval=0.2):
+    """``predicate()`` once it is true, polled every ``interval``
+    seconds; fails the test after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
-        time.sleep(0.2)
+        time.sleep(interval)
     pytest.fail('timed out waiting for %s' % what)
 
 

@@ -53,8 +53,8 @@ ARTEFACTS = ('xen.elf', 'vmlinuz', 'dom0.cpio.gz')
 # rarely. With this CPU and one CPU, none of it in any run since
 # (doc/xen.md, "Processes dying in dom0"). MEMCANAL_XEN_CPU and
 # MEMCANAL_XEN_CPUS set others, to try them.
-CPU = os.environ.get('MEMCANAL_XEN_CPU', 'qemu64,+svm,+npt,+nrip-save,'
-                     '+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16')
+CPU = os.environ.get('MEMCANAL_XEN_CPU', 'qemu64,+svm,+npt,+ssse3,+sse4.1,'
+                     '+sse4.2,+popcnt,+cx16')
 CPUS = int(os.environ.get('MEMCANAL_XEN_CPUS', '1'))
 XEN_ARGS = 'console=com1 com1=115200,8n1 dom0_mem=%dM,max:%dM noreboot'
 DOM0_ARGS = 'console=hvc0 earlyprintk=xen'
@@ -250,9 +250,24 @@ class XenHost(object):
             self._check_alive(deadline)
             try:
                 self.run('true', timeout=5)
-                return
+                break
             except XenError:
                 continue
+        if self.host_root:
+            self._share_project()
+
+    def _share_project(self):
+        """This Python's venv and the project at their own paths in
+        /host when they are under the host's /tmp, which dom0's own /tmp
+        hides there: the host's /tmp bound at /mnt/host-tmp in /host,
+        the path's top directory linked from dom0's /tmp."""
+        parts = os.path.realpath(sys.prefix).split(os.sep)
+        if len(parts) < 3 or parts[1] != 'tmp':
+            return
+        self.check('mkdir -p /host/mnt/host-tmp && '
+                   'mount -o bind /mnt/hostroot/tmp /host/mnt/host-tmp && '
+                   'ln -sfn /mnt/host-tmp/%s /tmp/%s' % (
+                       shlex.quote(parts[2]), shlex.quote(parts[2])))
 
     def _check_alive(self, deadline):
         if self.process.poll() is not None:
