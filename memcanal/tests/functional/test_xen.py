@@ -17,6 +17,7 @@ runs in doc/xen.md).
 """
 
 import os
+import pathlib
 import re
 import signal
 import subprocess
@@ -31,6 +32,7 @@ from memcanal.tests import fixtures as memcanal_fixtures
 from memcanal.tests.functional import services
 from memcanal.tests.functional import test_api
 from memcanal.tests.functional import xen_host
+from memcanal.tests.unit.api import data
 
 pytestmark = pytest.mark.functional
 
@@ -163,8 +165,6 @@ def service(tmp_path, rabbit_url):
     (which this process's memcanal.db.api then reads), its decisions
     applied as soon as made; the service's public key."""
     database = 'sqlite:///%s' % (tmp_path / 'memcanal.sqlite')
-    schema = memcanal_fixtures.Database(database, migrate=True)
-    schema.setUp()
     private, public = (str(tmp_path / 'service.key'),
                        str(tmp_path / 'service.pub'))
     signing.create_key_pair(private, public)
@@ -177,20 +177,20 @@ def service(tmp_path, rabbit_url):
         '[optimizer]\nmode = auto\noptimize_interval = 5\n'
         'min_benefit = 0\nhold_seconds = 0\nmax_step_fraction = 1.0\n' % (
             rabbit_url, tmp_path, database, private))
-    log = open(tmp_path / 'service.log', 'ab')
-    process = subprocess.Popen(
-        [os.path.join(os.path.dirname(sys.executable), 'memcanal-service'),
-         '--config-file', str(config)], start_new_session=True,
-        stdout=log, stderr=subprocess.STDOUT)
-    try:
-        yield open(public).read()
-    finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        log.close()
-        print('service log:\n', (tmp_path / 'service.log').read_text()[
-            -4000:])
-        schema.cleanUp()
+    with data.using(memcanal_fixtures.Database(database, migrate=True)), \
+            open(tmp_path / 'service.log', 'ab') as log:
+        process = subprocess.Popen(
+            [os.path.join(os.path.dirname(sys.executable),
+                          'memcanal-service'),
+             '--config-file', str(config)], start_new_session=True,
+            stdout=log, stderr=subprocess.STDOUT)
+        try:
+            yield pathlib.Path(public).read_text()
+        finally:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            print('service log:\n', (tmp_path / 'service.log').read_text()[
+                -4000:])
 
 
 def test_the_agent_in_dom0_reports_and_a_decision_balloons(
