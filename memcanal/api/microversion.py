@@ -43,6 +43,9 @@ VERSIONS = [
             # server lends nothing until an operator enables it.
     '1.7',  # Hosts: hypervisor_type and nova_managed (false on Xen hosts:
             # no placement ratio, nova filter or migration applies).
+    '1.8',  # 95 % intervals of sampled estimates: instances'
+            # wss_bounds_bytes, reports' wss_bounds and mrc_bands, hosts'
+            # demand_bounds_bytes.
 ]
 
 

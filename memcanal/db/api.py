@@ -109,10 +109,12 @@ def host_state(last_heartbeat_at, report_interval, now=None):
 
 
 class InstanceTotals(collections.namedtuple(
-        'InstanceTotals', 'count demand allocated resident',
-        defaults=(0,) * 4)):
+        'InstanceTotals', 'count demand allocated resident demand_low',
+        defaults=(0,) * 5)):
     """What a host's live instances add up to: how many, their measured
-    demand, their memory, and what of it they hold resident."""
+    demand (from the upper bounds of sampled working sets), their
+    memory, what of it they hold resident, and their demand from the
+    lower bounds (the demand's 95 % interval is [demand_low, demand])."""
 
 
 def _host_dict(host, load, rejected_count, lending=(0, 0)):
@@ -138,6 +140,7 @@ def _host_dict(host, load, rejected_count, lending=(0, 0)):
         'nova_managed': hypervisors.nova_managed(host.hypervisor_type),
         'capacity_bytes': capacity,
         'demand_bytes': load.demand,
+        'demand_bounds_bytes': [load.demand_low, load.demand],
         'headroom_bytes': capacity - load.demand,
         'utilization': load.demand / capacity if capacity > 0 else None,
         'allocated_bytes': load.allocated,
@@ -147,6 +150,14 @@ def _host_dict(host, load, rejected_count, lending=(0, 0)):
         'created_at': host.created_at,
         'updated_at': host.updated_at,
     }
+
+
+def _bounds(instance):
+    """The 95 % interval of an instance's working set, [low, high] bytes,
+    or None (not sampled, or reported before RPC 1.7)."""
+    if instance.wss_high_bytes is None:
+        return None
+    return [instance.wss_low_bytes, instance.wss_high_bytes]
 
 
 def _instance_dict(instance, host_uuid):
@@ -160,6 +171,10 @@ def _instance_dict(instance, host_uuid):
         'observed_bytes': instance.observed_bytes,
         'flavor': instance.flavor,
         'wss_bytes': instance.wss_bytes,
+        'wss_bounds_bytes': _bounds(instance),
+        # What its demand and floor count (guardrails.demand_wss).
+        'demand_wss_bytes': guardrails.demand_wss(instance.wss_bytes,
+                                                  _bounds(instance)),
         'resident_bytes': instance.resident_bytes,
         'paged_bytes': instance.paged_bytes,
         'resident_target_bytes': instance.resident_target_bytes,
@@ -183,6 +198,14 @@ def stored_curves(mrc):
             for method, curve in (mrc or {}).items()}
 
 
+def stored_bands(mrc_bands):
+    """A stored ``mrc_bands`` column as {method: {"low": points, "high":
+    points}} (points as stored_curves gives them)."""
+    return {method: {edge: packed_curve.unpack(curve)
+                     for edge, curve in band.items()}
+            for method, band in (mrc_bands or {}).items()}
+
+
 def _report_dict(report):
     return {
         'id': report.id,
@@ -191,6 +214,8 @@ def _report_dict(report):
         'allocated_bytes': report.allocated_bytes,
         'wss': report.wss or {},
         'mrc': stored_curves(report.mrc),
+        'wss_bounds': report.wss_bounds or {},
+        'mrc_bands': stored_bands(report.mrc_bands),
         'guest_stats': report.guest_stats,
         'log_stats': report.log_stats,
     }
@@ -374,22 +399,36 @@ def _live_demands(session, *conditions):
     instance matching ``conditions``: its measured demand, or all its
     memory when no working set was measured (demand.vm_demand)."""
     return [(row.host_id, row.flavor, row.project_id, row.allocated_bytes,
-             need) for row, need in _live_instances(session, *conditions)]
+             need) for row, need, _low in _live_instances(session,
+                                                          *conditions)]
 
 
 def _live_instances(session, *conditions):
-    """(row, measured demand) of every live instance matching
-    ``conditions``."""
+    """(row, measured demand, demand from the working set's lower bound)
+    of every live instance matching ``conditions``; the demand counts
+    the upper bound of a sampled working set (guardrails.demand_wss)."""
     rails = _rails()
     rows = session.execute(
         sa.select(models.Instance.host_id, models.Instance.flavor,
                   models.Instance.project_id,
                   models.Instance.allocated_bytes,
                   models.Instance.target_bytes, models.Instance.wss_bytes,
+                  models.Instance.wss_low_bytes,
+                  models.Instance.wss_high_bytes,
                   models.Instance.resident_target_bytes)
         .where(models.Instance.deleted_at.is_(None), *conditions)).all()
-    return [(row, demand.vm_demand(row.target_bytes or row.allocated_bytes,
-                                   row.wss_bytes, rails)) for row in rows]
+    result = []
+    for row in rows:
+        memory = row.target_bytes or row.allocated_bytes
+        bounds = _bounds(row)
+        low = None if bounds is None else min(bounds[0], row.wss_bytes)
+        result.append((
+            row,
+            demand.vm_demand(memory, guardrails.demand_wss(row.wss_bytes,
+                                                           bounds), rails),
+            demand.vm_demand(memory, row.wss_bytes if low is None else low,
+                             rails)))
+    return result
 
 
 def resident_of(memory_bytes, resident_target_bytes):
@@ -404,7 +443,7 @@ def _host_counts(session, host=None):
     """Per host id: InstanceTotals of its live instances; per host uuid:
     rejections; of every host, or of ``host`` (a Host) alone."""
     instances = {}
-    for row, need in _live_instances(session, *(
+    for row, need, low in _live_instances(session, *(
             [models.Instance.host_id == host.id] if host else [])):
         load = instances.get(row.host_id, InstanceTotals())
         instances[row.host_id] = InstanceTotals(
@@ -412,7 +451,8 @@ def _host_counts(session, host=None):
             load.allocated + row.allocated_bytes,
             load.resident + resident_of(
                 row.target_bytes or row.allocated_bytes,
-                row.resident_target_bytes))
+                row.resident_target_bytes),
+            load.demand_low + low)
     rejected = sa.select(models.ReportRejection.host_uuid,
                          sa.func.count(models.ReportRejection.id))
     if host is not None:

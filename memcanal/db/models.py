@@ -108,6 +108,10 @@ class Instance(TimestampMixin, Base):
     flavor = sa.Column(sa.String(255), nullable=True)
     # The latest report's working set, by the most exact estimator.
     wss_bytes = sa.Column(sa.BigInteger, nullable=True)
+    # Its 95 % interval when it was sampled (RPC 1.7; None: read as
+    # exact). The VM's demand is taken from the upper bound.
+    wss_low_bytes = sa.Column(sa.BigInteger, nullable=True)
+    wss_high_bytes = sa.Column(sa.BigInteger, nullable=True)
     # Remote paging, as the agent last saw it: how much of the VM's
     # memory the host holds, and how much its pager moved to stores.
     resident_bytes = sa.Column(sa.BigInteger, nullable=True)
@@ -225,6 +229,11 @@ class InstanceReport(Base):
     # any.
     wss = sa.Column(sa.JSON(none_as_null=True), nullable=True)
     mrc = sa.Column(sa.JSON(none_as_null=True), nullable=True)
+    # Their 95 % intervals, as the agent sent them (RPC 1.7,
+    # memcanal.rpc.reports): {estimator: [low, high]} and {method:
+    # {"low": curve, "high": curve}}; NULL when it sent none.
+    wss_bounds = sa.Column(sa.JSON(none_as_null=True), nullable=True)
+    mrc_bands = sa.Column(sa.JSON(none_as_null=True), nullable=True)
 
 
 class ReportRejection(Base):

@@ -39,8 +39,8 @@ _INSTANCE_REPORTS = models.InstanceReport.__table__
 # before a resize may be stored after it.
 _REPORTED_COLUMNS = ('host_id', 'project_id', 'allocated_bytes',
                      'observed_bytes', 'last_reported_at', 'deleted_at',
-                     'flavor', 'wss_bytes', 'resident_bytes',
-                     'paged_bytes')
+                     'flavor', 'wss_bytes', 'wss_low_bytes',
+                     'wss_high_bytes', 'resident_bytes', 'paged_bytes')
 # Uuids per IN (...) list: SQLite allows 32766 bound parameters in a
 # statement, and a batch may describe more instances.
 IN_CHUNK = 1000
@@ -232,12 +232,16 @@ def _insert_reports(connection, fresh, now, host_state):
     latest = {}  # A later report of the batch describes an instance last.
     for host_id, report in fresh:
         for sample in report['instances']:
+            bounds = guardrails.preferred_bounds(
+                sample.get('wss', {}), sample.get('wss_bounds')) or (None,
+                                                                    None)
             latest[sample['uuid']] = {
                 'host_id': host_id, 'project_id': sample['project_id'],
                 'allocated_bytes': sample['allocated_bytes'],
                 'observed_bytes': sample.get('observed_bytes'),
                 'flavor': sample.get('flavor'),
                 'wss_bytes': guardrails.preferred_wss(sample.get('wss', {})),
+                'wss_low_bytes': bounds[0], 'wss_high_bytes': bounds[1],
                 # A VM no pager holds is all resident: None for both.
                 'resident_bytes': sample.get('paging', {}).get(
                     'resident_bytes'),
@@ -251,7 +255,8 @@ def _insert_reports(connection, fresh, now, host_state):
     instance_ids = _upsert_instances(connection, latest, now)
     connection.execute(_insert(
         connection, _INSTANCE_REPORTS,
-        ('guest_stats', 'log_stats', 'wss', 'mrc')), [
+        ('guest_stats', 'log_stats', 'wss', 'mrc', 'wss_bounds',
+         'mrc_bands')), [
         {'host_report_id': report_id,
          'instance_id': instance_ids[sample['uuid']],
          'sequence': report['sequence'],
@@ -260,7 +265,9 @@ def _insert_reports(connection, fresh, now, host_state):
          'guest_stats': _dumps(sample.get('guest_stats', {})),
          'log_stats': _dumps(sample.get('logs')),
          'wss': _dumps(sample.get('wss', {})),
-         'mrc': _dumps(sample.get('mrc', {}))}
+         'mrc': _dumps(sample.get('mrc', {})),
+         'wss_bounds': _dumps(sample.get('wss_bounds')),
+         'mrc_bands': _dumps(sample.get('mrc_bands'))}
         for report_id, report, sample in samples])
     return left_out
 

@@ -55,13 +55,36 @@ class Guarded:
 WSS_ESTIMATORS = ('prl', 'sampled', 'pml', 'xen_logdirty', 'esx')
 
 
+def _preferred(wss):
+    for name in WSS_ESTIMATORS:
+        if wss.get(name) is not None:
+            return name
+    return None
+
+
 def preferred_wss(wss):
     """The working set of the most exact estimator a report gave, or
     None; ``wss`` maps estimator names to bytes."""
-    for name in WSS_ESTIMATORS:
-        if wss.get(name) is not None:
-            return wss[name]
-    return None
+    name = _preferred(wss)
+    return None if name is None else wss[name]
+
+
+def preferred_bounds(wss, wss_bounds):
+    """The 95 % interval, (low, high) bytes, of preferred_wss's working
+    set, or None when the report gave it none (an estimate that is no
+    sample's, or an agent before RPC 1.7): it is then read as exact.
+    ``wss_bounds`` maps estimator names to [low, high]."""
+    bounds = (wss_bounds or {}).get(_preferred(wss))
+    return None if bounds is None else (int(bounds[0]), int(bounds[1]))
+
+
+def demand_wss(wss_bytes, bounds):
+    """The working set a VM's demand and floor count: the upper bound of
+    its interval (``bounds``, (low, high) or None), never below the
+    estimate itself; the estimate when it has none."""
+    if bounds is None or wss_bytes is None:
+        return wss_bytes
+    return max(wss_bytes, bounds[1])
 
 
 def floor_of(limits, rails):

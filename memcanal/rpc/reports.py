@@ -12,6 +12,9 @@ A report is a dict::
          "flavor": "m1.small",             # optional: the flavor's name
          "wss": {"<estimator>": <bytes>, ...},
          "mrc": {"<method>": "<packed curve>", ...},
+         "wss_bounds": {"<estimator>": [<low bytes>, <high bytes>]},
+         "mrc_bands": {"<method>": {"low": "<packed curve>",
+                                    "high": "<packed curve>"}},
          "guest_stats": {"<name>": <number>, ...},
          "logs": {"prl": <log stats>, "pml": <log stats>},
          "paging": {"resident_bytes": .., "paged_bytes": .., # optional
@@ -34,6 +37,16 @@ A curve is packed (memcanal.estimation.packed_curve: base64 of deflated
 before it send [[<size bytes>, <miss ratio>], ...], still accepted. Either
 way sizes are >= 1 and strictly increasing, ratios in 0..1.
 
+Since RPC 1.7 an estimate made from a sample carries its error bar
+(doc/estimation.md): ``wss_bounds`` the 95 % interval of a working set
+of ``wss`` (low <= high), ``mrc_bands`` a band around a curve of
+``mrc``, its low and high ratios packed at the curve's own sizes (low <=
+high at each). ``guest_stats`` then also says ``sampling_confidence``
+(0.95), ``sampled_pages`` and ``sampling_rate``. Both fields are
+optional, so reports of agents before 1.7 are still accepted; an
+interval that names no estimate of the report, is upside down or does
+not match its curve's sizes rejects the report (``report.bad_interval``).
+
 The service validates every report before storing anything from it, so a
 malformed one is rejected whole with a stable code.
 """
@@ -52,6 +65,8 @@ NAME_PATTERN = '^[a-z][a-z0-9_]{0,31}$'
 UUID_PATTERN = ('^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?'
                 '[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$')
 NON_NEGATIVE_INT = {'type': 'integer', 'minimum': 0}
+# A packed curve (the points are checked apart from the schema).
+PACKED_CURVE = {'type': 'string', 'minLength': 1}
 LOG_STATS_SCHEMA = {
     'type': 'object',
     'additionalProperties': False,
@@ -87,6 +102,25 @@ INSTANCE_SCHEMA = {
             'propertyNames': {'pattern': NAME_PATTERN},
             'additionalProperties': {'type': ['string', 'array'],
                                      'minLength': 1, 'minItems': 1},
+        },
+        # RPC 1.7: a 95 % interval of an estimate of ``wss``, [low,
+        # high] bytes, and a band of a curve of ``mrc`` at its sizes.
+        'wss_bounds': {
+            'type': 'object',
+            'propertyNames': {'pattern': NAME_PATTERN},
+            'additionalProperties': {'type': 'array',
+                                     'items': NON_NEGATIVE_INT,
+                                     'minItems': 2, 'maxItems': 2},
+        },
+        'mrc_bands': {
+            'type': 'object',
+            'propertyNames': {'pattern': NAME_PATTERN},
+            'additionalProperties': {
+                'type': 'object',
+                'required': ['low', 'high'],
+                'additionalProperties': False,
+                'properties': {'low': PACKED_CURVE, 'high': PACKED_CURVE},
+            },
         },
         'guest_stats': {
             'type': 'object',
@@ -289,16 +323,66 @@ def _check_point_list(where, points, max_mrc_points):
         previous = size
 
 
+def _bad_interval(where, detail):
+    return exception.InvalidReport('report.bad_interval',
+                                   '%s: %s' % (where, detail))
+
+
+def _check_wss_bounds(index, sample):
+    """Each interval bounds an estimate the report gives, low <= high."""
+    for name, (low, high) in sample.get('wss_bounds', {}).items():
+        where = 'instances.%d.wss_bounds.%s' % (index, name)
+        if name not in sample.get('wss', {}):
+            raise _bad_interval(where, 'no such estimate in wss')
+        if low > high:
+            raise _bad_interval(where, 'low %d is above high %d' % (low,
+                                                                   high))
+
+
+def _sizes(curve):
+    """The sizes of a checked curve: packed points or a list."""
+    if isinstance(curve, np.ndarray):
+        return curve['size'].tolist()
+    return [size for size, _ratio in curve]
+
+
+def _check_mrc_bands(index, sample, max_mrc_points, curves):
+    """Each band is of a curve the report gives, at that curve's sizes
+    (``curves``: method -> its checked points), its low ratios at most
+    its high ones and both in 0..1."""
+    for method, band in sample.get('mrc_bands', {}).items():
+        where = 'instances.%d.mrc_bands.%s' % (index, method)
+        if method not in curves:
+            raise _bad_interval(where, 'no such curve in mrc')
+        low, high = (_packed_points('%s.%s' % (where, edge), band[edge],
+                                    max_mrc_points)
+                     for edge in ('low', 'high'))
+        for edge in (low, high):
+            if edge['size'].tolist() != _sizes(curves[method]):
+                raise _bad_interval(where, 'not at the sizes of its curve')
+            # NaN fails both comparisons.
+            if not np.all((edge['ratio'] >= 0) & (edge['ratio'] <= 1)):
+                raise _bad_interval(where, 'ratios must be in 0..1')
+        if np.any(low['ratio'] > high['ratio']):
+            raise _bad_interval(where, 'low is above high at %d bytes' % (
+                low['size'][np.argmax(low['ratio'] > high['ratio'])]))
+
+
 def _check_instance(index, sample, max_mrc_points, packed):
     """Check the instance's numbers but for its packed curves' points,
     which are added to ``packed`` for _check_packed_points."""
+    curves = {}
     for method, curve in sample.get('mrc', {}).items():
         where = 'instances.%d.mrc.%s' % (index, method)
         if isinstance(curve, str):
-            packed.append((where, _packed_points(where, curve,
-                                                 max_mrc_points)))
+            points = _packed_points(where, curve, max_mrc_points)
+            packed.append((where, points))
+            curves[method] = points
         else:
             _check_point_list(where, curve, max_mrc_points)
+            curves[method] = curve
+    _check_wss_bounds(index, sample)
+    _check_mrc_bands(index, sample, max_mrc_points, curves)
     bad_key = _non_finite_key(sample.get('guest_stats', {}))
     if bad_key is not None:
         raise exception.InvalidReport(

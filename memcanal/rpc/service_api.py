@@ -17,6 +17,9 @@ API version history:
         refuses unsigned messages, so only 1.5 is sent.
 * 1.6 - register_host takes the host's ``hypervisor_type``
         (memcanal.hypervisors); upgrade the service before its agents.
+* 1.7 - report's instances may carry ``wss_bounds`` and ``mrc_bands``,
+        the 95 % intervals of sampled estimates (memcanal.rpc.reports);
+        reports without them (agents at 1.6) are still accepted.
 """
 
 import oslo_messaging as messaging
@@ -35,7 +38,7 @@ class ServiceAPI:
     """What the agent of ``host`` may ask of the central service, signed
     with ``host_key`` (an Ed25519PrivateKey: [agent] host_key)."""
 
-    VERSION = '1.6'
+    VERSION = '1.7'
 
     def __init__(self, host, host_key):
         target = messaging.Target(topic=rpc.SERVICE_TOPIC,

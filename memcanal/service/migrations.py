@@ -66,8 +66,8 @@ class MigrationPlanner:
         self._curves[instance['uuid']] = curve
         return migration.Instance(
             name=instance['uuid'], memory_bytes=memory,
-            demand_bytes=demand.vm_demand(memory, instance['wss_bytes'],
-                                          self.rails),
+            demand_bytes=demand.vm_demand(
+                memory, instance['demand_wss_bytes'], self.rails),
             flavor_bytes=instance['allocated_bytes'], curve=curve.curve,
             server_groups=groups_of.get(instance['uuid'], ()),
             movable=instance['resident_target_bytes'] is None,

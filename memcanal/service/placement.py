@@ -157,9 +157,10 @@ class PlacementClient:
 
 def guests_of(instances):
     """overcommit.Guest of the service's instance rows (flavor memory
-    placement allocated, latest working set)."""
+    placement allocated, latest working set: the upper bound of a
+    sampled one's 95 % interval)."""
     return [overcommit.Guest(instance['allocated_bytes'],
-                             instance['wss_bytes'])
+                             instance['demand_wss_bytes'])
             for instance in instances]
 
 

@@ -51,8 +51,8 @@ class PoolingPlanner:
             name=instance['uuid'], memory_bytes=memory,
             resident_bytes=db_api.resident_of(
                 memory, instance['resident_target_bytes']),
-            floor_bytes=demand.vm_demand(memory, instance['wss_bytes'],
-                                         self.rails),
+            floor_bytes=demand.vm_demand(
+                memory, instance['demand_wss_bytes'], self.rails),
             flavor_bytes=instance['allocated_bytes'], curve=curve.curve,
             lender=lenders_of.get(instance['uuid']),
             miss_floor=curve.miss_floor(self.conf.pooling.delta))

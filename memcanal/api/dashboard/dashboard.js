@@ -10,7 +10,7 @@
 'use strict';
 
 (function () {
-  const VERSION = 'memcanal 1.7';
+  const VERSION = 'memcanal 1.8';
   const REFRESH_MS = 5000;
   const REPORTS = 60;
   const RECENT = 8;

@@ -23,7 +23,8 @@ def _view(req, host):
     from its last heartbeat, is judged by; from 1.4 with its zone, the
     allocation ratio memcanal set and its measured demand; from 1.5 with
     its memory map (resident, lent, borrowed); from 1.7 with its
-    hypervisor type and whether nova manages it."""
+    hypervisor type and whether nova manages it; from 1.8 with its
+    demand's 95 % interval."""
     body = views.host(host)
     if microversion.is_supported(req, '1.3'):
         body['report_interval'] = host['report_interval']
@@ -33,6 +34,8 @@ def _view(req, host):
         body.update(views.host_pooling(host))
     if microversion.is_supported(req, '1.7'):
         body.update(views.host_hypervisor(host))
+    if microversion.is_supported(req, '1.8'):
+        body.update(views.host_demand_bounds(host))
     return body
 
 

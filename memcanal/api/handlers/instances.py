@@ -48,11 +48,21 @@ def _view(req, instance):
                     wss_bytes=instance['wss_bytes'])
     if microversion.is_supported(req, '1.5'):
         body.update(views.instance_paging(instance))
+    if microversion.is_supported(req, '1.8'):
+        body.update(views.instance_wss_bounds(instance))
     return body
 
 
-def _report_view(req, report):
+def report_view(req, report):
+    """A report as listed; its intervals from 1.8."""
     body = views.report(report)
+    if microversion.is_supported(req, '1.8'):
+        body.update(views.report_intervals(report))
+    return body
+
+
+def _latest_report_view(req, report):
+    body = report_view(req, report)
     if microversion.is_supported(req, '1.2'):
         body['logs'] = views.report_logs(report)
     return body
@@ -124,7 +134,8 @@ def get_instance(req):
     util.validate_query_params(req, schemas.SHOW)
     body = _view(req, instance)
     latest = instance['latest_report']
-    body['latest_report'] = _report_view(req, latest) if latest else None
+    body['latest_report'] = (_latest_report_view(req, latest) if latest
+                             else None)
     return util.json_response(body)
 
 

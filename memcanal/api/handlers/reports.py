@@ -4,7 +4,6 @@ import webob.exc
 
 from memcanal.api import errors
 from memcanal.api.handlers import instances
-from memcanal.api.handlers import views
 from memcanal.api.policies import instances as policies
 from memcanal.api import policy
 from memcanal.api.schemas import reports as schemas
@@ -47,7 +46,7 @@ def list_reports(req):
         raise webob.exc.HTTPNotFound(str(exc),
                                      comment=errors.INSTANCE_NOT_FOUND)
     return util.json_response({
-        'reports': [views.report(r) for r in reports],
+        'reports': [instances.report_view(req, r) for r in reports],
         'links': util.page_links(req, reports,
                                  limit, reports[-1]['id'] if reports
                                  else None),

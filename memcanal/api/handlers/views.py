@@ -54,6 +54,35 @@ def host_hypervisor(value):
     return {key: value[key] for key in ('hypervisor_type', 'nova_managed')}
 
 
+def host_demand_bounds(value):
+    """Microversion 1.8 adds the 95 % interval of the host's demand:
+    [its VMs' demand from the lower bounds of their sampled working
+    sets, from the upper bounds]; an unsampled VM's counts the same in
+    both. demand_bytes is the upper bound."""
+    return {'demand_bounds_bytes': list(value['demand_bounds_bytes'])}
+
+
+def instance_wss_bounds(value):
+    """Microversion 1.8 adds the 95 % interval of ``wss_bytes``, [low,
+    high], or null when it was not sampled (read as exact)."""
+    bounds = value['wss_bounds_bytes']
+    return {'wss_bounds_bytes': None if bounds is None else list(bounds)}
+
+
+def report_intervals(value):
+    """Microversion 1.8 adds a report's 95 % intervals: ``wss_bounds``
+    {estimator: [low, high] bytes} and ``mrc_bands`` {method: {"low":
+    points, "high": points}} at the sizes of that curve (empty: none,
+    as from an agent before RPC 1.7)."""
+    return {
+        'wss_bounds': {name: list(bounds)
+                       for name, bounds in value['wss_bounds'].items()},
+        'mrc_bands': {method: {edge: [list(point) for point in points]
+                               for edge, points in band.items()}
+                      for method, band in value['mrc_bands'].items()},
+    }
+
+
 def instance_paging(value):
     """Microversion 1.5 adds remote paging: what the agent last saw the
     VM hold resident and paged out (null: no pager holds it), and how

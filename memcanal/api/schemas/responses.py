@@ -24,6 +24,9 @@ NUMBER_OR_NULL = {'type': ['number', 'null']}
 STRING = {'type': 'string'}
 STRING_OR_NULL = {'type': ['string', 'null']}
 HOST_STATE = {'enum': list(models.HOST_STATES)}
+# A 95 % interval of a size: [low bytes, high bytes].
+BOUNDS = {'type': 'array', 'prefixItems': [COUNT, COUNT], 'minItems': 2,
+          'maxItems': 2}
 TIME = {'type': 'string', 'format': 'date-time'}
 TIME_OR_NULL = {'type': ['string', 'null'], 'format': 'date-time'}
 UUID_OR_NULL = dict(common.UUID, type=['string', 'null'])
@@ -92,6 +95,7 @@ HOST = obj({
     'borrowed_bytes': since('1.5', COUNT),
     'hypervisor_type': since('1.7', STRING_OR_NULL),
     'nova_managed': since('1.7', {'type': 'boolean'}),
+    'demand_bounds_bytes': since('1.8', BOUNDS),
 })
 
 INSTANCE_PROPERTIES = {
@@ -115,6 +119,8 @@ INSTANCE_PROPERTIES = {
     'resident_bytes': since('1.5', COUNT_OR_NULL),
     'paged_bytes': since('1.5', COUNT_OR_NULL),
     'resident_target_bytes': since('1.5', COUNT_OR_NULL),
+    'wss_bounds_bytes': since('1.8', {'oneOf': [{'type': 'null'},
+                                                BOUNDS]}),
 }
 INSTANCE = obj(INSTANCE_PROPERTIES)
 
@@ -131,6 +137,10 @@ REPORT_PROPERTIES = {
     'wss': mapping(COUNT),
     'mrc': mapping(array(POINT)),
     'guest_stats': mapping({'type': 'number'}),
+    'wss_bounds': since('1.8', mapping(BOUNDS)),
+    # A curve's band: its low and high ratios at the curve's sizes.
+    'mrc_bands': since('1.8', mapping(obj({'low': array(POINT),
+                                          'high': array(POINT)}))),
 }
 REPORT = obj(REPORT_PROPERTIES)
 # A log's statistics as the agent sent them (each count optional), with

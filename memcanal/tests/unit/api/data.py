@@ -9,6 +9,7 @@ import contextlib
 
 from memcanal import context
 from memcanal.db import api as db_api
+from memcanal.estimation import packed_curve
 from memcanal.rpc import reports
 
 MIB = 2 ** 20
@@ -69,6 +70,41 @@ def _store(ctx, host_uuid, sequence, instances):
          'instances': [_sample(uuid, sequence) for uuid in instances]},
         max_mrc_points=100, max_instances=100)
     assert db_api.store_report(ctx, report)
+
+
+# What store_sampled reports of a sampled VM (RPC 1.7): its working set,
+# the 95 % interval, its curve and the curve's band.
+SAMPLED_WSS = 200 * MIB
+SAMPLED_BOUNDS = [180 * MIB, 230 * MIB]
+SAMPLED_CURVE = [[128 * MIB, 0.6], [256 * MIB, 0.2], [512 * MIB, 0.0]]
+SAMPLED_BAND = {'low': [[128 * MIB, 0.5], [256 * MIB, 0.1], [512 * MIB, 0.0]],
+                'high': [[128 * MIB, 0.7], [256 * MIB, 0.3],
+                         [512 * MIB, 0.05]]}
+
+
+def store_sampled(host_uuid, sequence, instances, sampled):
+    """Store a report of ``instances`` as the seed does, but of those in
+    ``sampled`` only what a sampling agent at RPC 1.7 measures, with the
+    intervals."""
+    samples = []
+    for uuid in instances:
+        sample = _sample(uuid, sequence)
+        if uuid in sampled:
+            sample.update(
+                wss={'sampled': SAMPLED_WSS},
+                wss_bounds={'sampled': SAMPLED_BOUNDS},
+                mrc={'sampled': packed_curve.pack(SAMPLED_CURVE)},
+                mrc_bands={'sampled': {
+                    edge: packed_curve.pack(points)
+                    for edge, points in SAMPLED_BAND.items()}},
+                guest_stats={'sampling_confidence': 0.95,
+                             'sampled_pages': 512.0, 'sampling_rate': 0.01})
+        samples.append(sample)
+    report = reports.validate_report(
+        {'host_uuid': host_uuid, 'sequence': sequence,
+         'collected_at': '2026-11-22T09:%02d:30Z' % sequence,
+         'instances': samples}, max_mrc_points=100, max_instances=100)
+    assert db_api.store_report(context.get_admin_context(), report)
 
 
 def seed():

@@ -1,5 +1,6 @@
 """data.py's cloud with something in every part of the API: a report
-with log statistics and paging, a memory server lending to a VM,
+with log statistics and paging, a sampled VM with its intervals, a
+memory server lending to a VM,
 decisions of every kind, applied and waiting, and a third host.
 
 For tests that walk the whole API (the OpenAPI reference's, schemathesis)
@@ -33,6 +34,9 @@ def seed():
     'decisions': [...]}."""
     ctx = context.get_admin_context()
     hosts = data.seed()
+    # A sampling agent's report (RPC 1.7), with its intervals.
+    data.store_sampled(hosts['host-a'], data.HOST_A_REPORTS + 1,
+                       data.HOST_A_INSTANCES, {data.A1})
     db_api.store_report(ctx, reports.validate_report(
         {'host_uuid': hosts['host-b'], 'sequence': 2,
          'collected_at': '2026-11-22T09:10:30Z',

@@ -127,3 +127,21 @@ def test_hypervisor_type_and_nova_managed_from_1_7(client, hosts):
     before = client.admin('/hosts', headers={
         'OpenStack-API-Version': 'memcanal 1.6'}).json['hosts'][0]
     assert 'hypervisor_type' not in before and 'nova_managed' not in before
+
+
+def test_demand_bounds_from_1_8(client, hosts):
+    """A sampled VM's demand counts the upper bound of its working set;
+    the host's interval sums its VMs' from both bounds."""
+    data.store_sampled(hosts['host-b'], 2, data.HOST_B_INSTANCES, {data.A3})
+    at_1_8 = {'OpenStack-API-Version': 'memcanal 1.8'}
+    host_a, host_b = client.admin('/hosts', headers=at_1_8).json['hosts']
+    assert host_a['demand_bounds_bytes'] == [3 * 304 * data.MIB] * 2
+    # A3: 180 to 230 MiB and the 64 MiB kernel; B2: PRL's 160 MiB at its
+    # second report, and the kernel.
+    assert host_b['demand_bounds_bytes'] == [(244 + 224) * data.MIB,
+                                             (294 + 224) * data.MIB]
+    assert host_b['demand_bytes'] == (294 + 224) * data.MIB
+    shown = client.admin('/hosts/%s' % hosts['host-b'], headers=at_1_8).json
+    assert shown['demand_bounds_bytes'] == host_b['demand_bounds_bytes']
+    assert 'demand_bounds_bytes' not in client.admin('/hosts', headers={
+        'OpenStack-API-Version': 'memcanal 1.7'}).json['hosts'][0]

@@ -304,3 +304,38 @@ def test_deleted_instances_are_listed_only_on_request(client, hosts):
                       errors.QUERY_INVALID)
     base.assert_error(client.admin('/instances?deleted=yes', headers=V13),
                       400, errors.QUERY_INVALID)
+
+
+V18 = {'OpenStack-API-Version': 'memcanal 1.8'}
+
+
+def test_intervals_from_microversion_1_8(client, hosts):
+    """A sampled VM's working set shows its 95 % interval, and its latest
+    report the intervals and the band of its curve; an unsampled VM's
+    working set has none (null), its reports empty ones."""
+    data.store_sampled(hosts['host-b'], 2, data.HOST_B_INSTANCES, {data.A3})
+    listed = {i['uuid']: i for i in client.admin(
+        '/instances', headers=V18).json['instances']}
+    assert listed[data.A3]['wss_bytes'] == data.SAMPLED_WSS
+    assert listed[data.A3]['wss_bounds_bytes'] == data.SAMPLED_BOUNDS
+    assert listed[data.B2]['wss_bounds_bytes'] is None
+    shown = client.admin('/instances/%s' % data.A3, headers=V18).json
+    assert shown['wss_bounds_bytes'] == data.SAMPLED_BOUNDS
+    latest = shown['latest_report']
+    assert latest['wss_bounds'] == {'sampled': data.SAMPLED_BOUNDS}
+    assert latest['mrc']['sampled'] == data.SAMPLED_CURVE
+    assert latest['mrc_bands'] == {'sampled': data.SAMPLED_BAND}
+    other = client.admin('/instances/%s' % data.B2, headers=V18).json
+    assert (other['latest_report']['wss_bounds'],
+            other['latest_report']['mrc_bands']) == ({}, {})
+    [newest, older] = client.admin('/instances/%s/reports' % data.A3,
+                                   headers=V18).json['reports']
+    assert newest['mrc_bands'] == {'sampled': data.SAMPLED_BAND}
+    assert older['wss_bounds'] == {}
+    at_1_7 = {'OpenStack-API-Version': 'memcanal 1.7'}
+    before = client.admin('/instances/%s' % data.A3, headers=at_1_7).json
+    assert 'wss_bounds_bytes' not in before
+    assert 'mrc_bands' not in before['latest_report']
+    assert 'wss_bounds' not in client.admin(
+        '/instances/%s/reports' % data.A3, headers=at_1_7).json[
+        'reports'][0]

@@ -32,7 +32,7 @@ def serve(topic, server, endpoint):
 
 
 class Recorder:
-    target = messaging.Target(version='1.6')
+    target = messaging.Target(version='1.7')
 
     def __init__(self):
         self.calls = []
@@ -133,3 +133,23 @@ def test_clients_are_capped_at_their_api_version(transport):
             '1.%d' % (int(api.VERSION.split('.')[1]) + 1))
     assert service_api.ServiceAPI('h1', HOST_KEY).client.can_send_version(
         '1.5')
+
+
+def test_a_service_at_1_7_takes_the_reports_of_agents_at_1_6(transport):
+    """Agents are upgraded after their service: one still at 1.6 (no
+    intervals in its reports) reaches a service at 1.7."""
+    recorder = Recorder()
+    server = serve(rpc.SERVICE_TOPIC, 'central', recorder)
+    try:
+        api = service_api.ServiceAPI('h1', HOST_KEY)
+        api.VERSION = '1.6'
+        api.client = rpc.get_client(messaging.Target(
+            topic=rpc.SERVICE_TOPIC, version='1.6'), version_cap='1.6')
+        api.report(memcanal_context.get_admin_context(), {'sequence': 1})
+        assert recorder.arrived.wait(10)
+    finally:
+        server.stop()
+        server.wait()
+    [(_name, _context, reported)] = recorder.calls
+    assert reported['report'] == {'sequence': 1}
+    assert service_api.ServiceAPI.VERSION == '1.7'

@@ -238,3 +238,85 @@ def test_non_dict_report_is_rejected():
     with pytest.raises(exception.InvalidReport) as err:
         validate(['not', 'a', 'report'])
     assert err.value.code == 'report.malformed'
+
+
+SAMPLED = [[4096, 0.9], [8192, 0.5], [2 ** 20, 0.0]]
+
+
+def sampled_report():
+    """A 1.7 agent's: a sampled working set and curve, with their 95 %
+    intervals."""
+    report = good_report()
+    sample = report['instances'][0]
+    sample['wss']['sampled'] = 2 ** 20
+    sample['wss_bounds'] = {'sampled': [2 ** 20 - 8192, 2 ** 20 + 8192]}
+    sample['mrc']['sampled'] = packed(SAMPLED)
+    sample['mrc_bands'] = {'sampled': {
+        'low': packed([[4096, 0.85], [8192, 0.4], [2 ** 20, 0.0]]),
+        'high': packed([[4096, 0.95], [8192, 0.6], [2 ** 20, 0.02]])}}
+    sample['guest_stats'].update(sampling_confidence=0.95,
+                                 sampled_pages=12.0, sampling_rate=0.01)
+    return report
+
+
+def test_intervals_are_accepted_and_an_older_agents_report_without():
+    assert validate(sampled_report())['instances'] == sampled_report()[
+        'instances']
+    # RPC 1.6: neither field; still accepted.
+    assert 'wss_bounds' not in validate(good_report())['instances'][0]
+
+
+def band(low, high, sizes=(4096, 8192, 2 ** 20)):
+    return {'low': packed(list(map(list, zip(sizes, low)))),
+            'high': packed(list(map(list, zip(sizes, high))))}
+
+
+@pytest.mark.parametrize('path, value, code', [
+    (('wss_bounds', 'sampled'), [2 ** 20 + 1, 2 ** 20], 'report.bad_interval'),
+    (('wss_bounds', 'prl'), [1, 2], 'report.bad_interval'),
+    (('wss_bounds', 'sampled'), [1], 'report.malformed'),
+    (('wss_bounds', 'sampled'), [1, 2, 3], 'report.malformed'),
+    (('wss_bounds', 'sampled'), [-1, 2], 'report.malformed'),
+    (('wss_bounds', 'sampled'), [1.5, 2], 'report.malformed'),
+    (('wss_bounds', 'sampled'), {'low': 1, 'high': 2}, 'report.malformed'),
+    (('mrc_bands', 'sampled'), band([0.9, 0.7, 0.0], [0.95, 0.6, 0.0]),
+     'report.bad_interval'),
+    (('mrc_bands', 'sampled'), band([0.9, 0.5, 0.0], [0.95, 0.6, 1.5]),
+     'report.bad_interval'),
+    (('mrc_bands', 'sampled'), band([0.9, float('nan'), 0.0],
+                                    [0.95, 0.6, 0.0]), 'report.bad_interval'),
+    (('mrc_bands', 'sampled'), band([0.9, 0.5], [0.95, 0.6], (4096, 8192)),
+     'report.bad_interval'),
+    (('mrc_bands', 'sampled'), band([0.9, 0.5, 0.0], [0.95, 0.6, 0.0],
+                                    (4096, 12288, 2 ** 20)),
+     'report.bad_interval'),
+    (('mrc_bands', 'shards'), band([0.9, 0.5, 0.0], [0.95, 0.6, 0.0]),
+     'report.bad_interval'),
+    (('mrc_bands', 'sampled', 'high'), 'not base64!', 'report.malformed'),
+    (('mrc_bands', 'sampled', 'high'), KeyError, 'report.malformed'),
+    (('mrc_bands', 'sampled', 'middle'), packed(SAMPLED), 'report.malformed'),
+    (('mrc_bands', 'sampled', 'low'), SAMPLED, 'report.malformed'),
+])
+def test_bad_intervals_are_rejected_with_a_stable_code(path, value, code):
+    report = sampled_report()
+    target = report['instances'][0]
+    for key in path[:-1]:
+        target = target[key]
+    if value is KeyError:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    with pytest.raises(exception.InvalidReport) as err:
+        validate(report)
+    assert err.value.code == code
+
+
+def test_a_band_of_a_curve_sent_as_a_list_is_judged_at_its_sizes():
+    report = sampled_report()
+    sample = report['instances'][0]
+    sample['mrc']['sampled'] = SAMPLED
+    validate(report)
+    sample['mrc']['sampled'] = SAMPLED[:2]
+    with pytest.raises(exception.InvalidReport) as err:
+        validate(report)
+    assert err.value.code == 'report.bad_interval'

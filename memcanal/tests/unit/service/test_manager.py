@@ -122,3 +122,49 @@ def test_optimize_moves_vms_before_it_pages_them_and_pages_signed(
     ran.clear()
     service_manager.optimize()
     assert ran == ['migrations', 'pooling', 'optimizer', 'ratios']
+
+
+def test_reports_with_intervals_and_without_are_both_stored(service_manager,
+                                                            ctx):
+    """RPC 1.7's intervals are stored with their report and on the
+    instance, and its host's demand is their upper bound; a 1.6 agent's
+    report without them is stored as before, its working set read as
+    exact."""
+    older = registered_report(service_manager, ctx)
+    COMPUTE_1.report(service_manager, ctx, older)
+    instance = db_api.get_instance(ctx, test_reports.VM)
+    assert instance['wss_bounds_bytes'] is None
+    assert instance['latest_report']['wss_bounds'] == {}
+    assert instance['latest_report']['mrc_bands'] == {}
+    host = db_api.get_host(ctx, older['host_uuid'])
+    assert host['demand_bounds_bytes'] == [host['demand_bytes']] * 2
+
+    report = test_reports.sampled_report()
+    report.update(host_uuid=older['host_uuid'], sequence=2)
+    del report['instances'][0]['wss']['distinct']
+    COMPUTE_1.report(service_manager, ctx, report)
+    assert service_manager.counters['stored'] == 2
+    instance = db_api.get_instance(ctx, test_reports.VM)
+    low, high = 2 ** 20 - 8192, 2 ** 20 + 8192
+    assert instance['wss_bytes'] == 2 ** 20
+    assert instance['wss_bounds_bytes'] == [low, high]
+    assert instance['demand_wss_bytes'] == high
+    latest = instance['latest_report']
+    assert latest['wss_bounds'] == {'sampled': [low, high]}
+    assert latest['mrc_bands']['sampled']['high'][1] == [8192, 0.6]
+    kernel = service_manager.conf.optimizer.kernel_mb * 2 ** 20
+    host = db_api.get_host(ctx, older['host_uuid'])
+    assert host['demand_bounds_bytes'] == [low + kernel, high + kernel]
+    assert host['demand_bytes'] == high + kernel
+
+
+def test_an_upside_down_interval_is_rejected_counted_and_recorded(
+        service_manager, ctx):
+    report = test_reports.sampled_report()
+    report.update(host_uuid=registered_report(service_manager, ctx)[
+        'host_uuid'])
+    report['instances'][0]['wss_bounds']['sampled'].reverse()
+    COMPUTE_1.report(service_manager, ctx, report)
+    assert service_manager.counters['rejected'] == 1
+    assert db_api.count_rejections(ctx, host_uuid=report['host_uuid']) == 1
+    assert db_api.count_reports(ctx)['host_reports'] == 0

@@ -177,7 +177,7 @@ def test_updater_proposes_from_placements_ratio_and_applies(fake):
         guardrails.Rails(kernel_bytes=64 * MB))
     fake.inventory['allocation_ratio'] = 1.2
     idle = placement.guests_of([
-        {'allocated_bytes': 1024 * MB, 'wss_bytes': 0}])
+        {'allocated_bytes': 1024 * MB, 'demand_wss_bytes': 0}])
     proposal = updater.proposal('compute-1', idle)
     assert proposal.current == 1.2 and proposal.ratio == 1.3
     assert updater.desired_ratio('compute-1', idle) == 1.3
@@ -190,7 +190,7 @@ def test_updater_proposes_from_placements_ratio_and_applies(fake):
 def test_unmeasured_instances_keep_the_ratio(fake):
     updater = placement.PlacementUpdater(placement.PlacementClient(fake))
     guests = placement.guests_of([
-        {'allocated_bytes': 1024 * MB, 'wss_bytes': None}])
+        {'allocated_bytes': 1024 * MB, 'demand_wss_bytes': None}])
     assert updater.desired_ratio('compute-1', guests) is None
 
 
