@@ -127,7 +127,9 @@ class VM:
     stays when moving it gains nothing; ``min_bytes`` and ``max_bytes``
     bound every allocation. Its miss ratios count from ``miss_floor``
     up (``miss_floor(faults, delta)`` for a fault-rate curve, whose
-    ``faults`` ESX reads too).
+    ``faults`` ESX reads too). ``band``, for a sampled curve, is its
+    95 % band, (low, high) curves read as the curve is: no shrink is
+    made where it is wider than the move's benefit (policy.benefit).
     """
 
     name: str
@@ -139,6 +141,7 @@ class VM:
     memory_bytes: int | None = None
     miss_floor: float = MIN_MISS_RATIO
     faults: FaultBound | None = None
+    band: tuple | None = None
 
     @property
     def current_bytes(self):

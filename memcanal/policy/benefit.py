@@ -10,6 +10,11 @@ the VMs whose own miss ratio falls by at least that; a steady workload
 then reaches a steady size. The isolation bound is kept
 whatever the benefit: a VM already past its bound is given back its
 memory even when the others lose more than it gains.
+
+A sampled curve comes with its 95 % band (memcanal.rpc.reports): where
+the band at a VM's smaller target is wider than what the whole move is
+predicted to gain, the curve cannot tell whether shrinking it costs more
+than the move buys, and the VM keeps its memory (held_by_band).
 """
 
 from memcanal.policy import isolated
@@ -45,3 +50,34 @@ def worth_making(vms, targets, delta, min_benefit):
     bound now; always with ``min_benefit`` 0."""
     return (min_benefit <= 0 or any(past_bound(vm, delta) for vm in vms)
             or predicted_benefit(vms, targets, min_benefit) >= min_benefit)
+
+
+def band_at(vm, size):
+    """(low, high) of the VM's band at ``size`` bytes, or None without
+    one."""
+    if vm.band is None:
+        return None
+    low, high = vm.band
+    return float(low.at(size)), float(high.at(size))
+
+
+def held_by_band(vms, targets, least_gain=0.0):
+    """The shrinks of ``targets`` not to make, and the benefit they were
+    weighed against: (benefit, {name: (low, high)}).
+
+    The benefit is predicted_benefit's over all ``vms`` (counting the
+    shrinking VMs' own rises), at least 0. A VM to shrink (its target
+    below its memory now) whose band at the target is wider than it is
+    held, with the band there; a VM without a band, or whose band has
+    no width there, never is.
+    """
+    benefit = max(predicted_benefit(vms, targets, least_gain), 0.0)
+    held = {}
+    for vm in vms:
+        target = targets.get(vm.name)
+        if target is None or target >= vm.current_bytes:
+            continue
+        band = band_at(vm, target)
+        if band is not None and band[1] - band[0] > benefit:
+            held[vm.name] = band
+    return benefit, held

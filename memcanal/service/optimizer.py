@@ -6,6 +6,12 @@ working-set sizes, miss-ratio curves, guest statistics), runs the
 host's policy (memcanal.policy), puts the result through the guardrails
 and, when some VM is to change, records a decision with its inputs, its
 policy and the miss ratio predicted for every VM.
+
+Sampled estimates come with 95 % intervals (RPC 1.7): a VM's floor
+counts the upper bound of its working set, a shrink on a curve whose
+band is wider than the move's benefit is not made
+(policy.benefit.held_by_band), and the decision's record names the
+intervals it acted on.
 """
 
 import dataclasses
@@ -40,6 +46,17 @@ def _seconds(moment):
     return (moment - _EPOCH).total_seconds() if moment else None
 
 
+def _wss_bounds(report):
+    """The 95 % interval of the report's preferred working set, (low,
+    high), or None."""
+    return guardrails.preferred_bounds(report['wss'],
+                                       report.get('wss_bounds'))
+
+
+def _as_list(bounds):
+    return None if bounds is None else list(bounds)
+
+
 def memory_of(instance):
     """What a VM has now: its target once memcanal set one."""
     return instance['target_bytes'] or instance['allocated_bytes']
@@ -63,6 +80,7 @@ class PolicyCurve:
     method: str | None = None
     curve: object = None
     faults: policy_base.FaultBound | None = None
+    band: tuple | None = None
 
     def miss_floor(self, delta):
         return policy_base.miss_floor(self.faults, delta)
@@ -90,12 +108,17 @@ def policy_curve(report, wss_bytes, flavor_bytes, fault_rate_bound):
     method, points = first_curve(report['mrc'])
     if not points:
         return PolicyCurve(method)
-    curve = policy_base.curve_from_points(points)
     faults = policy_base.fault_bound(method, wss_bytes, report['guest_stats'],
                                      fault_rate_bound)
-    if faults is not None:
-        curve = policy_base.fault_curve(curve, flavor_bytes)
-    return PolicyCurve(method, curve, faults)
+
+    def as_read(points):
+        curve = policy_base.curve_from_points(points)
+        if faults is not None:
+            curve = policy_base.fault_curve(curve, flavor_bytes)
+        return curve
+    band = report.get('mrc_bands', {}).get(method)
+    return PolicyCurve(method, as_read(points), faults, band and (
+        as_read(band['low']), as_read(band['high'])))
 
 
 class Optimizer:
@@ -150,14 +173,17 @@ class Optimizer:
                           instance['allocated_bytes'])
         return guardrails.Limits(
             memory_bytes=memory_of(instance),
-            wss_bytes=guardrails.preferred_wss(report['wss']),
+            wss_bytes=guardrails.demand_wss(
+                guardrails.preferred_wss(report['wss']), _wss_bounds(report)),
             floor_bytes=instance['floor_bytes'], ceiling_bytes=ceiling,
             opt_out=self._opted_out(instance),
             last_change_at=_seconds(instance['target_changed_at']))
 
     def _policy_vm(self, instance, report, limits):
+        """The policy's VM; its faults are bounded relative to the
+        working set's estimate, its floor counts the upper bound."""
         options = self.conf.optimizer
-        curve = policy_curve(report, limits.wss_bytes,
+        curve = policy_curve(report, guardrails.preferred_wss(report['wss']),
                              instance['allocated_bytes'],
                              options.fault_rate_bound)
         return policy_base.VM(
@@ -167,7 +193,7 @@ class Optimizer:
             max_bytes=limits.ceiling_bytes,
             memory_bytes=limits.memory_bytes,
             miss_floor=curve.miss_floor(options.delta),
-            faults=curve.faults), curve
+            faults=curve.faults, band=curve.band), curve
 
     @staticmethod
     def _usage(instance, reports, limits):
@@ -246,9 +272,8 @@ class Optimizer:
             LOG.warning('Policy %s found no allocation for host %s: %s',
                         policy, host['name'], error)
             return None
-        guarded = guardrails.apply(
-            allocation.targets, limits, self.rails,
-            _seconds(timeutils.utcnow()), free_bytes=free)
+        guarded, weighed = self._guard(allocation, participants, limits,
+                                       free)
         if not guarded.targets:
             LOG.debug('No decision for %s: the guardrails held every VM '
                       '(%s)', host['name'], guarded.reasons)
@@ -265,6 +290,7 @@ class Optimizer:
                     'mechanism': self._mechanism(by_uuid[uuid])}
                    for uuid, target in sorted(guarded.targets.items())]
         outputs = self._outputs(allocation, guarded, participants, curves)
+        outputs['predicted_benefit'] = weighed
         inputs = self._inputs(instances, limits, curves, free)
         try:
             decision = decisions_db.create_decision(
@@ -282,6 +308,27 @@ class Optimizer:
                  decision['uuid'], host['name'], policy, decision['state'],
                  len(changes))
         return decision
+
+    def _guard(self, allocation, participants, limits, free):
+        """(guardrails.Guarded, the benefit the bands were weighed
+        against) of the policy's targets: a shrink whose curve's band is
+        wider than the move's benefit (policy.benefit.held_by_band) is
+        held at the VM's memory, its reasons starting with 'band', and
+        the growths it would have paid for are then scaled to what is
+        left (the guardrails' budget)."""
+        weighed, held = benefit.held_by_band(
+            [vm for vm, _, _ in participants.values()], allocation.targets,
+            self.conf.optimizer.min_benefit)
+        proposed = {name: limits[name].memory_bytes if name in held
+                    else target
+                    for name, target in allocation.targets.items()}
+        guarded = guardrails.apply(proposed, limits, self.rails,
+                                   _seconds(timeutils.utcnow()),
+                                   free_bytes=free)
+        reasons = dict(guarded.reasons)
+        for name in held:
+            reasons[name] = ['band', *reasons.get(name, [])]
+        return guardrails.Guarded(guarded.targets, reasons), weighed
 
     @staticmethod
     def _outputs(allocation, guarded, participants, curves):
@@ -305,6 +352,11 @@ class Optimizer:
                     vm.relative_miss_ratio(target)),
                 'guardrails': guarded.reasons.get(uuid, []),
             }
+            band = benefit.band_at(vm, vms[uuid]['policy_target_bytes'])
+            if band is not None:
+                # The band's [low, high] where the policy would have put
+                # the VM: what held_by_band weighed.
+                vms[uuid]['band_at_policy_target'] = list(band)
         return {'policy': allocation.as_json(), 'instances': vms}
 
     @staticmethod
@@ -316,13 +368,19 @@ class Optimizer:
                 i['uuid']: {
                     'memory_bytes': limits[i['uuid']].memory_bytes,
                     'allocated_bytes': i['allocated_bytes'],
-                    'wss_bytes': limits[i['uuid']].wss_bytes,
+                    'wss_bytes': guardrails.preferred_wss(
+                        i['reports'][0]['wss']),
+                    # Its interval, whose upper bound the floor counts.
+                    'wss_bounds_bytes': _as_list(
+                        _wss_bounds(i['reports'][0])),
                     'floor_bytes': i['floor_bytes'],
                     'ceiling_bytes': limits[i['uuid']].ceiling_bytes,
                     'opt_out': limits[i['uuid']].opt_out,
                     'report_sequence': i['reports'][0]['sequence'],
                     'curve': methods.get(i['uuid']),
                     'mrc': i['reports'][0]['mrc'].get(methods.get(i['uuid'])),
+                    'mrc_band': i['reports'][0].get('mrc_bands', {}).get(
+                        methods.get(i['uuid'])),
                     'guest_stats': i['reports'][0]['guest_stats'],
                 } for i in instances},
         }

@@ -74,3 +74,40 @@ def test_falls_each_within_the_threshold_do_not_add_up_to_it():
     assert benefit.predicted_benefit(vms, grown, 0.01) == 0.0
     assert not benefit.worth_making(vms, grown, 0.05, 0.01)
     assert benefit.worth_making(vms, grown, 0.05, 0.005)
+
+
+def with_band(vm, spread):
+    """``vm`` with a band ``spread`` either side of its curve."""
+    points = [[int(size), float(ratio)] for size, ratio in zip(
+        vm.curve.sizes, vm.curve.miss_ratios)]
+    return dataclasses.replace(vm, band=tuple(
+        curves.base.curve_from_points(
+            [[size, min(1.0, max(0.0, ratio + sign * spread))]
+             for size, ratio in points]) for sign in (-1, 1)))
+
+
+def test_a_shrink_is_held_by_a_band_wider_than_the_benefit():
+    """The giver shrinks from 512 to 424 MiB for the grower's fall of
+    0.18 (0.28 to 0.10): a band from 0 to 0.201 there (its curve's 0.001
+    + 0.2) could hide a rise larger than the gain, and holds it; one to
+    0.051 does not."""
+    grower, giver = grower_and_giver(grower_at=520, giver_at=512)
+    targets = {'grower': 608 * MB, 'giver': 424 * MB}
+    wide = [grower, with_band(giver, 0.2)]
+    weighed, held = benefit.held_by_band(wide, targets)
+    assert weighed == pytest.approx(0.18)
+    assert held == {'giver': pytest.approx((0.0, 0.201))}
+    narrow = [grower, with_band(giver, 0.05)]
+    assert benefit.held_by_band(narrow, targets) == (
+        pytest.approx(0.18), {})
+    # A growing VM is never held, whatever its band; nor one without.
+    assert benefit.held_by_band([with_band(grower, 0.5), giver],
+                                targets)[1] == {}
+
+
+def test_with_no_benefit_any_width_holds_a_shrink_and_none_does_not():
+    _, giver = grower_and_giver()
+    shrink = {'giver': 424 * MB}
+    assert benefit.held_by_band([with_band(giver, 0.001)], shrink)[1] == {
+        'giver': pytest.approx((0.0, 0.002))}
+    assert benefit.held_by_band([with_band(giver, 0.0)], shrink)[1] == {}
