@@ -236,9 +236,11 @@
     return group;
   }
 
-  /* A line chart: ``series`` [{name, points: [[x, y]...]}], ``x`` and
-   * ``y`` axes {lo, hi, ticks, format}, ``verticals`` and
-   * ``horizontals`` [{at, label, kind}] drawn as marked lines. */
+  /* A line chart: ``series`` [{name, points: [[x, y]...], band}], ``x``
+   * and ``y`` axes {lo, hi, ticks, format}, ``verticals`` and
+   * ``horizontals`` [{at, label, kind}] drawn as marked lines. A
+   * series' ``band`` {low, high} ([[x, y]...] each, as API 1.8 gives a
+   * sampled estimate's 95 % interval) is shaded under its line. */
   function lineChart(spec) {
     const width = 560;
     const height = 300;
@@ -270,6 +272,15 @@
       d: 'M' + margin.left + ',' + margin.top + 'V'
         + (height - margin.bottom) + 'H' + (width - margin.right)}));
     root.append(grid, axis);
+    spec.series.forEach((series, index) => {
+      if (!series.band) return;
+      const edge = points => points.map(p => px(p[0]) + ',' + py(p[1]));
+      root.append(svg('path', {
+        class: 'band', fill: COLORS[index % COLORS.length],
+        'data-band': series.name,
+        d: 'M' + edge(series.band.high).concat(
+          edge(series.band.low.slice().reverse())).join('L') + 'Z'}));
+    });
     spec.series.forEach((series, index) => {
       const color = COLORS[index % COLORS.length];
       const points = series.points.map(p => px(p[0]) + ',' + py(p[1]));
@@ -304,7 +315,8 @@
     });
     root.append(legend(
       spec.series.map((s, index) => ({
-        label: s.name, color: COLORS[index % COLORS.length]})),
+        label: s.band ? s.name + ' (95 % band)' : s.name,
+        color: COLORS[index % COLORS.length]})),
       margin.left, 14, width - margin.left - margin.right));
     return root;
   }
@@ -640,6 +652,18 @@
     return null;
   }
 
+  /* The 95 % interval of estimator ``name``'s working sets over
+   * ``reports`` (oldest first), {low, high}, or null when none of them
+   * was sampled; a report without one adds its estimate to both. */
+  function wssBand(reports, name) {
+    const measured = reports.filter(r => r.wss[name] !== undefined);
+    if (!measured.some(r => (r.wss_bounds || {})[name])) return null;
+    const at = (r, index) => [Date.parse(r.collected_at),
+      ((r.wss_bounds || {})[name] || [r.wss[name], r.wss[name]])[index]];
+    return {low: measured.map(r => at(r, 0)),
+            high: measured.map(r => at(r, 1))};
+  }
+
   function drawWss(vm) {
     const target = byId('wss-chart');
     const reports = state.reports.slice().reverse();
@@ -653,10 +677,11 @@
       name: name,
       points: reports.filter(r => r.wss[name] !== undefined).map(
         r => [Date.parse(r.collected_at), r.wss[name]]),
+      band: wssBand(reports, name),
     }));
     const memory = memoryOf(vm);
     const highest = Math.max(memory, ...series.flatMap(
-      s => s.points.map(p => p[1])));
+      s => s.points.concat(s.band ? s.band.high : []).map(p => p[1])));
     const times = reports.map(r => Date.parse(r.collected_at));
     target.replaceChildren(lineChart({
       title: 'working-set size of ' + vm.uuid, vm: vm.uuid,
@@ -689,15 +714,17 @@
       verticals.push({at: pending, kind: 'marker-pending',
                       label: 'pending ' + bytes(pending)});
     }
-    const points = curves.flatMap(([, curve]) => curve);
+    const bands = latest.mrc_bands || {};
+    const points = curves.flatMap(([method, curve]) => curve.concat(
+      bands[method] ? bands[method].high : []));
     const widest = Math.max(...points.map(p => p[0]),
                             ...verticals.map(v => v.at));
     const highest = Math.min(1, Math.max(0.05, ...points.map(p => p[1]))
                                 * 1.1);
     target.replaceChildren(lineChart({
       title: 'miss-ratio curve of ' + vm.uuid, vm: vm.uuid,
-      series: curves.map(([method, curve]) => ({name: method,
-                                                points: curve})),
+      series: curves.map(([method, curve]) => ({
+        name: method, points: curve, band: bands[method] || null})),
       x: bytesAxis(widest * 1.05),
       y: {lo: 0, hi: highest, ticks: ticks(0, highest, 5),
           format: v => +v.toFixed(3) + ''},

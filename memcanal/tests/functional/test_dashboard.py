@@ -31,6 +31,7 @@ from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
 from memcanal.db import pooling as pooling_db
 from memcanal.db import transitions
+from memcanal.estimation import packed_curve
 from memcanal.rpc import reports
 from memcanal.tests import fixtures as memcanal_fixtures
 from memcanal.tests.functional import services
@@ -63,9 +64,11 @@ MEMORY = {VM_A: 4 * GIB, VM_B: 4 * GIB, VM_C: 8 * GIB, VM_D: 8 * GIB,
           VM_E: 2 * GIB}
 HOSTS_OF = {'compute-1': [VM_A, VM_B, VM_C], 'compute-2': [VM_D],
             HOSTILE: [VM_E]}
-# Each estimator's share of the VM's working set.
-ESTIMATORS = {'prl': 1.0, 'pml': 0.93, 'esx': 0.8}
-CURVES = ('hcache', 'shards')
+# Each estimator's share of the VM's working set; the sampled one's
+# comes with its 95 % interval (RPC 1.7), as does its curve.
+ESTIMATORS = {'prl': 1.0, 'pml': 0.93, 'esx': 0.8, 'sampled': 0.97}
+CURVES = ('hcache', 'sampled', 'shards')
+SAMPLED_SPREAD = 0.1
 REPORTS = 8
 LENT = 2 * GIB
 SERVERS = {'compute-2': '127.0.0.1:7400', HOSTILE: '127.0.0.1:7401'}
@@ -101,7 +104,16 @@ def _sample(uuid, sequence):
             'flavor': HOSTILE if uuid == VM_E else flavor,
             'wss': {name: int(wss * share)
                     for name, share in ESTIMATORS.items()},
-            'mrc': {'hcache': _curve(wss, 3.0), 'shards': _curve(wss, 2.4)},
+            'wss_bounds': {'sampled': [
+                int(wss * 0.97 * (1 - SAMPLED_SPREAD)),
+                int(wss * 0.97 * (1 + SAMPLED_SPREAD))]},
+            'mrc': {'hcache': _curve(wss, 3.0), 'shards': _curve(wss, 2.4),
+                    'sampled': _curve(wss, 2.7)},
+            'mrc_bands': {'sampled': {
+                edge: packed_curve.pack(
+                    [[size, min(1.0, max(0.0, ratio + sign * 0.05))]
+                     for size, ratio in _curve(wss, 2.7)])
+                for edge, sign in (('low', -1), ('high', 1))}},
             'guest_stats': {}}
 
 
@@ -281,6 +293,13 @@ def test_vm_charts_and_pending_decision(page):
         sorted(ESTIMATORS)
     assert attributes(driver, '#mrc-chart path.series', 'data-series') == \
         sorted(CURVES)
+    # The sampled estimates' 95 % intervals, shaded under their lines.
+    assert attributes(driver, '#wss-chart path.band', 'data-band') == [
+        'sampled']
+    assert attributes(driver, '#mrc-chart path.band', 'data-band') == [
+        'sampled']
+    assert 'sampled (95 % band)' in driver.find_element(
+        By.ID, 'mrc-chart').text
     # Eight reports, a point each, on each estimator's line.
     assert len(elements(driver, '#wss-chart circle')) == \
         REPORTS * len(ESTIMATORS)
