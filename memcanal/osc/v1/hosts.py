@@ -39,7 +39,7 @@ def _rounded(utilization):
 
 
 LIST_COLUMNS = ('UUID', 'Name', 'State', 'Instances', 'Memory (MiB)',
-                'Demand (MiB)', 'Utilization')
+                'Demand (MiB)', 'Demand 95 % (MiB)', 'Utilization')
 
 
 class ListHost(command.Lister):
@@ -51,6 +51,8 @@ class ListHost(command.Lister):
             (host['uuid'], host['name'], host['state'],
              host['instance_count'], display.mib(host['memory_total_bytes']),
              display.mib(host.get('demand_bytes')),
+             display.IntervalColumn(display.interval_mib(
+                 host.get('demand_bounds_bytes'))),
              _rounded(host.get('utilization')))
             for host in hosts]
 

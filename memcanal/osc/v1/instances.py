@@ -10,7 +10,7 @@ from memcanal.osc import display
 from memcanal.osc.v1 import hosts
 
 LIST_COLUMNS = ('UUID', 'Host', 'Project', 'Memory (MiB)', 'Target (MiB)',
-                'WSS (MiB)', 'Opt Out')
+                'WSS (MiB)', 'WSS 95 % (MiB)', 'Opt Out')
 # What PATCH /instances/{uuid} accepts, null (the service's default)
 # spelled "default".
 MECHANISMS = tuple(
@@ -18,7 +18,7 @@ MECHANISMS = tuple(
     in instances_schema.UPDATE['properties']['mechanism']['enum'])
 # latest_report is shown through these instead of as one nested dict.
 REPORT_FIELDS = ('latest_report_at', 'latest_report_sequence', 'wss_mib',
-                 'miss_ratio_curve')
+                 'wss_95_mib', 'miss_ratio_curve', 'miss_ratio_band')
 
 
 class ListInstance(command.Lister):
@@ -41,18 +41,22 @@ class ListInstance(command.Lister):
             params['project_id'] = parsed_args.project
         instances = client.list_all('/instances', 'instances', params)
         names = hosts.host_names(client)
-        # wss_bytes (1.4) is the latest WSS by the most exact estimator.
+        # wss_bytes (1.4) is the latest WSS by the most exact estimator,
+        # wss_bounds_bytes (1.8) its 95 % interval when it was sampled.
         return LIST_COLUMNS, [
             (i['uuid'], names.get(i['host_uuid'], i['host_uuid']),
              i['project_id'],
              display.mib(i['allocated_bytes']),
              display.mib(i['target_bytes']), display.mib(i.get('wss_bytes')),
+             display.IntervalColumn(display.interval_mib(
+                 i.get('wss_bounds_bytes'))),
              i['opt_out']) for i in instances]
 
 
 def shown(instance):
     """(columns, values) of an instance with its latest report spelled
-    out: WSS by estimator in MiB and the miss-ratio curve."""
+    out: WSS by estimator in MiB, the 95 % intervals of the sampled ones
+    (API 1.8), and the miss-ratio curve with its band."""
     fields = dict(instance)
     report = fields.pop('latest_report', None) or {}
     fields.update({
@@ -60,7 +64,12 @@ def shown(instance):
         'latest_report_sequence': report.get('sequence'),
         'wss_mib': display.SizesColumn(
             display.mib_by_key(report.get('wss'))),
-        'miss_ratio_curve': display.CurveColumn(report.get('mrc') or {}),
+        'wss_95_mib': display.IntervalsColumn({
+            name: display.interval_mib(bounds)
+            for name, bounds in (report.get('wss_bounds') or {}).items()}),
+        'miss_ratio_curve': display.CurveColumn(report.get('mrc') or {},
+                                                report.get('mrc_bands')),
+        'miss_ratio_band': display.BandColumn(report.get('mrc_bands') or {}),
     })
     return tuple(zip(*sorted(fields.items())))
 

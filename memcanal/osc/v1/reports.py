@@ -8,14 +8,15 @@ from osc_lib.command import command
 from memcanal.osc import display
 
 COLUMNS = ('ID', 'Sequence', 'Collected At', 'Memory (MiB)', 'WSS (MiB)',
-           'Curves')
+           'WSS 95 % (MiB)', 'Curves')
 
 
 class ListReport(command.Lister):
     """List a VM's reports, newest first.
 
-    Each with its WSS by estimator and the names of its miss-ratio
-    curves (-f json: the raw curves). An agent reports every few
+    Each with its WSS by estimator, the 95 % intervals of the sampled
+    ones, and the names of its miss-ratio curves (-f json: the raw
+    curves). An agent reports every few
     seconds to minutes, so --limit keeps to the latest ones.
     """
 
@@ -40,6 +41,9 @@ class ListReport(command.Lister):
             (r['id'], r['sequence'], r['collected_at'],
              display.mib(r['allocated_bytes']),
              display.SizesColumn(display.mib_by_key(r['wss'])),
+             display.IntervalsColumn({
+                 name: display.interval_mib(bounds)
+                 for name, bounds in r.get('wss_bounds', {}).items()}),
              CurvesColumn(r['mrc'])) for r in reports]
 
 

@@ -254,3 +254,28 @@ def test_plan_a_host_without_curves(run, client):
     with pytest.raises(exceptions.CommandError, match='no VM with a '
                        'miss-ratio curve'):
         run(plan.Plan, '--host', 'host-b')
+
+
+def test_the_intervals_of_a_sampled_vm(run, api):
+    """API 1.8's intervals: the VM's working set's in the list, the
+    host's demand's, and the latest report's in show, its curve charted
+    with its band."""
+    _, host_uuids, _ = api
+    data.store_sampled(host_uuids['host-b'], 2, data.HOST_B_INSTANCES,
+                       {data.A3})
+    listed = {i['UUID']: i for i in rows(run(instances.ListInstance))}
+    assert listed[data.A3]['WSS 95 % (MiB)'].machine_readable() == [180, 230]
+    assert listed[data.A3]['WSS 95 % (MiB)'].human_readable() == '180..230'
+    assert listed[data.B2]['WSS 95 % (MiB)'].machine_readable() is None
+    host_b = rows(run(hosts.ListHost))[1]
+    assert host_b['Demand 95 % (MiB)'].human_readable() == '468..518'
+    shown = fields(run(instances.ShowInstance, data.A3))
+    assert shown['wss_95_mib'].human_readable() == 'sampled=180..230'
+    assert shown['wss_bounds_bytes'] == data.SAMPLED_BOUNDS
+    assert 'miss ratio by memory (sampled, 95 % band: .)' in (
+        shown['miss_ratio_curve'].human_readable())
+    assert shown['miss_ratio_band'].machine_readable() == {
+        'sampled': data.SAMPLED_BAND}
+    [newest, _] = rows(run(reports.ListReport, data.A3))
+    assert newest['WSS 95 % (MiB)'].machine_readable() == {
+        'sampled': [180, 230]}

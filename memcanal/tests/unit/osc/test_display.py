@@ -80,3 +80,46 @@ def test_json_column_abridges_curves_in_tables():
         'instances': {'vm': {'mrc': '2-point curve', 'wss_bytes': MIB}},
         'hosts': [{'mrc': '1-point curve'}]}
     assert column.machine_readable() == inputs
+
+
+def test_plot_shades_a_band_between_its_edges():
+    points = [[256 * MIB, 0.5], [512 * MIB, 0.25], [1024 * MIB, 0.0]]
+    band = {'low': [[256 * MIB, 0.25], [512 * MIB, 0.0], [1024 * MIB, 0.0]],
+            'high': [[256 * MIB, 0.75], [512 * MIB, 0.5],
+                     [1024 * MIB, 0.25]]}
+    lines = display.plot(points, width=20, height=4, band=band).splitlines()
+    # Both edges start, as the curve does, at 1.0 with no memory.
+    assert lines[:4] == ['1.0 |***..',
+                         '    |  .**.....',
+                         '0.5 |    .*****.........',
+                         '0.0 |     .....**********']
+    # Without one, the chart is as before.
+    assert display.plot(points, width=20, height=4).splitlines()[0] == (
+        '1.0 |***')
+
+
+def test_intervals_show_as_low_to_high_mib():
+    assert display.interval_mib([180 * MIB, 230 * MIB]) == [180, 230]
+    assert display.interval_mib(None) is None
+    column = display.IntervalColumn([180, 230])
+    assert (column.human_readable(), column.machine_readable()) == (
+        '180..230', [180, 230])
+    assert display.IntervalColumn(None).human_readable() == ''
+    by_name = display.IntervalsColumn({'sampled': [180, 230], 'esx': None})
+    assert by_name.human_readable() == 'esx=, sampled=180..230'
+
+
+def test_a_curve_is_charted_with_its_band_and_the_band_summed_up():
+    mrc = {'sampled': [[256 * MIB, 0.5], [1024 * MIB, 0.0]]}
+    bands = {'sampled': {'low': [[256 * MIB, 0.4], [1024 * MIB, 0.0]],
+                         'high': [[256 * MIB, 0.7], [1024 * MIB, 0.1]]}}
+    curve = display.CurveColumn(mrc, bands)
+    assert curve.human_readable().startswith(
+        'miss ratio by memory (sampled, 95 % band: .):\n')
+    assert '.' in curve.human_readable().split('\n', 1)[1]
+    assert curve.machine_readable() == mrc
+    assert display.CurveColumn(mrc).human_readable().startswith(
+        'miss ratio by memory (sampled):\n')
+    band = display.BandColumn(bands)
+    assert band.human_readable() == 'sampled: widest 0.300 at 256 MiB'
+    assert band.machine_readable() == bands
