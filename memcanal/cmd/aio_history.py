@@ -313,8 +313,11 @@ def vm_samples(run, instance, rails):
         samples.append(Sample(
             seconds_since(run.started_at, moment), report['sequence'],
             host_at(run, instance, moment), memory, resident, report['wss'],
-            demand.vm_demand(memory, guardrails.preferred_wss(report['wss']),
-                             rails),
+            demand.vm_demand(memory, guardrails.demand_wss(
+                guardrails.preferred_wss(report['wss']),
+                guardrails.preferred_bounds(report['wss'],
+                                            report.get('wss_bounds'))),
+                rails),
             misses_per_access(report['guest_stats'])))
     return samples
 

@@ -79,17 +79,19 @@ def _hosts_summary(run):
     context = memcanal_context.get_admin_context()
     counts = db_api.count_reports(context)
     print('  memory map (MiB): measured demand is the VMs\' working sets '
-          'plus their kernels')
-    print('    %-12s %5s %9s %12s %9s %16s %7s %9s' % (
+          'plus their kernels (a sampled one\'s upper bound; its 95 % '
+          'interval from the lower bounds to the upper)')
+    print('    %-12s %5s %9s %12s %9s %16s %7s %9s  %s' % (
         'host', 'state', 'capacity', 'VMs\' memory', 'resident',
-        'measured demand', 'lent', 'borrowed'))
+        'measured demand', 'lent', 'borrowed', 'demand 95 %'))
     for h in run.hosts:
-        print('    %-12s %5s %9d %12d %9d %9d (%3s) %7d %9d' % (
+        print('    %-12s %5s %9d %12d %9d %9d (%3s) %7d %9d  %s' % (
             h['name'], h['state'], h['capacity_bytes'] // MIB,
             h['allocated_bytes'] // MIB, h['resident_bytes'] // MIB,
             h['demand_bytes'] // MIB, '%.0f%%' % (100 * h['utilization'])
             if h['utilization'] is not None else '-',
-            h['lent_bytes'] // MIB, h['borrowed_bytes'] // MIB))
+            h['lent_bytes'] // MIB, h['borrowed_bytes'] // MIB,
+            _interval_mib(h.get('demand_bounds_bytes'))))
     print('  reports stored: %d host reports, %d VM reports, %d rejected' % (
         counts['host_reports'], counts['instance_reports'],
         db_api.count_rejections(context)))
@@ -101,29 +103,36 @@ def _vms_summary(run, rails):
     holds and at its measured demand (its working set and kernel: what
     it would keep, were its memory cut to what it needs). Then what the
     pager's access sampling, the method a real host runs, gives at the
-    same sizes: the share of first touches its curve says fault, and
-    the faults per second that makes."""
+    same sizes: the share of first touches its curve says fault (with
+    its band's 95 % interval there), and the faults per second that
+    makes. The sampled working set's 95 % interval comes last; the
+    measured demand counts its upper bound, as the policies do."""
     names = run.host_names()
     print('  memory MiB: flavor, ->target memcanal set, r: resident when '
           'paged; WSS MiB by estimator (sampled: the pager\'s sample of '
           'first touches); miss ratio measured by the guest and given by '
-          'its curve (which one); the sampled curve\'s faults at both')
+          'its curve (which one); the sampled curve\'s faults at both '
+          '[its 95 % band there]; the sampled WSS\'s 95 % interval')
     print('  %-36s  %-10s  %-19s  %13s  %7s  %7s  %7s  %7s  %s' % (
         'VM', 'host', 'project', 'memory MiB', 'PRL', 'PML', 'ESX',
         'sampled', 'miss ratio: measured, at its memory, at its measured '
-        'demand; sampled curve at both'))
+        'demand; sampled curve at both; sampled WSS 95 % MiB'))
     for instance in run.instances:
         latest = instance['reports'][-1] if instance['reports'] else None
         wss = latest['wss'] if latest else {}
+        bounds = latest.get('wss_bounds', {}) if latest else {}
         curves = latest['mrc'] if latest else {}
+        bands = latest.get('mrc_bands', {}) if latest else {}
         stats = latest['guest_stats'] if latest else None
         memory = optimizer_service.memory_of(instance)
         resident = db_api.resident_of(memory,
                                       instance['resident_target_bytes'])
-        measured_demand = demand.vm_demand(
-            memory, guardrails.preferred_wss(wss), rails) if latest else None
+        measured_demand = demand.vm_demand(memory, guardrails.demand_wss(
+            guardrails.preferred_wss(wss),
+            guardrails.preferred_bounds(wss, bounds)), rails) if latest \
+            else None
         print('  %-36s  %-10s  %-19s  %13s  %7s  %7s  %7s  %7s  %s, %s, '
-              '%s; %s, %s' % (
+              '%s; %s, %s; %s' % (
                   instance['uuid'], names.get(instance['host_uuid'], '?'),
                   instance['project_id'], _memory(instance, memory,
                                                   resident),
@@ -132,8 +141,9 @@ def _vms_summary(run, rails):
                   _ratio(aio_history.misses_per_access(stats)),
                   _curve_ratio(curves, resident),
                   _curve_ratio(curves, measured_demand),
-                  _sampled_faults(curves, stats, resident),
-                  _sampled_faults(curves, stats, measured_demand)))
+                  _sampled_faults(curves, stats, resident, bands),
+                  _sampled_faults(curves, stats, measured_demand, bands),
+                  _interval_mib(bounds.get('sampled'))))
 
 
 def _memory(instance, memory, resident):
@@ -152,16 +162,24 @@ def _curve_ratio(curves, size):
     return '%.3f %s' % (ratio, method) if ratio is not None else '-'
 
 
-def _sampled_faults(curves, stats, size):
+def _sampled_faults(curves, stats, size, bands=None):
     """The sampled curve at ``size``: the share of first touches that
-    fault, and the faults per second it makes of the touch rate."""
+    fault, its band's 95 % interval there when ``bands`` has one, and
+    the faults per second it makes of the touch rate."""
     ratio, _ = aio_history.curve_at(curves, size, methods=('sampled',))
     if ratio is None:
         return '-'
+    text = '%.3f' % ratio
+    band = (bands or {}).get('sampled')
+    if band:
+        text += ' [%.3f..%.3f]' % tuple(
+            aio_history.curve_at({'sampled': band[edge]}, size,
+                                 methods=('sampled',))[0]
+            for edge in ('low', 'high'))
     touches = (stats or {}).get('sampled_touches_per_s')
     if touches is None:
-        return '%.3f' % ratio
-    return '%.3f (%.0f/s)' % (ratio, ratio * touches)
+        return text
+    return '%s (%.0f/s)' % (text, ratio * touches)
 
 
 def _decisions_summary(run):
@@ -245,6 +263,14 @@ def _ratio(value):
 
 def _mib(size):
     return '%.1f' % (size / MIB) if size is not None else '-'
+
+
+def _interval_mib(bounds):
+    """A 95 % interval, [low, high] bytes, as ``low..high`` MiB; '-'
+    without one."""
+    if bounds is None:
+        return '-'
+    return '%.1f..%.1f' % (bounds[0] / MIB, bounds[1] / MIB)
 
 
 def settled_line(run, ended_at, seconds=SETTLED_SECONDS):

@@ -193,7 +193,45 @@ def test_vms_summary_shows_the_sampled_working_set_and_curve(capsys):
     # PRL, no PML nor ESX, the sampled working set; the sampled curve at
     # the VM's memory and at its demand (16 MiB and a 64 MiB kernel).
     assert '     16.0        -        -     20.0  ' in row
-    assert row.endswith('; 0.100 (20/s), 0.100 (20/s)')
+    assert row.endswith('; 0.100 (20/s), 0.100 (20/s); -')
+
+
+def test_vms_summary_shows_the_sampled_intervals(capsys):
+    """A sampling agent's report (RPC 1.7): the curve's band at both
+    sizes, the working set's 95 % interval, and the measured demand from
+    its upper bound (24 MiB and the 64 MiB kernel: 88 MiB, where the
+    curve's last point, 20 MiB, says 0.100)."""
+    latest = history.report(1, 1, wss={'sampled': 20 * MIB},
+                            mrc={'sampled': SAMPLED})
+    latest['guest_stats']['sampled_touches_per_s'] = 200.0
+    latest['wss_bounds'] = {'sampled': [18 * MIB, 24 * MIB]}
+    latest['mrc_bands'] = {'sampled': {
+        'low': [[10 * MIB, 0.4], [20 * MIB, 0.05]],
+        'high': [[10 * MIB, 0.6], [20 * MIB, 0.2]]}}
+    run = aio_history.Run(history.START, history.HOSTS, [
+        history.instance('vm-a', 'h1', [latest])], [])
+    aio_summary._vms_summary(run, history.RAILS)
+    row = capsys.readouterr().out.splitlines()[-1]
+    assert row.endswith('; 0.100 [0.050..0.200] (20/s), '
+                        '0.100 [0.050..0.200] (20/s); 18.0..24.0')
+    samples = aio_history.vm_samples(run, run.instances[0], history.RAILS)
+    assert samples[0].demand == 88 * MIB
+
+
+def test_hosts_summary_shows_the_demands_interval(capsys, monkeypatch):
+    host = dict(history.HOSTS[0], state='up', capacity_bytes=4096 * MIB,
+                allocated_bytes=2048 * MIB, resident_bytes=2048 * MIB,
+                demand_bytes=400 * MIB, utilization=0.1, lent_bytes=0,
+                borrowed_bytes=0, demand_bounds_bytes=[300 * MIB, 400 * MIB])
+    run = aio_history.Run(history.START, [host], [], [])
+    monkeypatch.setattr(aio_summary.db_api, 'count_reports', lambda ctx: {
+        'host_reports': 1, 'instance_reports': 1})
+    monkeypatch.setattr(aio_summary.db_api, 'count_rejections',
+                        lambda ctx: 0)
+    aio_summary._hosts_summary(run)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].endswith('demand 95 %')
+    assert lines[2].endswith('  300.0..400.0')
 
 
 def test_settled_counts_each_resized_vm_in_the_last_seconds():
