@@ -277,8 +277,8 @@ def test_aio_default_run(tmp_path):
                for mib, _vm, kept, memory in pooled)
     lent = sum(int(mib) for mib, _vm, _kept, _memory in pooled)
     memory_map = re.search(
-        r'sim-host-1 +up +\d+ +\d+ +\d+ +\d+ \( *\d+%\) +0 +(\d+)\n'
-        r' +sim-host-2 +up +\d+ +\d+ +\d+ +\d+ \( *\d+%\) +(\d+) +0',
+        r'sim-host-1 +up +\d+ +\d+ +\d+ +\d+ \( *\d+%\) +0 +(\d+)  \S+\n'
+        r' +sim-host-2 +up +\d+ +\d+ +\d+ +\d+ \( *\d+%\) +(\d+) +0  \S+\n',
         output)
     assert memory_map.group(1, 2) == (str(lent), str(lent)), output
     plots = re.search(r'^  plots: (.*)$', output, re.M).group(1).split(', ')
