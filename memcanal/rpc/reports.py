@@ -339,11 +339,12 @@ def _check_wss_bounds(index, sample):
                                                                    high))
 
 
-def _sizes(curve):
-    """The sizes of a checked curve: packed points or a list."""
+def _same_sizes(edge, curve):
+    """Whether a band's ``edge`` (packed points) is at the sizes of its
+    ``curve``: packed points, or a list from an agent before RPC 1.4."""
     if isinstance(curve, np.ndarray):
-        return curve['size'].tolist()
-    return [size for size, _ratio in curve]
+        return np.array_equal(edge['size'], curve['size'])
+    return edge['size'].tolist() == [size for size, _ratio in curve]
 
 
 def _check_mrc_bands(index, sample, max_mrc_points, curves):
@@ -358,7 +359,7 @@ def _check_mrc_bands(index, sample, max_mrc_points, curves):
                                     max_mrc_points)
                      for edge in ('low', 'high'))
         for edge in (low, high):
-            if edge['size'].tolist() != _sizes(curves[method]):
+            if not _same_sizes(edge, curves[method]):
                 raise _bad_interval(where, 'not at the sizes of its curve')
             # NaN fails both comparisons.
             if not np.all((edge['ratio'] >= 0) & (edge['ratio'] <= 1)):

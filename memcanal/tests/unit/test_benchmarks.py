@@ -1,6 +1,7 @@
 """CI runs the benchmarks that check the papers' bars, at reduced size."""
 
 import gzip
+import json
 import importlib
 import os
 import subprocess
@@ -461,3 +462,17 @@ def test_trace_reader_files_hold_the_same_trace(tmp_path):
         assert read.pages.tolist() == trace.pages.tolist()
         assert read.writes.tolist() == trace.writes.tolist()
     assert '# a comment line' in open(files['decimal']).read()
+
+
+def test_report_intervals_times_validation_with_and_without():
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, 'benchmarks',
+                                      'report_intervals.py'),
+         '--vms', '3', '--points', '8', '--number', '2', '--repeat', '1'],
+        capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, PYTHONPATH=ROOT))
+    assert result.returncode == 0, result.stdout + result.stderr
+    figures = json.loads(result.stdout.splitlines()[-1])
+    assert figures['without_intervals_ms'] > 0
+    assert figures['with_intervals_ms'] > 0
+    assert (figures['vms'], figures['points']) == (3, 8)
