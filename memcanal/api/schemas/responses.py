@@ -25,8 +25,7 @@ STRING = {'type': 'string'}
 STRING_OR_NULL = {'type': ['string', 'null']}
 HOST_STATE = {'enum': list(models.HOST_STATES)}
 # A 95 % interval of a size: [low bytes, high bytes].
-BOUNDS = {'type': 'array', 'prefixItems': [COUNT, COUNT], 'minItems': 2,
-          'maxItems': 2}
+BOUNDS = {'type': 'array', 'items': COUNT, 'minItems': 2, 'maxItems': 2}
 TIME = {'type': 'string', 'format': 'date-time'}
 TIME_OR_NULL = {'type': ['string', 'null'], 'format': 'date-time'}
 UUID_OR_NULL = dict(common.UUID, type=['string', 'null'])
