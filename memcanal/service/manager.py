@@ -17,7 +17,6 @@ sequences, its decisions' outcomes, and only its own VMs
 (memcanal.db.claims).
 """
 
-import threading
 import time
 
 import oslo_messaging as messaging
@@ -33,6 +32,7 @@ from memcanal.rpc import reports
 from memcanal.rpc import signing
 from memcanal.service import actions
 from memcanal.service import ingest
+from memcanal.service import metrics as service_metrics
 from memcanal.service import migrations
 from memcanal.service import optimizer
 from memcanal.service import overcommit
@@ -88,19 +88,21 @@ class ServiceManager:
         self.whereabouts = (whereabouts.NovaWhereabouts(conf)
                             if whereabouts.NovaWhereabouts.configured(conf)
                             else None)
-        # Outcomes since start; the rejections and refusals are also
-        # stored, per host. 'refused': messages not signed by their
-        # host; 'left_out': report entries about other hosts' VMs.
-        self.counters = {'stored': 0, 'duplicate': 0, 'rejected': 0,
-                         'failed': 0, 'refused': 0, 'left_out': 0}
-        self._counters_lock = threading.Lock()
+        # Outcomes since start (service_metrics.OUTCOMES), ingest
+        # latency, pager faults; the rejections and refusals are also
+        # stored, per host.
+        self.metrics = service_metrics.ServiceMetrics()
         self._writer = ingest.ReportWriter(conf.service.report_batch_size)
         # Host name -> (db_api.host_identity, when read: time.monotonic()).
         self._identities = {}
 
+    @property
+    def counters(self):
+        """{outcome: count} since the process started."""
+        return self.metrics.outcomes()
+
     def _count(self, outcome, count=1):
-        with self._counters_lock:
-            self.counters[outcome] += count
+        self.metrics.count(outcome, count)
 
     def _refuse(self, context, method, host, host_uuid, code, detail):
         """Count, log and record a refused message; returns None."""
@@ -222,6 +224,7 @@ class ServiceManager:
         may not describe are left out (memcanal.db.claims), logged and
         counted; the rest is stored.
         """
+        arrived = time.monotonic()
         host_uuid = report.get('host_uuid') if isinstance(report,
                                                           dict) else None
         sequence = report.get('sequence') if isinstance(report,
@@ -257,6 +260,9 @@ class ServiceManager:
                           host_uuid)
             return
         self._count('stored' if stored else 'duplicate')
+        self.metrics.ingest_seconds.observe(time.monotonic() - arrived)
+        if stored:
+            self.metrics.count_pager_faults(sender['name'], valid)
         if isinstance(stored, dict):
             self._count('left_out', len(stored))
             LOG.warning('Report %s of host %s: left out %s', sequence,
