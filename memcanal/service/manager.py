@@ -29,6 +29,7 @@ from memcanal.db import retention
 from memcanal import exception
 from memcanal import hypervisors
 from memcanal.rpc import reports
+from memcanal.notifications import hosts as host_notifications
 from memcanal.rpc import signing
 from memcanal.service import actions
 from memcanal.service import ingest
@@ -92,6 +93,7 @@ class ServiceManager:
         # latency, pager faults; the rejections and refusals are also
         # stored, per host.
         self.metrics = service_metrics.ServiceMetrics()
+        self.host_watch = host_notifications.HostWatch()
         self._writer = ingest.ReportWriter(conf.service.report_batch_size)
         # Host name -> (db_api.host_identity, when read: time.monotonic()).
         self._identities = {}
@@ -195,16 +197,18 @@ class ServiceManager:
             except exception.HostKeyMismatch as error:
                 code, detail = KEY_MISMATCH, str(error)
             else:
-                return self._registered(name, public_key, registered)
+                return self._registered(context, name, public_key,
+                                        registered)
         identity = (db_api.host_identity(context, name)
                     if isinstance(name, str) else None)
         self._refuse(context, 'register_host', name,
                      identity['uuid'] if identity else None, code, detail)
         raise exception.MessageRefused(reason=detail)
 
-    def _registered(self, name, public_key, registered):
+    def _registered(self, context, name, public_key, registered):
         # Another process may have had the host forget its key.
         self._identities.pop(name, None)
+        host_notifications.notify_registered(context, registered['uuid'])
         if registered['pinned']:
             LOG.warning('Host %s registered with key %s, now pinned to it',
                         name, signing.fingerprint(public_key))
@@ -351,6 +355,10 @@ class ServiceManager:
             return
         LOG.info('Decision %s is %s', decision_uuid, decision['state'])
 
+    def watch_hosts(self):
+        """Periodic: notify hosts that went down or came back up."""
+        return self.host_watch.check(memcanal_context.get_admin_context())
+
     def optimize(self):
         """Periodic: migrations off hot hosts first (the hosts they
         concern are then busy, and their VMs are not resized meanwhile),
@@ -390,7 +398,8 @@ class ServiceManager:
         jobs = [(self.conf.service.periodic_interval,
                  self.mark_gone_instances),
                 (self.conf.service.periodic_interval,
-                 self.carry_out_decisions)]
+                 self.carry_out_decisions),
+                (self.conf.service.periodic_interval, self.watch_hosts)]
         if self.conf.optimizer.optimize_interval > 0:
             jobs.append((self.conf.optimizer.optimize_interval,
                          self.optimize))

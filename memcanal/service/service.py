@@ -1,20 +1,28 @@
 """The memcanal-service process: the manager behind an RPC server."""
 
+from memcanal import notifications
 from memcanal import rpc
 from memcanal.rpc import service as rpc_service
 from memcanal.service import manager
 
 
+# The publisher id's source: memcanal-service:<host>.
+SOURCE = 'memcanal-service'
+
+
 class CentralService(rpc_service.RPCService):
-    """The RPC service, serving the manager's Prometheus metrics when
-    ``[service] metrics_port`` is set. They start in ``start``, like the
-    RPC server: oslo.service forks the process that runs the manager
-    after ``create``, and a server started before the fork would serve
-    the parent's counters, which never move."""
+    """The RPC service, with its versioned notifier
+    (memcanal.notifications) and, when ``[service] metrics_port`` is
+    set, serving the manager's Prometheus metrics. Both start in
+    ``start``, like the RPC server: oslo.service forks the process that
+    runs the manager after ``create``, and a server started before the
+    fork would serve the parent's counters, which never move."""
 
     metrics_server = None
 
     def start(self):
+        # Before the timers start: their first run may notify.
+        notifications.init(self.conf, SOURCE)
         super().start()
         options = self.conf.service
         if options.metrics_port:
@@ -27,6 +35,7 @@ class CentralService(rpc_service.RPCService):
             self.metrics_server.server_close()
             self.metrics_server = None
         super().stop(graceful=graceful)
+        notifications.cleanup()
 
 
 def create(conf, transport_url=None):

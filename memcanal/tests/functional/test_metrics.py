@@ -14,8 +14,6 @@ from memcanal.tests.functional import services
 from memcanal.tests.functional import test_rabbit
 from memcanal.tests.functional.test_rabbit import cloud  # noqa: F401
 
-SERVICE_PORT = services.free_port()
-API_PORT = services.free_port()
 API_SERVER = (
     'import sys\n'
     'from wsgiref import simple_server\n'
@@ -25,12 +23,18 @@ API_SERVER = (
 
 
 @pytest.fixture
-def extra_config():
+def ports():
+    """Free ports, for the service's metrics and the API."""
+    return {'service': services.free_port(), 'api': services.free_port()}
+
+
+@pytest.fixture
+def extra_config(ports):
     """The service's metrics port ([service] goes on), and the API's
     section for the API process reading the same file."""
     return ('metrics_port = %d\n'
             '[api]\nauth_strategy = noauth2\nmetrics_enabled = true\n'
-            % SERVICE_PORT)
+            % ports['service'])
 
 
 def scrape(url):
@@ -46,19 +50,21 @@ def scrape(url):
     return samples, types
 
 
-def api(path):
+def api(url, path):
     response = requests.get(
-        'http://127.0.0.1:%d%s' % (API_PORT, path), timeout=10,
+        url + path, timeout=10,
         headers={'X-Auth-Token': 'admin',
                  'OpenStack-API-Version': 'memcanal 1.5'})
     response.raise_for_status()
     return response.json()
 
 
-def test_service_and_api_metrics_of_a_running_cloud(cloud):  # noqa: F811
+def test_service_and_api_metrics_of_a_running_cloud(cloud,  # noqa: F811
+                                                    ports):
     cloud['start']('service')
     cloud['start']('agent')
-    service_url = 'http://127.0.0.1:%d/metrics' % SERVICE_PORT
+    service_url = 'http://127.0.0.1:%d/metrics' % ports['service']
+    api_url = 'http://127.0.0.1:%d' % ports['api']
     def counted():
         try:
             samples, _types = scrape(service_url)
@@ -68,19 +74,20 @@ def test_service_and_api_metrics_of_a_running_cloud(cloud):  # noqa: F811
                        (('outcome', 'stored'),)] >= 3
     services.wait_for(counted, what='three reports counted by the service')
     with services.serving(
-            'api', [sys.executable, '-c', API_SERVER, str(API_PORT)],
-            API_PORT, cloud['tmp_path'], env=dict(
+            'api', [sys.executable, '-c', API_SERVER, str(ports['api'])],
+            ports['api'], cloud['tmp_path'], env=dict(
                 os.environ,
                 OS_MEMCANAL_CONFIG_FILES=str(cloud['config']))):
-        services.wait_for(lambda: len(api('/instances')['instances'])
+        services.wait_for(lambda: len(api(api_url, '/instances')[
+            'instances'])
                           == test_rabbit.VMS, what='the agent\'s VMs')
         # Stopped, so the JSON and the scrape see the same rows.
         cloud['kill']('agent')
         service, service_types = scrape(service_url)
-        metrics, types = scrape('http://127.0.0.1:%d/metrics' % API_PORT)
-        [host] = api('/hosts')['hosts']
-        instances = [api('/instances/%s' % listed['uuid'])
-                     for listed in api('/instances')['instances']]
+        metrics, types = scrape(api_url + '/metrics')
+        [host] = api(api_url, '/hosts')['hosts']
+        instances = [api(api_url, '/instances/%s' % listed['uuid'])
+                     for listed in api(api_url, '/instances')['instances']]
 
     assert service_types['memcanal_service_reports'] == 'counter'
     assert service_types['memcanal_service_report_ingest_seconds'] == (
