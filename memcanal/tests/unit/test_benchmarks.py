@@ -461,3 +461,16 @@ def test_trace_reader_files_hold_the_same_trace(tmp_path):
         assert read.pages.tolist() == trace.pages.tolist()
         assert read.writes.tolist() == trace.writes.tolist()
     assert '# a comment line' in open(files['decimal']).read()
+
+
+def test_metrics_scrape_reduced():
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, 'benchmarks',
+                                      'metrics_scrape.py'), '--reduced'],
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # 5 hosts of 4 VMs: the per-VM series are the difference.
+    on, off = [int(line.split(', ')[-1].split()[0])
+               for line in result.stdout.splitlines()
+               if line.startswith('per-VM series')]
+    assert on > off > 0
