@@ -1,5 +1,9 @@
 """GET /metrics: the seeded cloud as Prometheus reads it."""
 
+import json
+import pathlib
+import re
+
 from prometheus_client import parser
 import pytest
 import sqlalchemy as sa
@@ -11,6 +15,7 @@ from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
 from memcanal.db import models
 from memcanal.db import transitions
+from memcanal.service import metrics as service_metrics
 from memcanal.tests.unit.api import base
 from memcanal.tests.unit.api import data
 
@@ -151,3 +156,23 @@ def test_a_token_is_not_needed_nor_json(client, hosts, enabled):
                               headers={'Accept': 'text/plain'})
     assert response.status_int == 200
     assert b'memcanal_host_up' in response.body
+
+
+def test_grafana_dashboard_queries_metrics_memcanal_serves(client, hosts,
+                                                           enabled):
+    """doc/grafana-dashboard.json asks only for series the API's
+    /metrics or a service process serves."""
+    served = {family.name for family in
+              parser.text_string_to_metric_families(
+                  client.request('/metrics', token=None).text)}
+    served |= {metric.name for metric in
+               service_metrics.ServiceMetrics().registry.collect()}
+    # Counters' and histograms' sample names.
+    served |= {name + suffix for name in served
+               for suffix in ('_total', '_bucket')}
+    dashboard = json.loads((pathlib.Path(__file__).parents[4] / 'doc'
+                            / 'grafana-dashboard.json').read_text())
+    queried = {name for panel in dashboard['panels']
+               for target in panel['targets']
+               for name in re.findall(r'memcanal_\w+', target['expr'])}
+    assert queried and queried <= served, queried - served
