@@ -93,10 +93,15 @@ def _collect(session, _flush_context):
     connection = session.connection()
     pending = session.info.setdefault(_PENDING, [])
     for event in events:
-        action, phase, priority = EVENTS[event.to_state]
-        pending.append((objects.EventType(object='decision', action=action,
-                                          phase=phase),
-                        payload(connection, event), priority))
+        try:
+            action, phase, priority = EVENTS[event.to_state]
+            pending.append((objects.EventType(
+                object='decision', action=action, phase=phase),
+                payload(connection, event), priority))
+        except Exception:
+            # Raised here, it would fail the change itself.
+            LOG.exception('No notification of decision %s entering %s',
+                          event.decision_id, event.to_state)
 
 
 def _send(session):

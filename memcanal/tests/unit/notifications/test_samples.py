@@ -162,3 +162,15 @@ def test_host_register_and_update_match_samples(notified, hosts,
     assert {m['priority'] for m in notified()[1:]} == {'WARN'}
     assert check_against_samples(notified()) == {'host-register.json',
                                                'host-update.json'}
+
+
+def test_a_notification_that_cannot_be_made_fails_no_change(
+        notified, hosts, monkeypatch):
+    monkeypatch.setitem(decision_notifications.EVENTS, 'recommended',
+                        None)
+    ctx = context.get_admin_context()
+    made = new_decision(ctx, hosts['host-a'], mode='auto')
+    assert decisions_db.get_decision(ctx, made['uuid'])['state'] == (
+        'approved')
+    assert [m['event_type'] for m in notified()] == [
+        'memcanal.decision.approve']
