@@ -8,15 +8,20 @@ reject and roll back decisions.
 """
 
 from memcanal.notifications import decisions
+from memcanal.notifications import leases
 from memcanal.notifications import notifier
+from memcanal.notifications import transactional
+
+# What watches the sessions' writes.
+LISTENERS = decisions.LISTENERS + leases.LISTENERS
 
 
 def init(conf, source):
     notifier.init(conf, source)
     if notifier.NOTIFIER is not None:
-        decisions.install()
+        transactional.install(LISTENERS)
 
 
 def cleanup():
-    decisions.uninstall()
+    transactional.uninstall(LISTENERS)
     notifier.cleanup()

@@ -6,11 +6,9 @@ audit trail), whoever makes it: the optimizer and planners creating
 decisions, an operator through the API, the service recording the
 agents' results or failing what nobody answered. So notifications are
 taken from those rows, in one place, rather than from each of the
-places that move decisions: after a flush the new DecisionEvents of the
-session are turned into notifications, with the decision they move read
-on the same connection; after the commit they are sent; after a
-rollback they are dropped. A change is notified by the process that
-made it, exactly when it is made, and never one that did not happen.
+places that move decisions: after a flush, the session's new
+DecisionEvents are queued (memcanal.notifications.transactional) with
+the decision they move, read on the same connection.
 
 Event types, by the state entered (EVENTS): recommended
 ``memcanal.decision.create``, approved ``.approve``, rejected
@@ -21,16 +19,11 @@ rolled_back ``.rollback.end``, rollback_failed ``.rollback.error``
 the VM's source, its peer host the destination.
 """
 
-from oslo_log import log as logging
 import sqlalchemy as sa
-from sqlalchemy import orm
 
 from memcanal.db import models
-from memcanal.notifications import notifier
 from memcanal.notifications import objects
-
-LOG = logging.getLogger(__name__)
-_PENDING = 'memcanal_notifications'
+from memcanal.notifications import transactional
 
 # State entered -> (action, phase, priority).
 EVENTS = {
@@ -81,57 +74,21 @@ def payload(connection, event):
 
 
 def _collect(session, _flush_context):
-    if notifier.NOTIFIER is None:
+    if not transactional.enabled():
         return
     events = sorted((obj for obj in session.new
                      if isinstance(obj, models.DecisionEvent)),
                     key=lambda event: event.id)
-    if not events:
-        return
-    # Core statements on the session's connection: no autoflush inside
-    # the flush, and they see the rows it wrote.
-    connection = session.connection()
-    pending = session.info.setdefault(_PENDING, [])
     for event in events:
-        try:
+        with transactional.logged('decision %s entering %s' % (
+                event.decision_id, event.to_state)):
             action, phase, priority = EVENTS[event.to_state]
-            pending.append((objects.EventType(
-                object='decision', action=action, phase=phase),
-                payload(connection, event), priority))
-        except Exception:
-            # Raised here, it would fail the change itself.
-            LOG.exception('No notification of decision %s entering %s',
-                          event.decision_id, event.to_state)
+            # Core statements on the session's connection: no autoflush
+            # inside the flush, and they see the rows it wrote.
+            transactional.queue(
+                session, objects.DecisionNotification, objects.EventType(
+                    object='decision', action=action, phase=phase),
+                payload(session.connection(), event), priority)
 
 
-def _send(session):
-    for event_type, decision, priority in session.info.pop(_PENDING, []):
-        try:
-            notifier.emit(objects.DecisionNotification, event_type,
-                               decision, priority)
-        except Exception:
-            # The change is committed; a lost notification must not
-            # look like a failed change to whoever made it.
-            LOG.exception('Could not notify %s of decision %s',
-                          event_type.to_event_type(), decision.uuid)
-
-
-def _drop(session):
-    session.info.pop(_PENDING, None)
-
-
-def install():
-    """Listen to every session of the process (idempotent)."""
-    for name, listener in (('after_flush', _collect),
-                           ('after_commit', _send),
-                           ('after_rollback', _drop)):
-        if not sa.event.contains(orm.Session, name, listener):
-            sa.event.listen(orm.Session, name, listener)
-
-
-def uninstall():
-    for name, listener in (('after_flush', _collect),
-                           ('after_commit', _send),
-                           ('after_rollback', _drop)):
-        if sa.event.contains(orm.Session, name, listener):
-            sa.event.remove(orm.Session, name, listener)
+LISTENERS = [('after_flush', _collect)]

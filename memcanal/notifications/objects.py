@@ -117,6 +117,27 @@ class HostPayload(NotificationObject):
     }
 
 
+@NotificationRegistry.register
+class LeasePayload(NotificationObject):
+    """Memory a host's memory server lends to another host's VM (memory
+    pooling)."""
+
+    # Version 1.0: Initial version
+    VERSION = '1.0'
+
+    fields = {
+        'instance_uuid': fields.UUIDField(),
+        # The pooling decision that made it.
+        'decision_uuid': fields.UUIDField(),
+        'lent_bytes': fields.IntegerField(),
+        'memory_server_uuid': fields.UUIDField(),
+        'lender_host_uuid': fields.UUIDField(),
+        'lender_host_name': fields.StringField(),
+        'borrower_host_uuid': fields.UUIDField(),
+        'borrower_host_name': fields.StringField(),
+    }
+
+
 class NotificationBase(NotificationObject):
     """What is sent: ``payload`` with its priority, event type and
     publisher. Subclasses name the payload's class."""
@@ -156,3 +177,12 @@ class HostNotification(NotificationBase):
 
     fields = dict(NotificationBase.fields,
                   payload=fields.ObjectField('HostPayload'))
+
+
+@NotificationRegistry.register
+class LeaseNotification(NotificationBase):
+    # Version 1.0: Initial version
+    VERSION = '1.0'
+
+    fields = dict(NotificationBase.fields,
+                  payload=fields.ObjectField('LeasePayload'))

@@ -15,6 +15,8 @@ EXPECTED = {
     'EventType': '1.0-dcf91edd07f9483df8770001f7b7e4c8',
     'HostNotification': '1.0-4599a105ce4e246bc535b7447556a455',
     'HostPayload': '1.0-dfc44dde40c40c52c50222b54afc6823',
+    'LeaseNotification': '1.0-4599a105ce4e246bc535b7447556a455',
+    'LeasePayload': '1.0-15f3199c9ad2ec2052cdb4274dbd8633',
     'NotificationPublisher': '1.0-578ee5fea2922ff32e8917621f140857',
 }
 

@@ -8,11 +8,14 @@ import pathlib
 import re
 
 import pytest
+import sqlalchemy as sa
 
 from memcanal import context
 from memcanal.db import action_delivery
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
+from memcanal.db import models
+from memcanal.db import pooling as pooling_db
 from memcanal.db import transitions
 from memcanal.notifications import decisions as decision_notifications
 from memcanal.notifications import hosts as host_notifications
@@ -22,7 +25,8 @@ from memcanal.tests.unit.api import data
 SAMPLES = (pathlib.Path(__file__).parents[4] / 'doc'
            / 'notification_samples')
 # Values a run makes afresh, by payload field.
-GENERATED = ('uuid', 'host_uuid', 'peer_host_uuid', 'last_heartbeat_at')
+GENERATED = ('uuid', 'host_uuid', 'peer_host_uuid', 'last_heartbeat_at',
+             'lender_host_uuid', 'borrower_host_uuid')
 UUID = re.compile(r'^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-'
                   r'[0-9a-f]{12}$')
 DATA = 'memcanal_object.data'
@@ -174,3 +178,36 @@ def test_a_notification_that_cannot_be_made_fails_no_change(
         'approved')
     assert [m['event_type'] for m in notified()] == [
         'memcanal.decision.approve']
+
+
+def test_lease_create_and_end_match_samples(notified, hosts):
+    ctx = context.get_admin_context()
+    decision_uuid = '6f1c0ad2-3b8e-4c59-9f47-2d5a8e0b7c14'
+
+    def lend(lent_bytes):
+        with db_api.context_manager.writer.using(ctx) as session:
+            server = session.execute(sa.select(models.MemoryServer)).scalar()
+            if server is None:
+                server = models.MemoryServer(
+                    uuid='0c6f3e9a-8d21-4b7f-a5e4-93d2c1f0b8a6',
+                    host_id=session.execute(sa.select(models.Host.id).where(
+                        models.Host.uuid == hosts['host-b'])).scalar_one(),
+                    address='203.0.113.7:7643', capacity_bytes=16 * data.GIB,
+                    enabled=True)
+                session.add(server)
+                session.flush()
+            instance = session.execute(sa.select(models.Instance).where(
+                models.Instance.uuid == data.A1)).scalar_one()
+            pooling_db.set_lease(session, instance, server.id, lent_bytes,
+                                 decision_uuid)
+    lend(3 * data.GIB)
+    lend(2 * data.GIB)      # replaced: an end, then a create
+    lend(0)
+    assert [(m['event_type'], m['payload'][DATA]['lent_bytes'])
+            for m in notified()] == [
+        ('memcanal.lease.create', 3 * data.GIB),
+        ('memcanal.lease.end', 3 * data.GIB),
+        ('memcanal.lease.create', 2 * data.GIB),
+        ('memcanal.lease.end', 2 * data.GIB)]
+    assert check_against_samples(notified()) == {'lease-create.json',
+                                               'lease-end.json'}
