@@ -4,7 +4,9 @@ The root document (``GET /``) answers without authentication, as
 placement's does, so clients can discover versions before they have a
 token; so do the dashboard's page and files (``/dashboard``,
 ``/dashboard/<file>``), which hold no data: its script asks for the data
-with the operator's token.
+with the operator's token; and ``/metrics``, which Prometheus scrapes
+without a token: it answers only when ``[api] metrics_enabled`` is on
+(memcanal.api.handlers.metrics says why).
 """
 
 import re
@@ -21,8 +23,9 @@ _UNAUTHORIZED = 'The request you have made requires authentication.'
 
 
 # The paths answered without authentication: the root document, the
-# dashboard's page and its files (one level down, no deeper).
-_PUBLIC = re.compile(r'^/?$|^/dashboard(/[^/]+)?$')
+# dashboard's page and its files (one level down, no deeper), the
+# metrics.
+_PUBLIC = re.compile(r'^/?$|^/dashboard(/[^/]+)?$|^/metrics$')
 
 
 def _is_public(environ):

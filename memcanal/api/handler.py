@@ -15,6 +15,7 @@ from memcanal.api.handlers import demand
 from memcanal.api.handlers import hosts
 from memcanal.api.handlers import instances
 from memcanal.api.handlers import memory_servers
+from memcanal.api.handlers import metrics
 from memcanal.api.handlers import reports
 from memcanal.api.handlers import root
 from memcanal.api import util
@@ -71,7 +72,13 @@ ROUTE_DECLARATIONS = {
     '/dashboard/{asset}': {
         'GET': dashboard.asset,
     },
+    '/metrics': {
+        'GET': metrics.show,
+    },
 }
+
+
+NON_JSON_HANDLERS = dashboard.HANDLERS + metrics.HANDLERS
 
 
 @util.wsgify
@@ -97,7 +104,7 @@ def make_map(declarations):
 
 class Router:
     """Dispatch a request to its handler, after checking it accepts JSON
-    (unless it asks for the dashboard)."""
+    (unless it asks for the dashboard or the metrics)."""
 
     def __init__(self, conf):
         self.conf = conf
@@ -113,7 +120,8 @@ class Router:
         handler = match.pop('action')
         req.environ['wsgiorg.routing_args'] = ((), match)
         req.environ[util.ENV_CONF] = self.conf
-        # The dashboard's files are HTML, script and style, not JSON.
-        if handler is not handle_405 and handler not in dashboard.HANDLERS:
+        # The dashboard's files are HTML, script and style, the metrics
+        # Prometheus's text format: not JSON.
+        if handler is not handle_405 and handler not in NON_JSON_HANDLERS:
             util.check_accept(req)
         return handler

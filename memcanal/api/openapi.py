@@ -15,8 +15,9 @@ a later one added says so ("Since microversion X.Y", and
 ``x-memcanal-min-version``). Built for one version it describes exactly
 that version; the schemathesis tests run against those.
 
-Routes under HTML_PATHS (the dashboard: pages for a browser) are left
-out; this is the reference of the JSON API.
+Routes under NON_JSON_PATHS (the dashboard: pages for a browser; the
+metrics: Prometheus's text format, doc/monitoring.md) are left out; this
+is the reference of the JSON API.
 """
 
 import dataclasses
@@ -48,7 +49,7 @@ from memcanal.api.schemas import responses
 from memcanal.conf import api as api_conf
 
 REGENERATE = 'python -m memcanal.api.openapi > doc/api-ref/openapi.json'
-HTML_PATHS = ('/dashboard',)
+NON_JSON_PATHS = ('/dashboard', '/metrics')
 TOKEN_HEADER = 'X-Auth-Token'
 REQUEST_ID_HEADER = request_id_middleware.HTTP_RESP_HEADER_REQUEST_ID
 DEFAULT_MAX_LIMIT = next(option.default for option in api_conf.api_opts
@@ -283,15 +284,15 @@ def _describe(path, function, operation, version, max_limit):
     return described
 
 
-def is_html(path):
-    return any(path == prefix or path.startswith(prefix + '/')
-               for prefix in HTML_PATHS)
+def is_json(path):
+    return not any(path == prefix or path.startswith(prefix + '/')
+                   for prefix in NON_JSON_PATHS)
 
 
 def _paths(version, max_limit):
     paths = {}
     for path, methods in handler.ROUTE_DECLARATIONS.items():
-        if is_html(path):
+        if not is_json(path):
             continue
         for method, function in methods.items():
             if function not in OPERATIONS:

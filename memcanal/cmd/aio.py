@@ -148,6 +148,8 @@ def _configure(args, oslo_args):
     CONF.set_override('state_path', args.state_dir)
     _use_keys(args.state_dir)
     CONF.set_override('auth_strategy', 'noauth2', 'api')
+    # On loopback, for one person: its Prometheus series too.
+    CONF.set_default('metrics_enabled', True, 'api')
     CONF.set_override('report_interval', args.interval, 'agent')
     # Every period below is a few report intervals, so that a one-minute
     # run goes through the whole flow a production service goes through
@@ -351,6 +353,8 @@ def main(argv=None):
         service.start()
     print('  API:       %s (noauth2: send X-Auth-Token: admin)' % api_url)
     print('  dashboard: %s/dashboard (token: admin)' % api_url, flush=True)
+    print('  metrics:   %s/metrics (Prometheus, no token)' % api_url,
+          flush=True)
     progress = Progress(time.monotonic(), started_at,
                         {_host_name(i) for i in range(args.hosts)},
                         args.hosts * args.vms)

@@ -14,6 +14,7 @@ from memcanal.conf import estimation
 from memcanal.conf import hcache
 from memcanal.conf import libvirt
 from memcanal.conf import migration
+from memcanal.conf import notifications
 from memcanal.conf import nova
 from memcanal.conf import optimizer
 from memcanal.conf import pager
@@ -36,6 +37,7 @@ estimation.register_opts(CONF)
 hcache.register_opts(CONF)
 libvirt.register_opts(CONF)
 migration.register_opts(CONF)
+notifications.register_opts(CONF)
 nova.register_opts(CONF)
 optimizer.register_opts(CONF)
 pager.register_opts(CONF)

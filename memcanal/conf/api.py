@@ -32,6 +32,22 @@ api_opts = [
                     '(a chunked one after this many bytes plus one). The '
                     'largest body memcanal takes, a decision\'s reason, '
                     'is at most 4000 characters.'),
+    cfg.BoolOpt('metrics_enabled',
+                default=False,
+                help='Serve GET /metrics, the cloud\'s memory as read from '
+                     'the database in Prometheus\'s text format, without '
+                     'a token: Prometheus cannot send a keystone token. It '
+                     'names hosts, instance uuids and project ids, so turn '
+                     'it on only where /metrics is reachable from the '
+                     'monitoring network alone (an internal API endpoint, '
+                     'or a load balancer rule); off, /metrics is a 404. '
+                     'doc/monitoring.md.'),
+    cfg.BoolOpt('metrics_per_instance',
+                default=True,
+                help='Include per-VM series (label instance) in GET '
+                     '/metrics: one series per live VM and metric, gone '
+                     'once the VM is marked deleted. Off for clouds whose '
+                     'Prometheus should hold per-host series only.'),
 ]
 
 

@@ -8,6 +8,7 @@ from memcanal.conf import estimation
 from memcanal.conf import hcache
 from memcanal.conf import libvirt
 from memcanal.conf import migration
+from memcanal.conf import notifications
 from memcanal.conf import nova
 from memcanal.conf import optimizer
 from memcanal.conf import pager
@@ -21,8 +22,8 @@ from memcanal.conf import simulated
 from memcanal.conf import xen
 
 _MODULES = (base, agent, api, database, estimation, hcache, libvirt,
-            migration, nova, optimizer, pager, placement, pooling, qemu,
-            retention, sampling, service, simulated, xen)
+            migration, notifications, nova, optimizer, pager, placement,
+            pooling, qemu, retention, sampling, service, simulated, xen)
 
 
 def list_opts():

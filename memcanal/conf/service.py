@@ -60,6 +60,17 @@ service_opts = [
                     'still takes reports and serves the API, but fails the '
                     'actions meant for agents at once, saying why, and '
                     'plans no memory pooling.'),
+    cfg.HostAddressOpt('metrics_listen_address',
+                       default='127.0.0.1',
+                       help='Address memcanal-service serves its own '
+                            'Prometheus metrics on (what this process '
+                            'ingested: reports by outcome, ingest latency, '
+                            'pager faults), at any path, without a token.'),
+    cfg.PortOpt('metrics_port',
+                default=0,
+                help='Port of memcanal-service\'s Prometheus metrics; 0 '
+                     'serves none. Each service process is a target of '
+                     'its own (doc/monitoring.md).'),
 ]
 
 

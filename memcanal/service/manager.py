@@ -17,7 +17,6 @@ sequences, its decisions' outcomes, and only its own VMs
 (memcanal.db.claims).
 """
 
-import threading
 import time
 
 import oslo_messaging as messaging
@@ -30,9 +29,11 @@ from memcanal.db import retention
 from memcanal import exception
 from memcanal import hypervisors
 from memcanal.rpc import reports
+from memcanal.notifications import hosts as host_notifications
 from memcanal.rpc import signing
 from memcanal.service import actions
 from memcanal.service import ingest
+from memcanal.service import metrics as service_metrics
 from memcanal.service import migrations
 from memcanal.service import optimizer
 from memcanal.service import overcommit
@@ -88,19 +89,22 @@ class ServiceManager:
         self.whereabouts = (whereabouts.NovaWhereabouts(conf)
                             if whereabouts.NovaWhereabouts.configured(conf)
                             else None)
-        # Outcomes since start; the rejections and refusals are also
-        # stored, per host. 'refused': messages not signed by their
-        # host; 'left_out': report entries about other hosts' VMs.
-        self.counters = {'stored': 0, 'duplicate': 0, 'rejected': 0,
-                         'failed': 0, 'refused': 0, 'left_out': 0}
-        self._counters_lock = threading.Lock()
+        # Outcomes since start (service_metrics.OUTCOMES), ingest
+        # latency, pager faults; the rejections and refusals are also
+        # stored, per host.
+        self.metrics = service_metrics.ServiceMetrics()
+        self.host_watch = host_notifications.HostWatch()
         self._writer = ingest.ReportWriter(conf.service.report_batch_size)
         # Host name -> (db_api.host_identity, when read: time.monotonic()).
         self._identities = {}
 
+    @property
+    def counters(self):
+        """{outcome: count} since the process started."""
+        return self.metrics.outcomes()
+
     def _count(self, outcome, count=1):
-        with self._counters_lock:
-            self.counters[outcome] += count
+        self.metrics.count(outcome, count)
 
     def _refuse(self, context, method, host, host_uuid, code, detail):
         """Count, log and record a refused message; returns None."""
@@ -193,16 +197,18 @@ class ServiceManager:
             except exception.HostKeyMismatch as error:
                 code, detail = KEY_MISMATCH, str(error)
             else:
-                return self._registered(name, public_key, registered)
+                return self._registered(context, name, public_key,
+                                        registered)
         identity = (db_api.host_identity(context, name)
                     if isinstance(name, str) else None)
         self._refuse(context, 'register_host', name,
                      identity['uuid'] if identity else None, code, detail)
         raise exception.MessageRefused(reason=detail)
 
-    def _registered(self, name, public_key, registered):
+    def _registered(self, context, name, public_key, registered):
         # Another process may have had the host forget its key.
         self._identities.pop(name, None)
+        host_notifications.notify_registered(context, registered['uuid'])
         if registered['pinned']:
             LOG.warning('Host %s registered with key %s, now pinned to it',
                         name, signing.fingerprint(public_key))
@@ -222,6 +228,7 @@ class ServiceManager:
         may not describe are left out (memcanal.db.claims), logged and
         counted; the rest is stored.
         """
+        arrived = time.monotonic()
         host_uuid = report.get('host_uuid') if isinstance(report,
                                                           dict) else None
         sequence = report.get('sequence') if isinstance(report,
@@ -257,6 +264,9 @@ class ServiceManager:
                           host_uuid)
             return
         self._count('stored' if stored else 'duplicate')
+        self.metrics.ingest_seconds.observe(time.monotonic() - arrived)
+        if stored:
+            self.metrics.count_pager_faults(sender['name'], valid)
         if isinstance(stored, dict):
             self._count('left_out', len(stored))
             LOG.warning('Report %s of host %s: left out %s', sequence,
@@ -345,6 +355,10 @@ class ServiceManager:
             return
         LOG.info('Decision %s is %s', decision_uuid, decision['state'])
 
+    def watch_hosts(self):
+        """Periodic: notify hosts that went down or came back up."""
+        return self.host_watch.check(memcanal_context.get_admin_context())
+
     def optimize(self):
         """Periodic: migrations off hot hosts first (the hosts they
         concern are then busy, and their VMs are not resized meanwhile),
@@ -384,7 +398,8 @@ class ServiceManager:
         jobs = [(self.conf.service.periodic_interval,
                  self.mark_gone_instances),
                 (self.conf.service.periodic_interval,
-                 self.carry_out_decisions)]
+                 self.carry_out_decisions),
+                (self.conf.service.periodic_interval, self.watch_hosts)]
         if self.conf.optimizer.optimize_interval > 0:
             jobs.append((self.conf.optimizer.optimize_interval,
                          self.optimize))

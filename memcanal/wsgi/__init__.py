@@ -10,11 +10,14 @@ from oslo_log import log as logging
 
 from memcanal.api import deploy
 from memcanal import conf as memcanal_conf
+from memcanal import notifications
 
 CONFIG_FILES_ENV = 'OS_MEMCANAL_CONFIG_FILES'
 DEFAULT_CONFIG_FILE = '/etc/memcanal/memcanal.conf'
 
 LOG = logging.getLogger(__name__)
+# The versioned notifications' publisher id: memcanal-api:<host>.
+SOURCE = 'memcanal-api'
 
 
 def config_files(environ=None):
@@ -47,4 +50,6 @@ def init_application(conf=None, environ=None):
          default_config_files=config_files(environ))
     logging.setup(conf, 'memcanal')
     conf.log_opt_values(LOG, logging.DEBUG)
+    # Operators approve, reject and roll back decisions here.
+    notifications.init(conf, SOURCE)
     return deploy.loadapp(conf)

@@ -476,3 +476,16 @@ def test_report_intervals_times_validation_with_and_without():
     assert figures['without_intervals_ms'] > 0
     assert figures['with_intervals_ms'] > 0
     assert (figures['vms'], figures['points']) == (3, 8)
+
+
+def test_metrics_scrape_reduced():
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, 'benchmarks',
+                                      'metrics_scrape.py'), '--reduced'],
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # 5 hosts of 4 VMs: the per-VM series are the difference.
+    on, off = [int(line.split(', ')[-1].split()[0])
+               for line in result.stdout.splitlines()
+               if line.startswith('per-VM series')]
+    assert on > off > 0

@@ -154,3 +154,15 @@ def test_noauth_reader_header_is_trusted(client, hosts):
     response = client.request('/instances/%s' % data.A1, token='anyone',
                               project=data.PROJECT_A, roles='reader')
     assert response.status_int == 200
+
+
+def test_keystone_metrics_need_no_token_once_enabled(keystone_client, conf):
+    base.assert_error(keystone_client.request('/metrics', token=None), 404,
+                      errors.ROUTE_NOT_FOUND)
+    conf.set_override('metrics_enabled', True, 'api')
+    response = keystone_client.request('/metrics', token=None)
+    assert response.status_int == 200
+    assert b'# TYPE memcanal_decisions gauge' in response.body
+    # Only the path itself: nothing under it is public.
+    base.assert_error(keystone_client.request('/metrics/x', token=None),
+                      401, errors.AUTH_UNAUTHORIZED)

@@ -177,4 +177,4 @@ def test_results_arrive_through_the_manager(conf, ctx, host):
                results=[])
     jobs = [job.__name__ for _, job in service_manager.periodic_jobs()]
     assert jobs == ['mark_gone_instances', 'carry_out_decisions',
-                    'optimize', 'run_retention']
+                    'watch_hosts', 'optimize', 'run_retention']
