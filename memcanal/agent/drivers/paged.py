@@ -439,6 +439,20 @@ def collect(pager, sample, accessed=None, accesses=0):
     return dataclasses.replace(sample, paging_trace=trace, accesses=sampled)
 
 
+def set_sampling(pager, rate, salt):
+    """The VM's pager zaps the sample of ``rate`` and ``salt`` from its
+    next interval on; False before it holds the guest's RAM, or if it
+    cannot."""
+    guest = pager.guest
+    if guest is None:
+        return False
+    try:
+        return guest.resample(rate, salt)
+    except pager_client.PagerError as error:
+        LOG.error('Sampling of %s: %s', pager.record.uuid, error)
+        return False
+
+
 def _keep_target(pager):
     """Page out what turned cold while more than the resident target is
     resident."""
