@@ -73,15 +73,20 @@ import re
 import sys
 import tempfile
 import time
+import types
 
 import numpy as np
+from oslo_config import cfg
 
+from memcanal.agent import adaptive
 from memcanal.agent import paging
+from memcanal.conf import sampling as sampling_conf
 from memcanal import estimation
 from memcanal.estimation import mrc
 from memcanal.estimation import sampling
 from memcanal.tests.functional import services
 
+import guest_corpus
 import sampled_guest
 
 SYNC_TIMEOUT = 30.0
@@ -158,6 +163,9 @@ class Row:
     curve_mae: float | None
     lru_mae: float | None
     lru_first_mae: float | None
+    rate: float | None = None   # the interval's (None: the run's)
+    low: float | None = None    # the 95 % interval of ``sampled``
+    high: float | None = None
 
 
 class Comparison:
@@ -179,11 +187,14 @@ class Comparison:
         page indexes memtrace logged in it, in order."""
         exact = self.lru.add(references)
         self.sampled.add_interval(interval.touched, interval.written,
-                                  interval.full, interval.seconds)
+                                  interval.full, interval.seconds,
+                                  interval.rate, interval.salt)
         self.exact.add_interval(exact, (), True, interval.seconds)
         in_sample = self.sampled.sample(exact)
         seen = self.sampled.sample(np.unique(interval.touched))
         exact_curve = self.exact.curve()
+        low, high = (bound / estimation.PAGE_SIZE
+                     for bound in self.sampled.wss_bounds())
         self.rows.append(Row(
             index=len(self.rows), end_s=end_s, seconds=interval.seconds,
             zap_ms=zap_ms, references=int(np.size(references)),
@@ -197,7 +208,8 @@ class Comparison:
             missed=int(np.setdiff1d(in_sample, seen).size),
             curve_mae=error(self.sampled.curve(), exact_curve),
             lru_mae=error(exact_curve, self.lru.curve()),
-            lru_first_mae=error(exact_curve, self.lru.curve(True))))
+            lru_first_mae=error(exact_curve, self.lru.curve(True)),
+            rate=self.sampled.rate, low=low, high=high))
 
     def curves(self):
         """The latest curves: exact interval, sampled, LRU per reference
@@ -234,6 +246,14 @@ def median(values):
     return float(np.median(values)) if values else None
 
 
+def covered(row):
+    """Whether the interval's stated 95 % interval holds memtrace's
+    working set (None for an interval without either)."""
+    if row.low is None or not row.exact:
+        return None
+    return float(row.low <= row.exact <= row.high)
+
+
 def summary(rows, rate, settle):
     """The run's figures: WSS errors over every interval, curve errors
     over those from ``settle`` on (all, if the run is shorter)."""
@@ -251,8 +271,12 @@ def summary(rows, rate, settle):
             [(r.sampled, r.exact) for r in rows]),
         'window_wss_error': mean(relative(r.sampled_window, r.exact_window)
                                  for r in rows),
-        'hash_wss_error': mean(relative(r.in_sample / rate, r.exact)
-                               for r in rows),
+        'hash_wss_error': mean(relative(r.in_sample / (r.rate or rate),
+                                        r.exact) for r in rows),
+        # The share of intervals whose 95 % interval holds the truth.
+        'coverage': mean(covered(r) for r in rows),
+        'rate_mean': mean(r.rate or rate for r in rows),
+        'sampled_pages_mean': mean(r.seen for r in rows),
         'curve_mae': mean(r.curve_mae for r in settled),
         'curve_mae_max': max((r.curve_mae for r in settled
                               if r.curve_mae is not None), default=None),
@@ -289,7 +313,7 @@ def interval_table(rows, rate):
             '%5d %6d | %9s %9s' % (
                 r.index, r.end_s, r.zap_ms, r.exact, r.sampled,
                 percent(relative(r.sampled, r.exact)),
-                percent(relative(r.in_sample / rate, r.exact)),
+                percent(relative(r.in_sample / (r.rate or rate), r.exact)),
                 r.exact_window, r.sampled_window,
                 percent(relative(r.sampled_window, r.exact_window)),
                 r.in_sample, r.seen, r.extra, r.missed,
@@ -411,10 +435,38 @@ class Analysis:
         self._executor.shutdown()
 
 
-def measure(guest, comparison, interval, timeout):
+class AutoRate:
+    """The agent's adaptive rate on the benchmark's pager: every interval
+    the pager closes feeds a SampledAccesses as the agent's collector's
+    does, memcanal.agent.adaptive plans the next rate from it with
+    [sampling]'s defaults, and a change goes to the pager as
+    ``resample``, which takes it from its next interval."""
+
+    def __init__(self, pages, interval_s, window, curve_intervals,
+                 max_reuse):
+        conf = cfg.ConfigOpts()
+        sampling_conf.register_opts(conf)
+        conf([], default_config_files=[])
+        self.rate = conf.sampling.rate
+        self.rates = adaptive.SamplingRates(conf.sampling)
+        self.view = types.SimpleNamespace(sampled=sampling.SampledAccesses(
+            pages, self.rate, interval_s=interval_s,
+            window_intervals=window, curve_intervals=curve_intervals,
+            max_reuse=max_reuse))
+
+    def step(self, client, interval):
+        self.view.sampled.add_interval(
+            interval.touched, interval.written, interval.full,
+            interval.seconds, interval.rate, interval.salt)
+        change = self.rates.plan({'guest': self.view}).get('guest')
+        if change is not None:
+            client.command('resample %r %d' % change)
+
+
+def measure(guest, comparison, interval, timeout, auto=None):
     """Intervals of ``interval`` seconds from the command's start to its
     end (the last one shorter); memtrace's counters at the start and at
-    the end."""
+    the end. ``auto``: an AutoRate that sets the pager's rate."""
     boundaries = Boundaries(guest)
     analysis = Analysis(comparison, guest.ram_bytes)
     try:
@@ -430,6 +482,8 @@ def measure(guest, comparison, interval, timeout):
                                   max(0.0, next_end - time.monotonic()))
             pager_interval, zap_ms, end_s, frames, counters = \
                 boundaries.close()
+            if auto is not None:
+                auto.step(guest.client, pager_interval)
             analysis.add(pager_interval, frames, end_s - started, zap_ms)
             if done:
                 analysis.finish()
@@ -445,10 +499,16 @@ def measure(guest, comparison, interval, timeout):
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--guest-command', required=True,
-                        help='shell command line run inside the guest')
-    parser.add_argument('--rate', type=float, default=0.01,
-                        help='sampling rate (default 0.01)')
+    command = parser.add_mutually_exclusive_group(required=True)
+    command.add_argument('--guest-command',
+                         help='shell command line run inside the guest')
+    command.add_argument('--workload', choices=sorted(
+        guest_corpus.WORKLOADS), help='one of guest_corpus\'s programs')
+    parser.add_argument('--rate', default='0.01',
+                        help='sampling rate (default 0.01), or auto: the '
+                             'agent\'s adaptive rate ([sampling] '
+                             'target_error, min_rate, max_rate, budgets; '
+                             'their defaults)')
     parser.add_argument('--interval', type=float, default=1.0,
                         help='seconds per interval (default 1)')
     parser.add_argument('--salt', type=lambda text: int(text, 0),
@@ -477,7 +537,14 @@ def parse_args(argv=None):
                         '(default: built into a scratch directory)')
     parser.add_argument('--plot', metavar='PNG')
     args = parser.parse_args(argv)
-    if not 0 < args.rate <= 1:
+    if args.workload:
+        args.guest_command = guest_corpus.WORKLOADS[args.workload]
+    args.auto = args.rate == 'auto'
+    try:
+        args.rate = None if args.auto else float(args.rate)
+    except ValueError:
+        parser.error('--rate must be a number or auto')
+    if not args.auto and not 0 < args.rate <= 1:
         parser.error('--rate must be in (0, 1]')
     if args.interval <= 0:
         parser.error('--interval must be positive')
@@ -497,19 +564,23 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix='sa-', dir='/tmp') as scratch:
         build = args.build or services.build_pager(
             pathlib.Path(scratch) / 'build')
+        pages = sampled_guest.GUEST_MB * MiB // 4096
+        auto = AutoRate(pages, args.interval, args.window,
+                        args.curve_intervals, args.max_reuse) \
+            if args.auto else None
+        rate = auto.rate if auto else args.rate
         comparison = Comparison(
-            sampled_guest.GUEST_MB * MiB // 4096, args.rate, args.salt,
-            args.interval, args.window, args.curve_intervals,
-            args.max_reuse)
+            pages, rate, args.salt, args.interval, args.window,
+            args.curve_intervals, args.max_reuse)
         vm = sampled_guest.SampledGuest(
             build, guest, scratch, args.guest_command,
-            sampled_guest.pager_options(args.rate, args.salt,
+            sampled_guest.pager_options(rate, args.salt,
                                         args.full_pass_every),
             dict(PLUGIN_OPTIONS, tlb_entries=args.tlb_entries,
                  log_entries=args.log_entries))
         try:
             before, after = measure(vm, comparison, args.interval,
-                                    args.timeout)
+                                    args.timeout, auto)
             console = vm.console()
         finally:
             vm.stop()
@@ -518,19 +589,24 @@ def main(argv=None):
 
 def report(args, comparison, console, before, after):
     rows = comparison.rows
-    print('Guest %d MiB (TCG), command %r, rate %g, salt %#x, intervals of '
+    rate = comparison.rate
+    print('Guest %d MiB (TCG), command %r, rate %s, salt %#x, intervals of '
           '%g s; memtrace TLB %d, logs %d' % (
-              sampled_guest.GUEST_MB, args.guest_command, args.rate, args.salt,
+              sampled_guest.GUEST_MB, args.guest_command,
+              'auto' if args.auto else '%g' % rate, args.salt,
               args.interval, args.tlb_entries, args.log_entries))
     print('\nWorking set per interval (pages), sampled against memtrace; '
           'in the sample: memtrace\'s pages, the sampler\'s, and theirs '
           'apart; curve MAE against the exact interval curve, which is '
           '"vs LRU" from the per-reference LRU curve')
-    print('\n'.join(interval_table(rows, args.rate)))
+    print('\n'.join(interval_table(rows, rate)))
     print('\nCurves at the last interval (share of first touches missing; '
           'LRU refs: of references)')
     print('\n'.join(curve_table(comparison.curves())))
-    result = summary(rows, args.rate, args.settle)
+    result = summary(rows, rate, args.settle)
+    if args.auto:
+        result['rate'] = 'auto'
+    result['workload'] = args.workload
     delta = {key: after[key] - before[key] for key in after}
     result.update(
         command=args.guest_command, interval_s=args.interval,
@@ -558,9 +634,11 @@ def report(args, comparison, console, before, after):
               result['extra_pages'] or 0, result['missed_pages'] or 0,
               delta['prl_missed'],
               delta['prl_logged'] + delta['prl_missed']))
+    print('coverage of the 95 %% intervals %s %%, mean rate %s' % (
+        percent(result['coverage']), figure(result['rate_mean'])))
     if args.plot:
-        plot(rows, comparison.curves(), args.plot, '%s, rate %g' % (
-            args.guest_command, args.rate))
+        plot(rows, comparison.curves(), args.plot, '%s, rate %s' % (
+            args.workload or args.guest_command, result['rate']))
     print(json.dumps(result))
     return 0
 
