@@ -166,6 +166,8 @@ class Row:
     rate: float | None = None   # the interval's (None: the run's)
     low: float | None = None    # the 95 % interval of ``sampled``
     high: float | None = None
+    zapped: int = 0             # pages its zap unmapped
+    whole: bool = False         # its zap was of the whole sample
 
 
 class Comparison:
@@ -182,7 +184,8 @@ class Comparison:
         self.lru = LruStack(pages, curve_intervals)
         self.rows = []
 
-    def add(self, interval, references, end_s=0.0, zap_ms=0.0):
+    def add(self, interval, references, end_s=0.0, zap_ms=0.0, zapped=0,
+            whole=False):
         """One interval: the pager's (a driver.AccessInterval) and the
         page indexes memtrace logged in it, in order."""
         exact = self.lru.add(references)
@@ -209,7 +212,8 @@ class Comparison:
             curve_mae=error(self.sampled.curve(), exact_curve),
             lru_mae=error(exact_curve, self.lru.curve()),
             lru_first_mae=error(exact_curve, self.lru.curve(True)),
-            rate=self.sampled.rate, low=low, high=high))
+            rate=self.sampled.rate, low=low, high=high, zapped=zapped,
+            whole=whole))
 
     def curves(self):
         """The latest curves: exact interval, sampled, LRU per reference
@@ -289,6 +293,16 @@ def summary(rows, rate, settle):
         'missed_pages': mean(r.missed for r in rows),
         'zap_ms_p50': float(np.median([r.zap_ms for r in rows]))
         if rows else None,
+        # What a zap of the whole sample (the start, a new salt, a higher
+        # rate) costs beside one of the pages touched since the last.
+        'zaps': {kind: {'count': len(chosen),
+                        'pages_p50': median(r.zapped for r in chosen),
+                        'ms_p50': median(r.zap_ms for r in chosen),
+                        'ms_max': max((r.zap_ms for r in chosen),
+                                      default=None)}
+                 for kind, chosen in (
+                     ('whole', [r for r in rows if r.whole]),
+                     ('touched', [r for r in rows if not r.whole]))},
     }
 
 
@@ -395,7 +409,8 @@ class Boundaries:
                 if key != 'intervals'})
         raw = answer['intervals'][0]
         interval, end_s = paging.access_interval(raw)
-        return (interval, raw['zap_ns'] / 1e6, end_s, delivered.prl,
+        return (interval, (raw['zap_ns'] / 1e6, raw['zapped'],
+                           bool(raw.get('whole'))), end_s, delivered.prl,
                 delivered.counters)
 
     def shutdown(self):
@@ -416,9 +431,9 @@ class Analysis:
         self._executor = concurrent.futures.ThreadPoolExecutor(1)
         self._futures = collections.deque()
 
-    def _add(self, interval, frames, end_s, zap_ms):
+    def _add(self, interval, frames, end_s, zap):
         references = paging.frame_indexes(frames, self.ram_bytes)
-        self.comparison.add(interval, references, end_s, zap_ms)
+        self.comparison.add(interval, references, end_s, *zap)
         print('  interval %d: %d references' % (
             len(self.comparison.rows), references.size), file=sys.stderr,
             flush=True)
@@ -443,10 +458,11 @@ class AutoRate:
     ``resample``, which takes it from its next interval."""
 
     def __init__(self, pages, interval_s, window, curve_intervals,
-                 max_reuse):
+                 max_reuse, resalt_every=0):
         conf = cfg.ConfigOpts()
         sampling_conf.register_opts(conf)
         conf([], default_config_files=[])
+        conf.set_override('resalt_every', resalt_every, 'sampling')
         self.rate = conf.sampling.rate
         self.rates = adaptive.SamplingRates(conf.sampling)
         self.view = types.SimpleNamespace(sampled=sampling.SampledAccesses(
@@ -480,11 +496,11 @@ def measure(guest, comparison, interval, timeout, auto=None):
         while True:
             done = guest.wait_for(sampled_guest.DONE,
                                   max(0.0, next_end - time.monotonic()))
-            pager_interval, zap_ms, end_s, frames, counters = \
+            pager_interval, zap, end_s, frames, counters = \
                 boundaries.close()
             if auto is not None:
                 auto.step(guest.client, pager_interval)
-            analysis.add(pager_interval, frames, end_s - started, zap_ms)
+            analysis.add(pager_interval, frames, end_s - started, zap)
             if done:
                 analysis.finish()
                 return first_counters, counters
@@ -509,6 +525,9 @@ def parse_args(argv=None):
                              'agent\'s adaptive rate ([sampling] '
                              'target_error, min_rate, max_rate, budgets; '
                              'their defaults)')
+    parser.add_argument('--resalt-every', type=int, default=0,
+                        help='with --rate auto: a new salt every N '
+                             'intervals ([sampling] resalt_every)')
     parser.add_argument('--interval', type=float, default=1.0,
                         help='seconds per interval (default 1)')
     parser.add_argument('--salt', type=lambda text: int(text, 0),
@@ -566,8 +585,8 @@ def main(argv=None):
             pathlib.Path(scratch) / 'build')
         pages = sampled_guest.GUEST_MB * MiB // 4096
         auto = AutoRate(pages, args.interval, args.window,
-                        args.curve_intervals, args.max_reuse) \
-            if args.auto else None
+                        args.curve_intervals, args.max_reuse,
+                        args.resalt_every) if args.auto else None
         rate = auto.rate if auto else args.rate
         comparison = Comparison(
             pages, rate, args.salt, args.interval, args.window,
