@@ -145,8 +145,8 @@ def choose_rate(current, pages, target_error, min_rate, max_rate,
     ``touches_per_s``: its first touches per second, whole VM (None:
     unknown), of which ``vm_budget`` (None: no budget) may be sampled.
     The rate needed for ``target_error`` rounded up to the ladder, at
-    most the budget's rounded down; within [min_rate, max_rate] whatever the budget
-    (min_rate is the operator's floor). It rises at once, and falls
+    most the budget's rounded down; within [min_rate, max_rate] whatever
+    the budget (min_rate is the operator's floor). It rises at once, and falls
     only when the rung wanted is two below ``current`` (None: none yet),
     so that a working set at a rung's edge does not flip it every
     interval.
