@@ -463,7 +463,7 @@ class AutoRate:
         sampling_conf.register_opts(conf)
         conf([], default_config_files=[])
         conf.set_override('resalt_every', resalt_every, 'sampling')
-        self.rate = conf.sampling.rate
+        self.rate = adaptive.initial_rate(conf.sampling)
         self.rates = adaptive.SamplingRates(conf.sampling)
         self.view = types.SimpleNamespace(sampled=sampling.SampledAccesses(
             pages, self.rate, interval_s=interval_s,

@@ -23,6 +23,18 @@ from memcanal.estimation import mrc
 LOG = logging.getLogger(__name__)
 
 
+def initial_rate(options):
+    """The rate a VM's sampling starts at ([sampling] options): with the
+    adaptive rate, ``max_rate``, so that its first interval, which the
+    window and the curve count for as long as they last (at their
+    intervals' lowest rate), is drawn large rather than at the floor;
+    the agent lowers it after that interval. It costs what a full pass
+    costs, once. Else ``rate``."""
+    if options.target_error > 0:
+        return options.max_rate
+    return options.rate
+
+
 def salt_for(instance_uuid, draw):
     """The salt of a VM's ``draw``-th sample (0: mrc.DEFAULT_SALT, the
     pager's own): different VMs, and successive draws, hash apart."""

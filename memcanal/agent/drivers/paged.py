@@ -40,6 +40,7 @@ import time
 
 from oslo_log import log as logging
 
+from memcanal.agent import adaptive
 from memcanal.agent import driver
 from memcanal.agent import durable
 from memcanal.agent import pager_client
@@ -152,7 +153,7 @@ def sampling_arguments(conf):
     if not options.enabled:
         return []
     interval = options.interval or conf.agent.report_interval
-    return ['--sample-rate', repr(options.rate),
+    return ['--sample-rate', repr(adaptive.initial_rate(options)),
             '--sample-interval-ms', str(round(interval * 1000)),
             '--full-pass-every', str(options.full_pass_every)]
 

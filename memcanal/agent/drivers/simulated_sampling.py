@@ -32,6 +32,7 @@ import dataclasses
 
 import numpy as np
 
+from memcanal.agent import adaptive
 from memcanal.agent import driver
 from memcanal.estimation import mrc
 
@@ -53,7 +54,8 @@ class Settings:
         if not options.enabled:
             return None
         interval = options.interval or conf.agent.report_interval
-        return cls(options.rate, int(interval * 1e9), options.full_pass_every)
+        return cls(adaptive.initial_rate(options), int(interval * 1e9),
+                   options.full_pass_every)
 
 
 class Sampler:

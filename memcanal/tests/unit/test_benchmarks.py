@@ -479,7 +479,7 @@ def test_sampling_accuracy_takes_a_workload_and_the_auto_rate():
 def test_the_auto_rate_follows_the_working_set_and_coverage_counts():
     accuracy = benchmark('sampling_accuracy')
     auto = accuracy.AutoRate(1 << 16, 1.0, 12, 12, 12)
-    assert auto.rate == 0.01
+    assert auto.rate == 1.0       # max_rate: the first interval large
     client = mock.Mock()
     pages = np.random.default_rng(0).permutation(1 << 16)[:600]
     sampled = mrc.shards_sample(pages, 0.01)

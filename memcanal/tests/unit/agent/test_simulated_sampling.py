@@ -172,6 +172,7 @@ def host(conf):
     conf.set_override('instance_memory_mb', 64, 'simulated')
     conf.set_override('references_per_interval', 20_000, 'simulated')
     conf.set_override('rate', RATE, 'sampling')
+    conf.set_override('target_error', 0, 'sampling')
     return driver.load('simulated', conf, 'compute-1')
 
 
