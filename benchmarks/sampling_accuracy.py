@@ -166,6 +166,9 @@ class Row:
     rate: float | None = None   # the interval's (None: the run's)
     low: float | None = None    # the 95 % interval of ``sampled``
     high: float | None = None
+    # The part of lru_first_mae from sizes below the interval curve's
+    # first point, WSS(1), where it is 1 by construction.
+    lru_first_below: float | None = None
     zapped: int = 0             # pages its zap unmapped
     whole: bool = False         # its zap was of the whole sample
 
@@ -196,6 +199,7 @@ class Comparison:
         in_sample = self.sampled.sample(exact)
         seen = self.sampled.sample(np.unique(interval.touched))
         exact_curve = self.exact.curve()
+        lru_first = self.lru.curve(True)
         low, high = (bound / estimation.PAGE_SIZE
                      for bound in self.sampled.wss_bounds())
         self.rows.append(Row(
@@ -211,7 +215,8 @@ class Comparison:
             missed=int(np.setdiff1d(in_sample, seen).size),
             curve_mae=error(self.sampled.curve(), exact_curve),
             lru_mae=error(exact_curve, self.lru.curve()),
-            lru_first_mae=error(exact_curve, self.lru.curve(True)),
+            lru_first_mae=error(exact_curve, lru_first),
+            lru_first_below=below_first_point(exact_curve, lru_first),
             rate=self.sampled.rate, low=low, high=high, zapped=zapped,
             whole=whole))
 
@@ -226,6 +231,18 @@ def error(curve, truth):
     if curve is None or truth is None:
         return None
     return sampling.curve_error(curve, truth)
+
+
+def below_first_point(curve, truth, points=256):
+    """The part of error(curve, truth) from the sizes below ``curve``'s
+    first point (summed there, over all ``points``)."""
+    if curve is None or truth is None:
+        return None
+    top = max(int(curve.sizes[-1]), int(truth.sizes[-1]))
+    sizes = np.linspace(1, top, points)
+    below = sizes < curve.sizes[0]
+    return float(np.abs(curve.at(sizes[below]) - truth.at(sizes[below]))
+                 .sum() / points)
 
 
 def relative(estimate, exact):
@@ -287,6 +304,8 @@ def summary(rows, rate, settle):
         'interval_vs_lru_mae': mean(r.lru_mae for r in settled),
         'interval_vs_lru_first_touch_mae': mean(r.lru_first_mae
                                                 for r in settled),
+        'interval_vs_lru_first_touch_below_wss1': mean(
+            r.lru_first_below for r in settled),
         'curve_intervals_counted': len(settled),
         'exact_wss_pages': mean(r.exact for r in rows),
         'extra_pages': mean(r.extra for r in rows),

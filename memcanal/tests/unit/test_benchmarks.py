@@ -494,3 +494,14 @@ def test_the_auto_rate_follows_the_working_set_and_coverage_counts():
     row = comparison.rows[0]
     assert row.low == row.high == row.exact == 600
     assert accuracy.summary(comparison.rows, 1.0, 0)['coverage'] == 1.0
+
+
+def test_the_gap_below_the_interval_curve_s_first_point_is_split_out():
+    accuracy = benchmark('sampling_accuracy')
+    step = mrc.MissRatioCurve(np.array([10, 20]), np.array([0.0, 0.0]), 1)
+    lru = mrc.MissRatioCurve(np.arange(1, 21), np.zeros(20), 1)
+    total = accuracy.error(step, lru)
+    below = accuracy.below_first_point(step, lru)
+    # The step is 1 below size 10, LRU 0: all the gap is there.
+    assert below == pytest.approx(total) and below > 0
+    assert accuracy.below_first_point(lru, step) == 0
