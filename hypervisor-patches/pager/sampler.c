@@ -18,8 +18,9 @@
  * fault-around on a MINOR-registered range), so only those are zapped
  * again: a steady interval's zap costs in proportion to its sampled
  * working set, not to the sample.  The whole sample is zapped at the
- * start, after a failed zap and when the sample changes to one not
- * within the last (another salt, a higher rate): `resample` takes a new
+ * start, after a failed zap and in the two intervals after the sample
+ * changes to one not within the last (another salt, a higher rate):
+ * `resample` takes a new
  * rate and salt for the next interval, and each interval says which it
  * had and whether its zap was of the whole sample.
  */
@@ -53,7 +54,7 @@ struct sampler {
 	size_t nruns;
 	pager_zap_fn zap;
 	void *zap_arg;
-	/* Under tick_lock: the next arm zaps the whole sample (whole), or
+	/* Under tick_lock: the next `whole` arms zap the whole sample, or
 	 * else these runs, the sampled pages touched in the interval that
 	 * ended. */
 	int whole;
@@ -222,7 +223,7 @@ static void arm(struct sampler *s)
 	s->rezap = NULL;
 	s->nrezap = 0;
 	/* A failed zap may have left sampled pages mapped. */
-	s->whole = rc != 0;
+	s->whole = rc ? 1 : whole > 1 ? whole - 1 : 0;
 	ns = now_ns() - t0;
 	pthread_mutex_lock(&s->lock);
 	s->zapped = rc ? 0 : zapped;
@@ -311,8 +312,11 @@ static void take_new_sample(struct sampler *s, double rate, uint64_t salt)
 			"sample; keeping the last\n");
 		return;
 	}
+	/* Twice: a fault judged by the last sample while this one came in
+	 * may have mapped a page of this one beside it (zero_fill) after
+	 * the first zap. */
 	if (salt != s->cfg.salt || threshold > s->threshold)
-		s->whole = 1;
+		s->whole = 2;
 	pthread_mutex_lock(&s->lock);
 	old = s->runs;
 	s->runs = runs;
