@@ -275,6 +275,19 @@ def covered(row):
     return float(row.low <= row.exact <= row.high)
 
 
+def seen_by_either(row, rate):
+    """memtrace's working set and the sampled pages the sampler saw that
+    memtrace did not (guest page tables TCG walks, code it translates,
+    QEMU's device accesses: accesses all the same), over the rate."""
+    return row.exact + row.extra / (row.rate or rate)
+
+
+def covered_either(row, rate):
+    if row.low is None or not row.exact:
+        return None
+    return float(row.low <= seen_by_either(row, rate) <= row.high)
+
+
 def summary(rows, rate, settle):
     """The run's figures: WSS errors over every interval, curve errors
     over those from ``settle`` on (all, if the run is shorter)."""
@@ -296,6 +309,11 @@ def summary(rows, rate, settle):
                                         r.exact) for r in rows),
         # The share of intervals whose 95 % interval holds the truth.
         'coverage': mean(covered(r) for r in rows),
+        # The same against what either side saw: the interval's own
+        # error, without the pages only the sampler sees.
+        'coverage_either': mean(covered_either(r, rate) for r in rows),
+        'wss_error_median_either': median(
+            relative(r.sampled, seen_by_either(r, rate)) for r in rows),
         'rate_mean': mean(r.rate or rate for r in rows),
         'sampled_pages_mean': mean(r.seen for r in rows),
         'curve_mae': mean(r.curve_mae for r in settled),
