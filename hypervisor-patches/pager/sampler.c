@@ -304,7 +304,9 @@ static void take_new_sample(struct sampler *s, double rate, uint64_t salt)
 	size_t n;
 
 	if (salt == s->cfg.salt && threshold == s->threshold) {
+		pthread_mutex_lock(&s->lock);
 		s->cfg.rate = rate;
+		pthread_mutex_unlock(&s->lock);
 		return;
 	}
 	if (sample_runs(s->npages, salt, threshold, &runs, &n, &count)) {
