@@ -95,8 +95,20 @@ def test_the_agent_sets_each_simulated_vm_s_rate(conf, tmp_path):
     assert all(rate > 0.1 for rate in rates)
     reports.validate_report(report, conf.service.max_mrc_points,
                             conf.service.max_instances_per_report)
-    # Before RPC 1.7 the intervals stay out of the report.
-    assert all('wss_bounds' not in sample for sample in report['instances'])
+
+
+def test_before_rpc_1_7_the_intervals_stay_out(conf, tmp_path):
+    conf.set_override('state_path', str(tmp_path))
+    conf.set_override('instances', 1, 'simulated')
+    conf.set_override('instance_memory_mb', 64, 'simulated')
+    conf.set_override('references_per_interval', 2000, 'simulated')
+    agent = test_manager.make_agent(conf)
+    with mock.patch.object(service_api.ServiceAPI, 'VERSION', '1.6'):
+        for _ in range(3):
+            report = agent.report()
+    sample = report['instances'][0]
+    assert 'sampled' in sample['wss']
+    assert 'wss_bounds' not in sample and 'mrc_bands' not in sample
 
 
 def test_from_rpc_1_7_the_report_carries_the_intervals(conf, tmp_path):
