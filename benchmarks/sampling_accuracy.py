@@ -73,15 +73,20 @@ import re
 import sys
 import tempfile
 import time
+import types
 
 import numpy as np
+from oslo_config import cfg
 
+from memcanal.agent import adaptive
 from memcanal.agent import paging
+from memcanal.conf import sampling as sampling_conf
 from memcanal import estimation
 from memcanal.estimation import mrc
 from memcanal.estimation import sampling
 from memcanal.tests.functional import services
 
+import guest_corpus
 import sampled_guest
 
 SYNC_TIMEOUT = 30.0
@@ -158,6 +163,14 @@ class Row:
     curve_mae: float | None
     lru_mae: float | None
     lru_first_mae: float | None
+    rate: float | None = None   # the interval's (None: the run's)
+    low: float | None = None    # the 95 % interval of ``sampled``
+    high: float | None = None
+    # The part of lru_first_mae from sizes below the interval curve's
+    # first point, WSS(1), where it is 1 by construction.
+    lru_first_below: float | None = None
+    zapped: int = 0             # pages its zap unmapped
+    whole: bool = False         # its zap was of the whole sample
 
 
 class Comparison:
@@ -174,16 +187,21 @@ class Comparison:
         self.lru = LruStack(pages, curve_intervals)
         self.rows = []
 
-    def add(self, interval, references, end_s=0.0, zap_ms=0.0):
+    def add(self, interval, references, end_s=0.0, zap_ms=0.0, zapped=0,
+            whole=False):
         """One interval: the pager's (a driver.AccessInterval) and the
         page indexes memtrace logged in it, in order."""
         exact = self.lru.add(references)
         self.sampled.add_interval(interval.touched, interval.written,
-                                  interval.full, interval.seconds)
+                                  interval.full, interval.seconds,
+                                  interval.rate, interval.salt)
         self.exact.add_interval(exact, (), True, interval.seconds)
         in_sample = self.sampled.sample(exact)
         seen = self.sampled.sample(np.unique(interval.touched))
         exact_curve = self.exact.curve()
+        lru_first = self.lru.curve(True)
+        low, high = (bound / estimation.PAGE_SIZE
+                     for bound in self.sampled.wss_bounds())
         self.rows.append(Row(
             index=len(self.rows), end_s=end_s, seconds=interval.seconds,
             zap_ms=zap_ms, references=int(np.size(references)),
@@ -197,7 +215,10 @@ class Comparison:
             missed=int(np.setdiff1d(in_sample, seen).size),
             curve_mae=error(self.sampled.curve(), exact_curve),
             lru_mae=error(exact_curve, self.lru.curve()),
-            lru_first_mae=error(exact_curve, self.lru.curve(True))))
+            lru_first_mae=error(exact_curve, lru_first),
+            lru_first_below=below_first_point(exact_curve, lru_first),
+            rate=self.sampled.rate, low=low, high=high, zapped=zapped,
+            whole=whole))
 
     def curves(self):
         """The latest curves: exact interval, sampled, LRU per reference
@@ -210,6 +231,18 @@ def error(curve, truth):
     if curve is None or truth is None:
         return None
     return sampling.curve_error(curve, truth)
+
+
+def below_first_point(curve, truth, points=256):
+    """The part of error(curve, truth) from the sizes below ``curve``'s
+    first point (summed there, over all ``points``)."""
+    if curve is None or truth is None:
+        return None
+    top = max(int(curve.sizes[-1]), int(truth.sizes[-1]))
+    sizes = np.linspace(1, top, points)
+    below = sizes < curve.sizes[0]
+    return float(np.abs(curve.at(sizes[below]) - truth.at(sizes[below]))
+                 .sum() / points)
 
 
 def relative(estimate, exact):
@@ -234,6 +267,27 @@ def median(values):
     return float(np.median(values)) if values else None
 
 
+def covered(row):
+    """Whether the interval's stated 95 % interval holds memtrace's
+    working set (None for an interval without either)."""
+    if row.low is None or not row.exact:
+        return None
+    return float(row.low <= row.exact <= row.high)
+
+
+def seen_by_either(row, rate):
+    """memtrace's working set and the sampled pages the sampler saw that
+    memtrace did not (guest page tables TCG walks, code it translates,
+    QEMU's device accesses: accesses all the same), over the rate."""
+    return row.exact + row.extra / (row.rate or rate)
+
+
+def covered_either(row, rate):
+    if row.low is None or not row.exact:
+        return None
+    return float(row.low <= seen_by_either(row, rate) <= row.high)
+
+
 def summary(rows, rate, settle):
     """The run's figures: WSS errors over every interval, curve errors
     over those from ``settle`` on (all, if the run is shorter)."""
@@ -251,20 +305,41 @@ def summary(rows, rate, settle):
             [(r.sampled, r.exact) for r in rows]),
         'window_wss_error': mean(relative(r.sampled_window, r.exact_window)
                                  for r in rows),
-        'hash_wss_error': mean(relative(r.in_sample / rate, r.exact)
-                               for r in rows),
+        'hash_wss_error': mean(relative(r.in_sample / (r.rate or rate),
+                                        r.exact) for r in rows),
+        # The share of intervals whose 95 % interval holds the truth.
+        'coverage': mean(covered(r) for r in rows),
+        # The same against what either side saw: the interval's own
+        # error, without the pages only the sampler sees.
+        'coverage_either': mean(covered_either(r, rate) for r in rows),
+        'wss_error_median_either': median(
+            relative(r.sampled, seen_by_either(r, rate)) for r in rows),
+        'rate_mean': mean(r.rate or rate for r in rows),
+        'sampled_pages_mean': mean(r.seen for r in rows),
         'curve_mae': mean(r.curve_mae for r in settled),
         'curve_mae_max': max((r.curve_mae for r in settled
                               if r.curve_mae is not None), default=None),
         'interval_vs_lru_mae': mean(r.lru_mae for r in settled),
         'interval_vs_lru_first_touch_mae': mean(r.lru_first_mae
                                                 for r in settled),
+        'interval_vs_lru_first_touch_below_wss1': mean(
+            r.lru_first_below for r in settled),
         'curve_intervals_counted': len(settled),
         'exact_wss_pages': mean(r.exact for r in rows),
         'extra_pages': mean(r.extra for r in rows),
         'missed_pages': mean(r.missed for r in rows),
         'zap_ms_p50': float(np.median([r.zap_ms for r in rows]))
         if rows else None,
+        # What a zap of the whole sample (the start, a new salt, a higher
+        # rate) costs beside one of the pages touched since the last.
+        'zaps': {kind: {'count': len(chosen),
+                        'pages_p50': median(r.zapped for r in chosen),
+                        'ms_p50': median(r.zap_ms for r in chosen),
+                        'ms_max': max((r.zap_ms for r in chosen),
+                                      default=None)}
+                 for kind, chosen in (
+                     ('whole', [r for r in rows if r.whole]),
+                     ('touched', [r for r in rows if not r.whole]))},
     }
 
 
@@ -289,7 +364,7 @@ def interval_table(rows, rate):
             '%5d %6d | %9s %9s' % (
                 r.index, r.end_s, r.zap_ms, r.exact, r.sampled,
                 percent(relative(r.sampled, r.exact)),
-                percent(relative(r.in_sample / rate, r.exact)),
+                percent(relative(r.in_sample / (r.rate or rate), r.exact)),
                 r.exact_window, r.sampled_window,
                 percent(relative(r.sampled_window, r.exact_window)),
                 r.in_sample, r.seen, r.extra, r.missed,
@@ -371,7 +446,8 @@ class Boundaries:
                 if key != 'intervals'})
         raw = answer['intervals'][0]
         interval, end_s = paging.access_interval(raw)
-        return (interval, raw['zap_ns'] / 1e6, end_s, delivered.prl,
+        return (interval, (raw['zap_ns'] / 1e6, raw['zapped'],
+                           bool(raw.get('whole'))), end_s, delivered.prl,
                 delivered.counters)
 
     def shutdown(self):
@@ -392,9 +468,9 @@ class Analysis:
         self._executor = concurrent.futures.ThreadPoolExecutor(1)
         self._futures = collections.deque()
 
-    def _add(self, interval, frames, end_s, zap_ms):
+    def _add(self, interval, frames, end_s, zap):
         references = paging.frame_indexes(frames, self.ram_bytes)
-        self.comparison.add(interval, references, end_s, zap_ms)
+        self.comparison.add(interval, references, end_s, *zap)
         print('  interval %d: %d references' % (
             len(self.comparison.rows), references.size), file=sys.stderr,
             flush=True)
@@ -411,10 +487,39 @@ class Analysis:
         self._executor.shutdown()
 
 
-def measure(guest, comparison, interval, timeout):
+class AutoRate:
+    """The agent's adaptive rate on the benchmark's pager: every interval
+    the pager closes feeds a SampledAccesses as the agent's collector's
+    does, memcanal.agent.adaptive plans the next rate from it with
+    [sampling]'s defaults, and a change goes to the pager as
+    ``resample``, which takes it from its next interval."""
+
+    def __init__(self, pages, interval_s, window, curve_intervals,
+                 max_reuse, resalt_every=0):
+        conf = cfg.ConfigOpts()
+        sampling_conf.register_opts(conf)
+        conf([], default_config_files=[])
+        conf.set_override('resalt_every', resalt_every, 'sampling')
+        self.rate = adaptive.initial_rate(conf.sampling)
+        self.rates = adaptive.SamplingRates(conf.sampling)
+        self.view = types.SimpleNamespace(sampled=sampling.SampledAccesses(
+            pages, self.rate, interval_s=interval_s,
+            window_intervals=window, curve_intervals=curve_intervals,
+            max_reuse=max_reuse))
+
+    def step(self, client, interval):
+        self.view.sampled.add_interval(
+            interval.touched, interval.written, interval.full,
+            interval.seconds, interval.rate, interval.salt)
+        change = self.rates.plan({'guest': self.view}).get('guest')
+        if change is not None:
+            client.command('resample %r %d' % change)
+
+
+def measure(guest, comparison, interval, timeout, auto=None):
     """Intervals of ``interval`` seconds from the command's start to its
     end (the last one shorter); memtrace's counters at the start and at
-    the end."""
+    the end. ``auto``: an AutoRate that sets the pager's rate."""
     boundaries = Boundaries(guest)
     analysis = Analysis(comparison, guest.ram_bytes)
     try:
@@ -428,9 +533,11 @@ def measure(guest, comparison, interval, timeout):
         while True:
             done = guest.wait_for(sampled_guest.DONE,
                                   max(0.0, next_end - time.monotonic()))
-            pager_interval, zap_ms, end_s, frames, counters = \
+            pager_interval, zap, end_s, frames, counters = \
                 boundaries.close()
-            analysis.add(pager_interval, frames, end_s - started, zap_ms)
+            if auto is not None:
+                auto.step(guest.client, pager_interval)
+            analysis.add(pager_interval, frames, end_s - started, zap)
             if done:
                 analysis.finish()
                 return first_counters, counters
@@ -445,10 +552,19 @@ def measure(guest, comparison, interval, timeout):
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--guest-command', required=True,
-                        help='shell command line run inside the guest')
-    parser.add_argument('--rate', type=float, default=0.01,
-                        help='sampling rate (default 0.01)')
+    command = parser.add_mutually_exclusive_group(required=True)
+    command.add_argument('--guest-command',
+                         help='shell command line run inside the guest')
+    command.add_argument('--workload', choices=sorted(
+        guest_corpus.WORKLOADS), help='one of guest_corpus\'s programs')
+    parser.add_argument('--rate', default='0.01',
+                        help='sampling rate (default 0.01), or auto: the '
+                             'agent\'s adaptive rate ([sampling] '
+                             'target_error, min_rate, max_rate, budgets; '
+                             'their defaults)')
+    parser.add_argument('--resalt-every', type=int, default=0,
+                        help='with --rate auto: a new salt every N '
+                             'intervals ([sampling] resalt_every)')
     parser.add_argument('--interval', type=float, default=1.0,
                         help='seconds per interval (default 1)')
     parser.add_argument('--salt', type=lambda text: int(text, 0),
@@ -477,7 +593,14 @@ def parse_args(argv=None):
                         '(default: built into a scratch directory)')
     parser.add_argument('--plot', metavar='PNG')
     args = parser.parse_args(argv)
-    if not 0 < args.rate <= 1:
+    if args.workload:
+        args.guest_command = guest_corpus.WORKLOADS[args.workload]
+    args.auto = args.rate == 'auto'
+    try:
+        args.rate = None if args.auto else float(args.rate)
+    except ValueError:
+        parser.error('--rate must be a number or auto')
+    if not args.auto and not 0 < args.rate <= 1:
         parser.error('--rate must be in (0, 1]')
     if args.interval <= 0:
         parser.error('--interval must be positive')
@@ -497,19 +620,23 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix='sa-', dir='/tmp') as scratch:
         build = args.build or services.build_pager(
             pathlib.Path(scratch) / 'build')
+        pages = sampled_guest.GUEST_MB * MiB // 4096
+        auto = AutoRate(pages, args.interval, args.window,
+                        args.curve_intervals, args.max_reuse,
+                        args.resalt_every) if args.auto else None
+        rate = auto.rate if auto else args.rate
         comparison = Comparison(
-            sampled_guest.GUEST_MB * MiB // 4096, args.rate, args.salt,
-            args.interval, args.window, args.curve_intervals,
-            args.max_reuse)
+            pages, rate, args.salt, args.interval, args.window,
+            args.curve_intervals, args.max_reuse)
         vm = sampled_guest.SampledGuest(
             build, guest, scratch, args.guest_command,
-            sampled_guest.pager_options(args.rate, args.salt,
+            sampled_guest.pager_options(rate, args.salt,
                                         args.full_pass_every),
             dict(PLUGIN_OPTIONS, tlb_entries=args.tlb_entries,
                  log_entries=args.log_entries))
         try:
             before, after = measure(vm, comparison, args.interval,
-                                    args.timeout)
+                                    args.timeout, auto)
             console = vm.console()
         finally:
             vm.stop()
@@ -518,19 +645,24 @@ def main(argv=None):
 
 def report(args, comparison, console, before, after):
     rows = comparison.rows
-    print('Guest %d MiB (TCG), command %r, rate %g, salt %#x, intervals of '
+    rate = comparison.rate
+    print('Guest %d MiB (TCG), command %r, rate %s, salt %#x, intervals of '
           '%g s; memtrace TLB %d, logs %d' % (
-              sampled_guest.GUEST_MB, args.guest_command, args.rate, args.salt,
+              sampled_guest.GUEST_MB, args.guest_command,
+              'auto' if args.auto else '%g' % rate, args.salt,
               args.interval, args.tlb_entries, args.log_entries))
     print('\nWorking set per interval (pages), sampled against memtrace; '
           'in the sample: memtrace\'s pages, the sampler\'s, and theirs '
           'apart; curve MAE against the exact interval curve, which is '
           '"vs LRU" from the per-reference LRU curve')
-    print('\n'.join(interval_table(rows, args.rate)))
+    print('\n'.join(interval_table(rows, rate)))
     print('\nCurves at the last interval (share of first touches missing; '
           'LRU refs: of references)')
     print('\n'.join(curve_table(comparison.curves())))
-    result = summary(rows, args.rate, args.settle)
+    result = summary(rows, rate, args.settle)
+    if args.auto:
+        result['rate'] = 'auto'
+    result['workload'] = args.workload
     delta = {key: after[key] - before[key] for key in after}
     result.update(
         command=args.guest_command, interval_s=args.interval,
@@ -558,9 +690,11 @@ def report(args, comparison, console, before, after):
               result['extra_pages'] or 0, result['missed_pages'] or 0,
               delta['prl_missed'],
               delta['prl_logged'] + delta['prl_missed']))
+    print('coverage of the 95 %% intervals %s %%, mean rate %s' % (
+        percent(result['coverage']), figure(result['rate_mean'])))
     if args.plot:
-        plot(rows, comparison.curves(), args.plot, '%s, rate %g' % (
-            args.guest_command, args.rate))
+        plot(rows, comparison.curves(), args.plot, '%s, rate %s' % (
+            args.workload or args.guest_command, result['rate']))
     print(json.dumps(result))
     return 0
 

@@ -283,10 +283,14 @@ struct pager_sampling {
 typedef int (*pager_zap_fn)(void *arg, const uint64_t *runs, size_t nruns,
 			    uint64_t *zapped);
 
-/* A completed interval: runs are sorted {first, count} pairs. */
+/* A completed interval: runs are sorted {first, count} pairs; the
+ * sample it zapped (rate, salt) and whether its zap was of every page
+ * of it (whole) or only of those touched in the interval before. */
 struct pager_interval {
 	uint64_t index, start_ns, end_ns, zapped, zap_ns;
-	int full;
+	int full, whole;
+	double rate;
+	uint64_t salt;
 	size_t ntouched, nwritten;
 	uint64_t *touched, *written;
 };
@@ -318,8 +322,11 @@ int pager_sample_tick(struct pager *p);
 size_t pager_take_intervals(struct pager *p, struct pager_interval **out,
 			    uint64_t *overflow);
 void pager_free_intervals(struct pager_interval *v, size_t n);
-/* The sample as runs; returns how many runs. */
-size_t pager_sample_runs(struct pager *p, const uint64_t **runs);
+/* The sample as runs, a copy to free; returns how many runs. */
+size_t pager_sample_runs(struct pager *p, uint64_t **runs);
+/* Zap the sample of rate and salt from the next interval on, without
+ * losing the one under way: 0, or -1 (ENOTSUP: not sampling; EINVAL). */
+int pager_resample(struct pager *p, double rate, uint64_t salt);
 
 /*
  * Stop the fault thread and free the pager.  Pages still out stay

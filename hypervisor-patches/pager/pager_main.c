@@ -32,7 +32,11 @@
  *                         swap-out a write cancelled, since the last
  *                         `faults` (a bounded log: `overflow` were lost)
  *   samples               the sampled intervals completed since the last
- *                         `samples`: pages touched and written in each
+ *                         `samples`: pages touched and written in each,
+ *                         and the sample (rate, salt) each had
+ *   resample RATE SALT    zap the hashed sample of RATE and SALT from the
+ *                         next interval on (the agent's adaptive rate):
+ *                         no restart, the interval under way kept
  *   stats                 the counters
  *   quit                  stop and exit (pages still out stay out: QEMU's
  *                         accesses to them hang until a pager takes over)
@@ -223,7 +227,7 @@ static void tick(FILE *f, struct daemon *d)
 
 static void sampleset(FILE *f, struct daemon *d)
 {
-	const uint64_t *runs = NULL;
+	uint64_t *runs = NULL;
 	size_t n = d->p ? pager_sample_runs(d->p, &runs) : 0;
 
 	fprintf(f, "{\"event\": \"sampleset\", \"pages\": %" PRIu64,
@@ -231,12 +235,27 @@ static void sampleset(FILE *f, struct daemon *d)
 	print_u64s(f, "runs", runs, 2 * n);
 	fprintf(f, "}\n");
 	fflush(f);
+	free(runs);
+}
+
+/* `resample R S`: the next interval's sample. */
+static void resample(FILE *f, struct daemon *d, double rate, uint64_t salt)
+{
+	if (!d->p || pager_resample(d->p, rate, salt)) {
+		print_error(f, errno == EINVAL ? "resample: bad rate" :
+			    "resample: not sampling");
+		return;
+	}
+	fprintf(f, "{\"event\": \"resample\", \"rate\": %.10g, \"salt\": %"
+		PRIu64 "}\n", rate, salt);
+	fflush(f);
 }
 
 /* One command line, answered on f. */
 static void command(struct daemon *d, char *line, FILE *f)
 {
-	uint64_t start, count;
+	uint64_t start, count, salt;
+	double rate;
 	char spec[LINE_MAX_LEN], token[LINE_MAX_LEN];
 	int n;
 
@@ -272,6 +291,8 @@ static void command(struct daemon *d, char *line, FILE *f)
 		tick(f, d);
 	} else if (!strcmp(line, "sampleset")) {
 		sampleset(f, d);
+	} else if (sscanf(line, "resample %lf %" SCNu64, &rate, &salt) == 2) {
+		resample(f, d, rate, salt);
 	} else {
 		print_error(f, "bad command");
 	}

@@ -190,9 +190,11 @@ void print_samples(FILE *f, struct daemon *d)
 	for (size_t i = 0; i < n; i++) {
 		fprintf(f, "%s{\"index\": %" PRIu64 ", \"start_ns\": %" PRIu64
 			", \"end_ns\": %" PRIu64 ", \"full\": %s, \"zapped\": %"
-			PRIu64 ", \"zap_ns\": %" PRIu64, i ? ", " : "",
+			PRIu64 ", \"zap_ns\": %" PRIu64 ", \"whole\": %s, "
+			"\"rate\": %.10g, \"salt\": %" PRIu64, i ? ", " : "",
 			v[i].index, v[i].start_ns, v[i].end_ns,
-			v[i].full ? "true" : "false", v[i].zapped, v[i].zap_ns);
+			v[i].full ? "true" : "false", v[i].zapped, v[i].zap_ns,
+			v[i].whole ? "true" : "false", v[i].rate, v[i].salt);
 		print_u64s(f, "touched", v[i].touched, 2 * v[i].ntouched);
 		print_u64s(f, "written", v[i].written, 2 * v[i].nwritten);
 		fprintf(f, "}");

@@ -11,6 +11,18 @@
  * faults.  An access during the zap itself may go unseen in the new
  * interval (its page was still mapped): the boundary costs the zap's
  * duration, and no access is ever counted in a wrong interval.
+ *
+ * Only the sampled pages touched in the interval that ended are mapped
+ * (the others were zapped before it and not accessed since: the pager
+ * maps no sampled page without a fault, and the kernel does no
+ * fault-around on a MINOR-registered range), so only those are zapped
+ * again: a steady interval's zap costs in proportion to its sampled
+ * working set, not to the sample.  The whole sample is zapped at the
+ * start, after a failed zap and in the two intervals after the sample
+ * changes to one not within the last (another salt, a higher rate):
+ * `resample` takes a new
+ * rate and salt for the next interval, and each interval says which it
+ * had and whether its zap was of the whole sample.
  */
 #define _GNU_SOURCE
 #include "sampler.h"
@@ -19,6 +31,7 @@
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -35,18 +48,28 @@
 #define GOLDEN_RATIO_64 0x9e3779b97f4a7c15ULL
 
 struct sampler {
-	struct pager_sampling cfg;
+	struct pager_sampling cfg;  /* its rate and salt: the sample's */
 	uint64_t npages, threshold;
 	uint64_t *runs, sampled;   /* the sample, {first, count} pairs */
 	size_t nruns;
 	pager_zap_fn zap;
 	void *zap_arg;
+	/* Under tick_lock: the next `whole` arms zap the whole sample, or
+	 * else these runs, the sampled pages touched in the interval that
+	 * ended. */
+	int whole;
+	uint64_t *rezap;
+	size_t nrezap;
 
 	pthread_mutex_t lock;      /* everything below */
 	uint64_t *bits[2][2];      /* [pair][touched, written] */
 	int cur;                   /* the pair of the interval under way */
 	uint64_t index, start_ns, zapped, zap_ns;
-	int full;
+	int full, zapped_whole;
+	/* The sample the next interval is to have (resample), if next_set. */
+	double next_rate;
+	uint64_t next_salt;
+	int next_set;
 	struct pager_interval queue[MAX_INTERVALS];
 	size_t nqueue;
 	uint64_t queued_runs, overflow;
@@ -74,7 +97,19 @@ static uint32_t page_hash(uint64_t page, uint64_t salt)
 
 int sampler_sampled(const struct sampler *s, uint64_t pg)
 {
-	return page_hash(pg, s->cfg.salt) < s->threshold;
+	/* Read without the lock by the fault thread: a fault racing a
+	 * change of sample is judged by either (the change's arm zaps the
+	 * whole new sample after it anyway). */
+	return page_hash(pg, __atomic_load_n(&s->cfg.salt, __ATOMIC_RELAXED)) <
+	       __atomic_load_n(&s->threshold, __ATOMIC_RELAXED);
+}
+
+/* mrc._threshold: round half to even, as Python's round; at least 1. */
+static uint64_t threshold_of(double rate)
+{
+	uint64_t t = (uint64_t)nearbyint(rate * (1 << HASH_BITS));
+
+	return t ? t : 1;
 }
 
 /* Append run {first, count} to *runs (n of cap): -1 if out of memory. */
@@ -167,21 +202,33 @@ static int full_pass(const struct sampler *s, uint64_t index)
 	       index % s->cfg.full_pass_every == s->cfg.full_pass_every - 1;
 }
 
-/* Zap for the interval under way: the sample, or every page. */
+/* Zap for the interval under way: every page on a full pass, else the
+ * whole sample or the sampled pages touched since its last zap; under
+ * tick_lock. */
 static void arm(struct sampler *s)
 {
 	uint64_t all[2] = { 0, s->npages }, zapped = 0, t0 = now_ns(), ns;
-	int full, rc;
+	int full, whole = s->whole, rc = 0;
 
 	pthread_mutex_lock(&s->lock);
 	full = s->full;
 	pthread_mutex_unlock(&s->lock);
-	rc = s->zap(s->zap_arg, full ? all : s->runs, full ? 1 : s->nruns,
-		    &zapped);
+	if (full)
+		rc = s->zap(s->zap_arg, all, 1, &zapped);
+	else if (whole)
+		rc = s->zap(s->zap_arg, s->runs, s->nruns, &zapped);
+	else if (s->nrezap)
+		rc = s->zap(s->zap_arg, s->rezap, s->nrezap, &zapped);
+	free(s->rezap);
+	s->rezap = NULL;
+	s->nrezap = 0;
+	/* A failed zap may have left sampled pages mapped. */
+	s->whole = rc ? 1 : whole > 1 ? whole - 1 : 0;
 	ns = now_ns() - t0;
 	pthread_mutex_lock(&s->lock);
 	s->zapped = rc ? 0 : zapped;
 	s->zap_ns = ns;
+	s->zapped_whole = full || whole;
 	s->zap_requests++;
 	s->zap_ns_total += ns;
 	s->zap_failed += rc != 0;
@@ -190,16 +237,114 @@ static void arm(struct sampler *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* The sample of salt and threshold as runs in *runs (n of them), its
+ * pages in *count: 0, or -1 if out of memory. */
+static int sample_runs(uint64_t npages, uint64_t salt, uint64_t threshold,
+		       uint64_t **runs, size_t *n, uint64_t *count)
+{
+	uint64_t run = UINT64_MAX;
+	size_t cap = 0;
+
+	*runs = NULL;
+	*n = 0;
+	*count = 0;
+	for (uint64_t pg = 0; pg <= npages; pg++) {
+		int in = pg < npages && page_hash(pg, salt) < threshold;
+
+		*count += in;
+		if (in && run == UINT64_MAX) {
+			run = pg;
+		} else if (!in && run != UINT64_MAX) {
+			if (append(runs, n, &cap, run, pg - run)) {
+				free(*runs);
+				*runs = NULL;
+				return -1;
+			}
+			run = UINT64_MAX;
+		}
+	}
+	return 0;
+}
+
+/* The sampled pages of `touched` (n runs) as runs in s->rezap: 0, or -1
+ * if out of memory. */
+static int touched_sample(struct sampler *s, const uint64_t *touched,
+			  size_t n)
+{
+	uint64_t run = UINT64_MAX, next = UINT64_MAX;
+	size_t cap = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		for (uint64_t pg = touched[2 * i];
+		     pg < touched[2 * i] + touched[2 * i + 1]; pg++) {
+			if (!sampler_sampled(s, pg))
+				continue;
+			if (run != UINT64_MAX && pg != next) {
+				if (append(&s->rezap, &s->nrezap, &cap, run,
+					   next - run))
+					return -1;
+				run = UINT64_MAX;
+			}
+			if (run == UINT64_MAX)
+				run = pg;
+			next = pg + 1;
+		}
+	}
+	if (run != UINT64_MAX)
+		return append(&s->rezap, &s->nrezap, &cap, run, next - run);
+	return 0;
+}
+
+/* Take the sample resample asked for, under tick_lock, before the next
+ * interval's arm; its first zap is of the whole sample unless it lies
+ * within the last (same salt, no higher rate). */
+static void take_new_sample(struct sampler *s, double rate, uint64_t salt)
+{
+	uint64_t threshold = threshold_of(rate), *runs, count, *old;
+	size_t n;
+
+	if (salt == s->cfg.salt && threshold == s->threshold) {
+		pthread_mutex_lock(&s->lock);
+		s->cfg.rate = rate;
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	if (sample_runs(s->npages, salt, threshold, &runs, &n, &count)) {
+		fprintf(stderr, "memcanal-pager: out of memory for a new "
+			"sample; keeping the last\n");
+		return;
+	}
+	/* Twice: a fault judged by the last sample while this one came in
+	 * may have mapped a page of this one beside it (zero_fill) after
+	 * the first zap. */
+	if (salt != s->cfg.salt || threshold > s->threshold)
+		s->whole = 2;
+	pthread_mutex_lock(&s->lock);
+	old = s->runs;
+	s->runs = runs;
+	s->nruns = n;
+	s->sampled = count;
+	s->cfg.rate = rate;
+	__atomic_store_n(&s->cfg.salt, salt, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->threshold, threshold, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&s->lock);
+	free(old);
+}
+
 static void tick(struct sampler *s)
 {
 	struct pager_interval done;
-	uint64_t *touched, *written;
+	uint64_t *touched, *written, next_salt = 0;
+	double next_rate = 0;
+	int next_set;
 
 	pthread_mutex_lock(&s->tick_lock);
 	pthread_mutex_lock(&s->lock);
 	done = (struct pager_interval){ .index = s->index,
 		.start_ns = s->start_ns, .end_ns = now_ns(),
-		.zapped = s->zapped, .zap_ns = s->zap_ns, .full = s->full };
+		.zapped = s->zapped, .zap_ns = s->zap_ns, .full = s->full,
+		.rate = s->cfg.rate, .salt = s->cfg.salt,
+		.whole = s->zapped_whole };
 	touched = s->bits[s->cur][0];
 	written = s->bits[s->cur][1];
 	s->cur ^= 1;
@@ -207,11 +352,20 @@ static void tick(struct sampler *s)
 	s->start_ns = done.end_ns;
 	s->full = full_pass(s, s->index);
 	s->zapped = s->zap_ns = 0;
+	next_set = s->next_set;
+	next_rate = s->next_rate;
+	next_salt = s->next_salt;
+	s->next_set = 0;
 	pthread_mutex_unlock(&s->lock);
 
 	/* Nobody writes the old pair any more. */
 	done.touched = take_runs(touched, s->npages, &done.ntouched);
 	done.written = take_runs(written, s->npages, &done.nwritten);
+	if (next_set)
+		take_new_sample(s, next_rate, next_salt);
+	if (!s->whole && ((done.ntouched && !done.touched) ||
+			  touched_sample(s, done.touched, done.ntouched)))
+		s->whole = 1;       /* out of memory: zap it all */
 	pthread_mutex_lock(&s->lock);
 	if ((done.ntouched && !done.touched) ||
 	    (done.nwritten && !done.written)) {
@@ -253,18 +407,15 @@ static struct sampler *sampler_new(uint64_t npages,
 				   const struct pager_sampling *cfg)
 {
 	struct sampler *s = calloc(1, sizeof(*s));
-	size_t words = (npages + 63) / 64, cap = 0;
-	uint64_t run = UINT64_MAX;
+	size_t words = (npages + 63) / 64;
 
 	if (!s)
 		return NULL;
 	s->cfg = *cfg;
 	s->npages = npages;
 	s->stopfd = -1;
-	/* mrc._threshold: round half to even, as Python's round. */
-	s->threshold = (uint64_t)nearbyint(cfg->rate * (1 << HASH_BITS));
-	if (!s->threshold)
-		s->threshold = 1;
+	s->threshold = threshold_of(cfg->rate);
+	s->whole = 1;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->tick_lock, NULL);
 	for (int i = 0; i < 4; i++) {
@@ -273,18 +424,9 @@ static struct sampler *sampler_new(uint64_t npages,
 		if (!s->bits[i / 2][i % 2])
 			goto fail;
 	}
-	for (uint64_t pg = 0; pg <= npages; pg++) {
-		int in = pg < npages && sampler_sampled(s, pg);
-
-		s->sampled += in;
-		if (in && run == UINT64_MAX) {
-			run = pg;
-		} else if (!in && run != UINT64_MAX) {
-			if (append(&s->runs, &s->nruns, &cap, run, pg - run))
-				goto fail;
-			run = UINT64_MAX;
-		}
-	}
+	if (sample_runs(npages, cfg->salt, s->threshold, &s->runs, &s->nruns,
+			&s->sampled))
+		goto fail;
 	s->start_ns = now_ns();
 	s->full = full_pass(s, 0);
 	return s;
@@ -310,6 +452,7 @@ void sampler_free(struct sampler *s)
 	for (int i = 0; i < 4; i++)
 		free(s->bits[i / 2][i % 2]);
 	free(s->runs);
+	free(s->rezap);
 	free(s);
 }
 
@@ -434,10 +577,40 @@ size_t pager_take_intervals(struct pager *p, struct pager_interval **out,
 	return n;
 }
 
-size_t pager_sample_runs(struct pager *p, const uint64_t **runs)
+size_t pager_sample_runs(struct pager *p, uint64_t **runs)
+{
+	struct sampler *s = pager_sampler(p);
+	size_t n = 0;
+
+	*runs = NULL;
+	if (!s)
+		return 0;
+	pthread_mutex_lock(&s->tick_lock);
+	*runs = malloc((s->nruns ? s->nruns : 1) * 2 * sizeof(**runs));
+	if (*runs) {
+		n = s->nruns;
+		memcpy(*runs, s->runs, n * 2 * sizeof(**runs));
+	}
+	pthread_mutex_unlock(&s->tick_lock);
+	return n;
+}
+
+int pager_resample(struct pager *p, double rate, uint64_t salt)
 {
 	struct sampler *s = pager_sampler(p);
 
-	*runs = s ? s->runs : NULL;
-	return s ? s->nruns : 0;
+	if (!s) {
+		errno = ENOTSUP;
+		return -1;
+	}
+	if (!(rate > 0 && rate <= 1)) {
+		errno = EINVAL;
+		return -1;
+	}
+	pthread_mutex_lock(&s->lock);
+	s->next_rate = rate;
+	s->next_salt = salt;
+	s->next_set = 1;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
 }

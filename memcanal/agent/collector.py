@@ -16,6 +16,7 @@ import zlib
 
 from memcanal.agent import tracing
 from memcanal.agent import write_log
+from memcanal.estimation import intervals
 from memcanal.estimation import mrc
 from memcanal.estimation import observer
 from memcanal.estimation import packed_curve
@@ -132,19 +133,19 @@ class InstanceCollector:
         return self.write_log.collect(log)
 
     def _add_accesses(self, accesses):
-        """Add the sampled intervals; whether the VM has been sampled.
-
-        The estimators start with the first interval, and afresh when the
-        pager's rate or salt changes (another sample).
-        """
-        if accesses is not None and accesses.intervals and (
-                self.sampled is None
-                or (self.sampled.rate, self.sampled.salt)
-                != (accesses.rate, accesses.salt)):
+        """Add the sampled intervals, each with its sample (the pager's
+        rate changes as the agent adapts it); whether the VM has been
+        sampled. The estimators start with the first interval."""
+        if accesses is None:
+            return self.sampled is not None
+        if self.sampled is None and accesses.intervals:
             self.sampled = self._sampled_accesses(accesses)
-        for interval in accesses.intervals if accesses else ():
-            self.sampled.add_interval(interval.touched, interval.written,
-                                      interval.full, interval.seconds)
+        for interval in accesses.intervals:
+            self.sampled.add_interval(
+                interval.touched, interval.written, interval.full,
+                interval.seconds,
+                accesses.rate if interval.rate is None else interval.rate,
+                accesses.salt if interval.salt is None else interval.salt)
         return self.sampled is not None
 
     def _sampled_accesses(self, accesses):
@@ -159,25 +160,40 @@ class InstanceCollector:
             max(1, math.ceil(options.prl_stability_window / interval_s
                              - 1e-9)),
             self.page_size, options.sampling_window,
-            options.sampling_max_reuse)
+            options.sampling_max_reuse, intervals.CONFIDENCE)
 
     def _report_sampled(self, summary):
-        for name, size in ((SAMPLED, self.sampled.window_wss_bytes()),
-                           (SAMPLED_WRITE,
-                            self.sampled.written_wss_bytes())):
+        """The sampled working sets, curve and their 95 % intervals
+        (RPC 1.7: ``wss_bounds``, ``mrc_bands``)."""
+        bounds = summary.setdefault('wss_bounds', {})
+        for name, size, kind in (
+                (SAMPLED, self.sampled.window_wss_bytes(), 'touched'),
+                (SAMPLED_WRITE, self.sampled.written_wss_bytes(),
+                 'written')):
             if size is not None:
                 summary['wss'][name] = size
-        curve = self.sampled.curve()
-        if curve is not None:
-            summary['mrc'][SAMPLED] = curve.compact(self.max_mrc_points,
-                                                    self.page_size)
+                bounds[name] = self.sampled.window_bounds(kind)[0]
+        band = self.sampled.curve_band()
+        if band is not None:
+            summary['mrc'][SAMPLED] = band.curve.compact(
+                self.max_mrc_points, self.page_size)
+            summary.setdefault('mrc_bands', {})[SAMPLED] = {
+                edge: packed_curve.pack(getattr(band, edge).compact(
+                    self.max_mrc_points, self.page_size))
+                for edge in ('low', 'high')}
 
     def _sampled_stats(self):
         """Sampling's guest statistics: first touches per second of the
         whole VM (a sampled curve's ratio times it is faults per second),
-        the rate and the intervals' length."""
+        the rate of the last interval, the intervals' length, the
+        sampled pages behind the window's working set and the intervals'
+        confidence."""
         stats = {'sampling_rate': self.sampled.rate,
-                 'sampling_interval_s': self.sampled.interval_s}
+                 'sampling_interval_s': self.sampled.interval_s,
+                 'sampling_confidence': self.sampled.confidence}
+        window = self.sampled.window_bounds()
+        if window is not None:
+            stats['sampled_pages'] = window[1]
         touches = self.sampled.touches_per_s()
         if touches is not None:
             stats['sampled_touches_per_s'] = touches

@@ -123,12 +123,16 @@ class AccessInterval:
     sampled page on its first access after each zap, any page on its
     first access after a full pass, a paged-out page that faulted) and
     those it saw written, whether the interval began with a full pass
-    (every page zapped), and how long it lasted."""
+    (every page zapped), how long it lasted, and the sample it zapped
+    (``rate`` and ``salt``; None: its AccessSamples', a pager before the
+    adaptive rate)."""
 
     touched: np.ndarray
     written: np.ndarray
     full: bool
     seconds: float
+    rate: float | None = None
+    salt: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,7 +141,8 @@ class AccessSamples:
     collection: the AccessIntervals it closed, oldest first (none when
     its interval is longer than the agent's), and its ``rate`` and
     ``salt`` (memcanal.estimation.mrc.sample_mask(pages, rate, salt) is
-    the sample)."""
+    the sample) of the interval under way: an interval that names its
+    own was drawn with that."""
 
     intervals: tuple
     rate: float
@@ -216,6 +221,14 @@ class HypervisorDriver(abc.ABC):
         raise exception.MigrationFailed(
             uuid=instance_uuid, host=destination_host,
             reason='this driver does not move VMs; nova does')
+
+    def set_sampling(self, instance_uuid, rate, salt):
+        """Have the pager of a VM zap the hashed sample of ``rate`` and
+        ``salt`` from its next interval on, without a restart (the
+        agent's adaptive rate, memcanal.agent.adaptive); its
+        AccessIntervals say which sample each had. False where the
+        driver does not sample the VM (as here)."""
+        return False
 
     def memory_server(self, address):
         """What this host lends to other hosts' pagers, as its reports

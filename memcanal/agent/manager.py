@@ -17,7 +17,9 @@ import numpy as np
 import oslo_messaging as messaging
 from oslo_log import log as logging
 from oslo_utils import timeutils
+from oslo_utils import versionutils
 
+from memcanal.agent import adaptive
 from memcanal.agent import collector
 from memcanal.agent import journal
 from memcanal.agent import outbox
@@ -33,6 +35,10 @@ LOG = logging.getLogger(__name__)
 # Actions the journal remembers; far more than one host receives while
 # one is being redelivered.
 APPLIED_ACTIONS_KEPT = 4096
+# The RPC version whose reports carry the intervals of sampled estimates
+# (wss_bounds, mrc_bands); an agent whose service API is older leaves
+# them out, which such a service would reject.
+INTERVALS_VERSION = '1.7'
 
 
 def service_public_key(conf):
@@ -80,6 +86,7 @@ class AgentManager:
         self._apply_lock = threading.Lock()
         self._service_api = None
         self._collectors = {}
+        self.sampling_rates = adaptive.SamplingRates(conf.sampling)
         self._can_trace = True
 
     @property
@@ -142,6 +149,7 @@ class AgentManager:
                 LOG.info('%s left %s while being measured; not reported',
                          instance.uuid, self.host)
                 del self._collectors[instance.uuid]
+        self._adapt_sampling()
         report = {
             'host_uuid': self.host_uuid,
             'sequence': self.sequence.next(),
@@ -155,6 +163,19 @@ class AgentManager:
             report['memserver'] = server
         return report
 
+    def _adapt_sampling(self):
+        """Set each sampled VM's rate (and salt) for its next intervals
+        (memcanal.agent.adaptive)."""
+        for uuid, (rate, salt) in self.sampling_rates.plan(
+                self._collectors).items():
+            try:
+                self.driver.set_sampling(uuid, rate, salt)
+            except exception.InstanceNotFound:
+                pass                    # gone: the next listing drops it
+            except exception.MemcanalException as error:
+                LOG.warning('Cannot set the sampling rate of %s to %g: %s',
+                            uuid, rate, error)
+
     def _instance_sample(self, instance):
         """The report's entry for one VM: its collector's summary of the
         driver's sample, what it is, and its paging when paged."""
@@ -165,6 +186,10 @@ class AgentManager:
                 sample.page_size)
         summary = self._collectors[instance.uuid].collect(sample)
         self._step_tracing(instance, self._collectors[instance.uuid].tracing)
+        if not versionutils.is_compatible(INTERVALS_VERSION,
+                                          service_api.ServiceAPI.VERSION):
+            summary = {key: value for key, value in summary.items()
+                       if key not in ('wss_bounds', 'mrc_bands')}
         entry = dict(
             summary, uuid=instance.uuid, project_id=instance.project_id,
             allocated_bytes=instance.allocated_bytes,

@@ -150,7 +150,8 @@ def access_interval(answer):
     return driver.AccessInterval(
         touched=expand(answer['touched']), written=expand(answer['written']),
         full=bool(answer['full']),
-        seconds=(answer['end_ns'] - answer['start_ns']) / 1e9), \
+        seconds=(answer['end_ns'] - answer['start_ns']) / 1e9,
+        rate=answer.get('rate'), salt=answer.get('salt')), \
         answer['end_ns'] / 1e9
 
 
@@ -188,6 +189,9 @@ class GuestPager:
         self._faults_supported = True
         self._swapin_supported = True
         self._samples_supported = True
+        self._resample_supported = True
+        # The sample the feed follows, (rate, salt).
+        self._sample = None
 
     def resident(self):
         return np.concatenate([
@@ -213,6 +217,7 @@ class GuestPager:
         samples, ends = self._take_samples()
         faulted, cancelled = self._take_faults()
         for sampled, end in zip(samples.intervals if samples else (), ends):
+            self._follow_sample(sampled)
             self.feed.add_interval(sampled.touched, sampled.full,
                                    min(max(end, self.detector.now), now))
         # In fault order (each moves its zone to the LRU head), then one
@@ -229,6 +234,28 @@ class GuestPager:
         if faulted.size:
             self._events.append((faulted, True))
         return samples, self._trace(accesses)
+
+    def _follow_sample(self, interval):
+        """The feed takes the sample of ``interval``, if another."""
+        sample = (interval.rate, interval.salt)
+        if None not in sample and sample != self._sample:
+            self.feed.resample(*sample)
+            self._sample = sample
+
+    def resample(self, rate, salt):
+        """Have the pager zap the sample of ``rate`` and ``salt`` from its
+        next interval on; False if it cannot (a pager before it)."""
+        if not self._resample_supported:
+            return False
+        try:
+            self.client.command('resample %r %d' % (float(rate), int(salt)))
+        except pager_client.UnsupportedCommand:
+            LOG.warning('memcanal-pager %s cannot change its sample (no '
+                        'resample command): its rate stays',
+                        self.client.name)
+            self._resample_supported = False
+            return False
+        return True
 
     def cold(self):
         """The swap-out candidates, oldest in the out queue first: the
@@ -256,10 +283,15 @@ class GuestPager:
                         'dropped before the agent took them',
                         self.client.name, answer['overflow'])
         rate, salt = float(answer['rate']), int(answer['salt'])
-        if self.feed is None:
-            self.feed = sampling.ColdPageFeed(self.detector, rate, salt)
         pairs = [access_interval(interval)
                  for interval in answer.get('intervals', ())]
+        if self.feed is None:
+            # The sample of the oldest interval, which the feed follows.
+            first = pairs[0][0] if pairs else None
+            self._sample = ((first.rate, first.salt)
+                            if first is not None and first.rate is not None
+                            else (rate, salt))
+            self.feed = sampling.ColdPageFeed(self.detector, *self._sample)
         return (driver.AccessSamples(tuple(pair[0] for pair in pairs), rate,
                                      salt), [pair[1] for pair in pairs])
 

@@ -22,9 +22,42 @@ sampling_opts = [
                      'agent can reach.'),
     cfg.FloatOpt('rate', default=0.01, min=1e-6, max=1.0,
                  help='Fraction of a guest\'s pages sampled every '
-                      'interval (the hash of SHARDS: the same pages '
-                      'every time). The cost grows with it: each sampled '
-                      'page the guest uses faults once per interval.'),
+                      'interval at first (the hash of SHARDS: the same '
+                      'pages every time), and always with target_error '
+                      '0. The cost grows with it: each sampled page the '
+                      'guest uses faults once per interval.'),
+    cfg.FloatOpt('target_error', default=0.05, min=0.0, max=1.0,
+                 help='Relative error, either way at 95 % confidence, '
+                      'the agent samples each VM for: every interval it '
+                      'sets the VM\'s rate to the one whose sample of '
+                      'its recent working set is that close (fewer than '
+                      'about 1,500 sampled pages at 5 %), within '
+                      'min_rate and max_rate and the fault budgets. 0: '
+                      'no adaptation, every VM sampled at "rate".'),
+    cfg.FloatOpt('min_rate', default=0.01, min=1e-6, max=1.0,
+                 help='Lowest rate the agent samples a VM at, whatever '
+                      'the fault budgets say.'),
+    cfg.FloatOpt('max_rate', default=1.0, min=1e-6, max=1.0,
+                 help='Highest rate the agent samples a VM at (a small '
+                      'or quiet VM needs a large share of its few pages '
+                      'sampled; its faults are few).'),
+    cfg.FloatOpt('vm_fault_budget', default=500.0, min=0.0,
+                 help='Sampled first touches per second one VM may '
+                      'take (each is a fault the pager serves, about 5 '
+                      'to 30 us of the vCPU): the rate is lowered to '
+                      'keep within it. 0: no budget.'),
+    cfg.FloatOpt('host_fault_budget', default=4000.0, min=0.0,
+                 help='Sampled first touches per second all the host\'s '
+                      'VMs together may take: every VM\'s rate is '
+                      'scaled down alike to keep within it. 0: no '
+                      'budget.'),
+    cfg.IntOpt('resalt_every', default=0, min=0,
+               help='Every this many intervals the agent gives each '
+                    'VM\'s sample a new salt (another hashed sample), so '
+                    'that the error of a fixed sample of a set of pages '
+                    'that stays does not repeat interval after interval; '
+                    'the window\'s and the curve\'s estimates then start '
+                    'over. 0: never.'),
     cfg.FloatOpt('interval', min=0.1,
                  help='Seconds between two zaps of the sample: the '
                       'working set is counted per interval, and a reuse '

@@ -34,33 +34,76 @@ import dataclasses
 import numpy as np
 
 from memcanal import estimation
+from memcanal.estimation import intervals
 from memcanal.estimation import mrc
 
 
 @dataclasses.dataclass(frozen=True)
 class _Interval:
-    """One interval's sampled pages touched and written (sorted), the
-    reuse times of its touches and its length."""
+    """One interval's sampled pages touched and written (sorted), its
+    length and the sample it was drawn with."""
 
     touched: np.ndarray
     written: np.ndarray
-    # Touches by reuse time in intervals, 1..reach; index 0: cold (never
-    # touched before) or longer than reach.
-    reuse: np.ndarray
     seconds: float
+    rate: float
+    salt: int
+
+
+@dataclasses.dataclass(frozen=True)
+class CurveBand:
+    """A sampled curve and its 95 % band: three MissRatioCurves at the
+    same sizes (``low`` and ``high`` hold the true curve at each size
+    with the stated confidence), and the sampled first touches it
+    counts."""
+
+    curve: mrc.MissRatioCurve
+    low: mrc.MissRatioCurve
+    high: mrc.MissRatioCurve
+    sampled_events: int
 
 
 def _distinct(pages):
     return np.unique(mrc.as_pages(pages))
 
 
+def _reuse_times(touched):
+    """Per interval of ``touched`` (sorted distinct pages each, oldest
+    first), each page's reuse time in intervals: 0 where it was not
+    touched before in these intervals (cold, or longer ago)."""
+    known = np.empty(0, np.int64)
+    last = np.empty(0, np.int64)
+    times = []
+    for now, pages in enumerate(touched):
+        position = np.searchsorted(known, pages)
+        found = np.zeros(pages.size, bool)
+        if known.size:
+            inside = position < known.size
+            found[inside] = known[position[inside]] == pages[inside]
+        reuse = np.zeros(pages.size, np.int64)
+        reuse[found] = now - last[position[found]]
+        times.append(reuse)
+        last[position[found]] = now
+        new = position[~found]
+        known = np.insert(known, new, pages[~found])
+        last = np.insert(last, new, now)
+    return times
+
+
 class SampledAccesses:
     """The sampled accesses of one VM of ``pages`` pages, interval by
-    interval, and the estimates they give.
+    interval, and the estimates they give, each with its 95 % interval
+    (memcanal.estimation.intervals).
 
     ``rate`` and ``salt`` are the pager's: a page is in the sample when
     mrc.sample_mask(pages, rate, salt) says so (a page beyond the VM's
-    ``pages``, after a hotplug, is hashed the same way).
+    ``pages``, after a hotplug, is hashed the same way). Each interval
+    may come with a sample of its own (the agent adapts the rate, and
+    may re-salt): an interval's working set counts at its own rate; the
+    window's and the curve's at the lowest rate of their intervals (the
+    samples of one salt are nested: a lower rate's is within a higher
+    one's), over the latest intervals of the latest salt (a page's
+    reuse is known only while it stays in the sample).
     ``interval_s`` is the intervals' nominal length (that of an interval
     added without its own); ``window_intervals`` is PRL's window, over
     which ``window_wss_bytes`` and ``written_wss_bytes`` take the union
@@ -88,9 +131,9 @@ class SampledAccesses:
 
     def __init__(self, pages, rate, salt=mrc.DEFAULT_SALT, interval_s=10.0,
                  window_intervals=1, page_size=estimation.PAGE_SIZE,
-                 curve_intervals=12, max_reuse=12):
-        if not 0.0 < rate <= 1.0:
-            raise ValueError('the sampling rate must be in (0, 1]')
+                 curve_intervals=12, max_reuse=12,
+                 confidence=intervals.CONFIDENCE):
+        _check_rate(rate)
         if (pages < 0 or interval_s <= 0 or window_intervals < 1
                 or curve_intervals < 1 or max_reuse < 1):
             raise ValueError('pages must not be negative; interval_s, '
@@ -104,84 +147,105 @@ class SampledAccesses:
         self.page_size = page_size
         self.curve_intervals = int(curve_intervals)
         self.max_reuse = int(max_reuse)
+        self.confidence = confidence
         # A curve over curve_intervals needs the pages of max_reuse - 1
         # intervals before it, and no reuse longer than their sum.
         self._reach = self.curve_intervals + self.max_reuse
         self._intervals = collections.deque(
             maxlen=max(self.window_intervals, self._reach))
-        # Sampled pages ever touched (sorted) and each one's last interval:
-        # state in proportion to the sample, not to the VM (hashing the
-        # pages touched costs less than a mask of a large VM's pages).
-        self._known = np.empty(0, np.int64)
-        self._last = np.empty(0, np.int64)
-        self._count = 0
         self._accessed = np.empty(0, np.int64)
 
-    def sample(self, pages):
-        """The pages of ``pages`` in the sample, in their order."""
-        return mrc.shards_sample(pages, self.rate, self.salt)
+    def sample(self, pages, rate=None, salt=None):
+        """The pages of ``pages`` in the sample (the latest, or that of
+        ``rate`` and ``salt``), in their order."""
+        return mrc.shards_sample(pages, self.rate if rate is None else rate,
+                                 self.salt if salt is None else salt)
 
-    def add_interval(self, touched, written=(), full=False, seconds=None):
+    def add_interval(self, touched, written=(), full=False, seconds=None,
+                     rate=None, salt=None):
         """One interval the pager closed: the page indexes it saw touched
         and written (any order, repeats allowed), whether it was a full
-        pass and how long it lasted (``interval_s`` if None).
+        pass, how long it lasted (``interval_s`` if None) and the sample
+        it zapped (the latest if None; it becomes the latest).
 
         ``full`` is accepted for the pager's records as they come; it
         changes no estimate, sampled pages being zapped in every
         interval (ColdPageFeed is what needs it).
         """
+        if rate is not None:
+            _check_rate(rate)
+            self.rate = float(rate)
+        if salt is not None:
+            self.salt = salt
         touched = _distinct(touched)
         self._accessed = touched
-        sampled = self.sample(touched)
         self._intervals.append(_Interval(
-            sampled, self.sample(_distinct(written)), self._reuse(sampled),
-            self.interval_s if seconds is None else float(seconds)))
-        self._count += 1
-
-    def _reuse(self, sampled):
-        """The reuse-time histogram of this interval's touches (sorted,
-        distinct sampled pages); each page's last touch becomes now."""
-        now = self._count
-        position = np.searchsorted(self._known, sampled)
-        found = np.zeros(sampled.size, bool)
-        if self._known.size:
-            inside = position < self._known.size
-            found[inside] = self._known[position[inside]] == sampled[inside]
-        times = now - self._last[position[found]]
-        histogram = np.bincount(times[times <= self._reach],
-                                minlength=self._reach + 1)
-        histogram[0] = np.count_nonzero(~found) + np.count_nonzero(
-            times > self._reach)
-        self._last[position[found]] = now
-        new = position[~found]
-        self._known = np.insert(self._known, new, sampled[~found])
-        self._last = np.insert(self._last, new, now)
-        return histogram
+            self.sample(touched), self.sample(_distinct(written)),
+            self.interval_s if seconds is None else float(seconds),
+            self.rate, self.salt))
 
     def accessed(self):
         """Every page touched in the last interval, sampled or not,
         sorted: what the pager saw accessed."""
         return self._accessed
 
-    def _bytes(self, sampled_pages):
-        return int(round(sampled_pages / self.rate)) * self.page_size
+    def _bytes(self, sampled_pages, rate):
+        return int(round(sampled_pages / rate)) * self.page_size
 
-    def _window(self):
-        return list(self._intervals)[-self.window_intervals:]
+    def _common(self, count):
+        """The last ``count`` intervals that share the latest salt, and
+        the lowest rate among them, whose sample each one's holds."""
+        chosen = []
+        for interval in reversed(self._intervals):
+            if len(chosen) == count or interval.salt != self.salt:
+                break
+            chosen.append(interval)
+        chosen.reverse()
+        return chosen, min(interval.rate for interval in chosen)
+
+    def _union(self, kind):
+        """The sampled pages of ``kind`` ('touched', 'written') over
+        PRL's window at its common rate, and the rate."""
+        window, rate = self._common(self.window_intervals)
+        union = np.unique(np.concatenate(
+            [self.sample(getattr(interval, kind), rate)
+             for interval in window]))
+        return union.size, rate
 
     def wss_bytes(self):
         """The last interval's working set, None before any interval."""
         if not self._intervals:
             return None
-        return self._bytes(self._intervals[-1].touched.size)
+        last = self._intervals[-1]
+        return self._bytes(last.touched.size, last.rate)
+
+    def wss_bounds(self):
+        """The 95 % interval [low, high] in bytes of the last interval's
+        working set, None before any interval."""
+        if not self._intervals:
+            return None
+        last = self._intervals[-1]
+        return intervals.bytes_interval(last.touched.size, last.rate,
+                                        self.page_size, self.confidence)
+
+    def recent_low_pages(self, count=3):
+        """The lowest lower bound, in pages, of the working sets of the
+        last ``count`` intervals (None before any): what the next
+        interval's rate must resolve, a quiet interval needing the
+        largest share."""
+        recent = list(self._intervals)[-count:]
+        if not recent:
+            return None
+        return min(float(intervals.count_interval(
+            interval.touched.size, interval.rate, self.confidence)[0])
+            for interval in recent)
 
     def window_wss_bytes(self):
         """The pages touched over PRL's window (its last
         ``window_intervals`` intervals), None before any interval."""
         if not self._intervals:
             return None
-        return self._bytes(np.unique(np.concatenate(
-            [interval.touched for interval in self._window()])).size)
+        return self._bytes(*self._union('touched'))
 
     def written_wss_bytes(self):
         """The pages written over PRL's window, the sampled counterpart
@@ -189,44 +253,99 @@ class SampledAccesses:
         any interval."""
         if not self._intervals:
             return None
-        return self._bytes(np.unique(np.concatenate(
-            [interval.written for interval in self._window()])).size)
+        return self._bytes(*self._union('written'))
 
-    def _curve_intervals(self):
-        return list(self._intervals)[-self._reach:]
+    def window_bounds(self, kind='touched'):
+        """The 95 % interval [low, high] in bytes of the window's
+        working set (``kind`` 'written': of its pages written), and the
+        sampled pages behind it; None before any interval."""
+        if not self._intervals:
+            return None
+        count, rate = self._union(kind)
+        return (intervals.bytes_interval(count, rate, self.page_size,
+                                         self.confidence), count)
 
     def touches_per_s(self):
         """First touches per second of the whole VM over the curve's
-        window (sampled touches over the rate), None before any
-        interval: a curve's ratio times this is faults per second."""
-        window = self._curve_intervals()[-self.curve_intervals:]
+        window (each interval's sampled touches over its rate), None
+        before any interval: a curve's ratio times this is faults per
+        second."""
+        window = list(self._intervals)[-self.curve_intervals:]
         seconds = sum(interval.seconds for interval in window)
         if not seconds:
             return None
-        touches = sum(interval.touched.size for interval in window)
-        return touches / self.rate / seconds
+        return sum(interval.touched.size / interval.rate
+                   for interval in window) / seconds
 
     def curve(self):
         """The fault-rate curve (a mrc.MissRatioCurve, sizes in pages,
         ratios the fraction of first touches that miss), None before a
         sampled page was touched in the window."""
-        intervals = self._curve_intervals()
-        count = len(intervals)
-        window = min(self.curve_intervals, count)
-        touched = np.array([i.touched.size for i in intervals], np.int64)
-        events = int(touched[count - window:].sum())
-        if not events:
+        band = self.curve_band()
+        return None if band is None else band.curve
+
+    def curve_band(self):
+        """The fault-rate curve and its 95 % band (a CurveBand), None
+        before a sampled page was touched in the window.
+
+        Per size, the ratio's interval (intervals.ratio_interval: pages
+        are the sample's units), widened by the size's own: WSS(T) is an
+        estimate too, so the true curve at a size may be that of a
+        point whose size lies anywhere in its interval. ``high`` at a
+        size is the upper ratio of the last point whose upper size is
+        at most it (1 below all), ``low`` the lower ratio of the last
+        point whose lower size is.
+        """
+        if not self._intervals:
             return None
-        reuse = np.array([i.reuse for i in intervals])
-        sizes = self._average_working_sets(touched, reuse, window)
-        # Events whose reuse time exceeds T, for T = 1 .. max_reuse.
-        counted = reuse[count - window:].sum(axis=0)
-        longer = counted[0] + counted[1:].sum() - np.cumsum(counted[1:])
-        ratios = longer[:self.max_reuse] / events
-        pages = np.maximum(1, np.rint(sizes / self.rate)).astype(np.int64)
-        last_of_size = np.append(pages[1:] != pages[:-1], True)
-        return mrc.MissRatioCurve(pages[last_of_size], ratios[last_of_size],
-                                  int(round(events / self.rate)))
+        chosen, rate = self._common(self._reach)
+        touched = [self.sample(interval.touched, rate)
+                   for interval in chosen]
+        count = len(touched)
+        window = min(self.curve_intervals, count)
+        reuse = _reuse_times(touched)
+        events = np.concatenate(touched[count - window:])
+        if not events.size:
+            return None
+        times = np.concatenate(reuse[count - window:])
+        histograms = np.array([
+            np.bincount(t, minlength=self._reach + 1)[:self._reach + 1]
+            for t in reuse])
+        sizes = self._average_working_sets(
+            np.array([pages.size for pages in touched], np.int64),
+            histograms, window)
+        # Events whose reuse time exceeds T (cold: 0), T = 1 .. max_reuse,
+        # per sampled page.
+        pages, page_of = np.unique(events, return_inverse=True)
+        longer = (times[None, :] == 0) | (
+            times[None, :] > np.arange(1, self.max_reuse + 1)[:, None])
+        misses = np.array([np.bincount(page_of, weights=row,
+                                       minlength=pages.size)
+                           for row in longer])
+        ratios, low, high = intervals.ratio_interval(
+            np.bincount(page_of, minlength=pages.size), misses, rate,
+            self.confidence)
+        size_low, size_high = intervals.count_interval(sizes, rate,
+                                                       self.confidence)
+        as_pages = lambda sampled: np.maximum(  # noqa: E731
+            1, np.rint(sampled / rate)).astype(np.int64)
+        points = as_pages(sizes)
+        last_of_size = np.append(points[1:] != points[:-1], True)
+        points, ratios = points[last_of_size], ratios[last_of_size]
+        low_curve = mrc.MissRatioCurve(
+            *_steps(np.rint(size_low[last_of_size]), low[last_of_size]),
+            0)
+        high_curve = mrc.MissRatioCurve(
+            *_steps(np.rint(size_high[last_of_size]), high[last_of_size]),
+            0)
+        references = int(round(events.size / rate))
+        return CurveBand(
+            mrc.MissRatioCurve(points, ratios, references),
+            mrc.MissRatioCurve(points, np.minimum(low_curve.at(points),
+                                                  ratios), references),
+            mrc.MissRatioCurve(points, np.maximum(high_curve.at(points),
+                                                  ratios), references),
+            int(events.size))
 
     def _average_working_sets(self, touched, reuse, window):
         """Mean over the last ``window`` intervals j of the distinct
@@ -249,6 +368,19 @@ class SampledAccesses:
         pages = np.where(starts >= 0,
                          latest[np.maximum(starts, 0), ends], 0)
         return np.cumsum(pages, axis=1).mean(axis=0)
+
+
+def _check_rate(rate):
+    if not 0.0 < rate <= 1.0:
+        raise ValueError('the sampling rate must be in (0, 1]')
+
+
+def _steps(sizes, ratios):
+    """A step curve's points from sizes that may repeat (the last ratio
+    of a size holds) and must not fall."""
+    sizes = np.maximum(1, sizes).astype(np.int64)
+    last = np.append(sizes[1:] != sizes[:-1], True)
+    return sizes[last], ratios[last]
 
 
 def curve_error(curve, truth, points=256):
@@ -333,6 +465,14 @@ class ColdPageFeed:
         self._seen = np.zeros(detector.pages, bool)
         # The detector's time at the end of the first full pass.
         self._first_pass = None
+
+    def resample(self, rate, salt):
+        """The pager zaps another sample from now on. A page that leaves
+        it is in doubt until the next full pass (its use from now is
+        seen only then); one that joins it stays as it was until then."""
+        sampled = mrc.sample_mask(self.detector.pages, rate, salt).view(bool)
+        self._seen |= self._sampled & ~sampled
+        self._sampled = sampled
 
     def add_interval(self, touched, full, now):
         """One interval the pager closed (``touched``: page indexes, any

@@ -474,8 +474,12 @@ class Pager:
         return pages.size
 
     def _learn(self, interval):
-        """A sampling interval closed: what the detector learns of it."""
+        """A sampling interval closed: what the detector learns of it;
+        a new sample zapped from the next one on."""
         self.feed.add_interval(interval.touched, interval.full, self._now)
+        settings = self.sampler.settings
+        if (interval.rate, interval.salt) != (settings.rate, settings.salt):
+            self.feed.resample(settings.rate, settings.salt)
 
     def take_samples(self, until_ns):
         """The sampling intervals that ended by ``until_ns`` (VM time)

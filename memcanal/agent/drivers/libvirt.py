@@ -244,6 +244,12 @@ class LibvirtDriver(driver.HypervisorDriver):
             return sample
         return self.pagers.collect(instance_uuid, sample)
 
+    def set_sampling(self, instance_uuid, rate, salt):
+        pager = self._pager(instance_uuid)
+        if pager is None:
+            return False
+        return paged.set_sampling(pager, rate, salt)
+
     def guest_stats(self, instance_uuid):
         """A domain's memory and balloon statistics (and dirty rate)."""
         domain = self._domain(instance_uuid)

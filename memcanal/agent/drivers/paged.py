@@ -40,6 +40,7 @@ import time
 
 from oslo_log import log as logging
 
+from memcanal.agent import adaptive
 from memcanal.agent import driver
 from memcanal.agent import durable
 from memcanal.agent import pager_client
@@ -152,7 +153,7 @@ def sampling_arguments(conf):
     if not options.enabled:
         return []
     interval = options.interval or conf.agent.report_interval
-    return ['--sample-rate', repr(options.rate),
+    return ['--sample-rate', repr(adaptive.initial_rate(options)),
             '--sample-interval-ms', str(round(interval * 1000)),
             '--full-pass-every', str(options.full_pass_every)]
 
@@ -437,6 +438,20 @@ def collect(pager, sample, accessed=None, accesses=0):
         LOG.error('Paging of %s: %s', uuid, error)
         return sample
     return dataclasses.replace(sample, paging_trace=trace, accesses=sampled)
+
+
+def set_sampling(pager, rate, salt):
+    """The VM's pager zaps the sample of ``rate`` and ``salt`` from its
+    next interval on; False before it holds the guest's RAM, or if it
+    cannot."""
+    guest = pager.guest
+    if guest is None:
+        return False
+    try:
+        return guest.resample(rate, salt)
+    except pager_client.PagerError as error:
+        LOG.error('Sampling of %s: %s', pager.record.uuid, error)
+        return False
 
 
 def _keep_target(pager):

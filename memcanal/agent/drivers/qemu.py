@@ -363,6 +363,12 @@ class QemuDriver(driver.HypervisorDriver):
         return paged.collect(guest.vm_pager, sample, accessed,
                              sample.guest_stats.get('references', 0))
 
+    def set_sampling(self, instance_uuid, rate, salt):
+        guest = self._guest(instance_uuid)
+        if guest.vm_pager is None or guest.finished:
+            return False
+        return paged.set_sampling(guest.vm_pager, rate, salt)
+
     def apply_memory_target(self, instance_uuid, target_bytes,
                             mechanism='balloon', stores=(),
                             lease_tokens=None):

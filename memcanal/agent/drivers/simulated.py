@@ -376,8 +376,13 @@ class SimulatedVM:
         intervals = self.pager.take_samples(until_ns)
         if intervals is None:
             return None
-        return driver.AccessSamples(intervals, self.sampling.rate,
-                                    self.sampling.salt)
+        settings = self.pager.sampler.settings
+        return driver.AccessSamples(intervals, settings.rate, settings.salt)
+
+    def resample(self, rate, salt):
+        """The pager zaps the sample of ``rate`` and ``salt`` from its
+        next interval on."""
+        self.pager.sampler.resample(rate, salt)
 
     def paging_trace(self):
         """What the pager did since the last call, its faults and the
@@ -519,6 +524,14 @@ class SimulatedDriver(driver.HypervisorDriver):
             raise exception.InstanceNotFound(uuid=instance_uuid)
         with destination._lock:
             destination._vms[instance_uuid] = vm
+
+    def set_sampling(self, instance_uuid, rate, salt):
+        vm = self._vm(instance_uuid)
+        with self._lock:
+            if vm.sampling is None:
+                return False
+            vm.resample(rate, salt)
+        return True
 
     def start_tracing(self, instance_uuid, cache_bytes):
         vm = self._vm(instance_uuid)

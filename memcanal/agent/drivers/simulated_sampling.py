@@ -10,7 +10,9 @@ the way the pager's fault rules do:
 
 - each interval starts by zapping the sample (every page on a full pass:
   the ``full_pass_every``-th interval, the 12th, 24th, ...): a zapped
-  page is unmapped until its next access;
+  page is unmapped until its next access. The agent may give another
+  sample (``resample``: its adaptive rate), which the next interval
+  zaps; each interval says which it had;
 - an access to an unmapped page is a fault, seen (``touched``): MINOR on
   a zapped page, MISSING on a page paged out or never populated (a VM
   starts with none). A fault of a write is a write (``written``); a read
@@ -30,6 +32,7 @@ import dataclasses
 
 import numpy as np
 
+from memcanal.agent import adaptive
 from memcanal.agent import driver
 from memcanal.estimation import mrc
 
@@ -51,7 +54,8 @@ class Settings:
         if not options.enabled:
             return None
         interval = options.interval or conf.agent.report_interval
-        return cls(options.rate, int(interval * 1e9), options.full_pass_every)
+        return cls(adaptive.initial_rate(options), int(interval * 1e9),
+                   options.full_pass_every)
 
 
 class Sampler:
@@ -62,14 +66,27 @@ class Sampler:
         self.pages = int(pages)
         self.settings = settings
         self.on_close = on_close
-        self.sampled = mrc.sample_mask(self.pages, settings.rate,
-                                       settings.salt).view(bool)
+        self.sampled = self._mask(settings)
+        # The sample the next interval zaps, once the agent set one.
+        self._next = None
         self._mapped = np.zeros(self.pages, bool)
         self._protected = np.zeros(self.pages, bool)
         self._index = 0
         self._touched, self._written = [], []
         self._closed = []
         self._zap()
+
+    def _mask(self, settings):
+        return mrc.sample_mask(self.pages, settings.rate,
+                               settings.salt).view(bool)
+
+    def resample(self, rate, salt):
+        """Zap the sample of ``rate`` and ``salt`` from the next interval
+        on, as memcanal-pager's ``sample`` command: the interval under
+        way keeps its own. A page that leaves the sample faults once
+        more if it was zapped (seen as touched, outside the sample)."""
+        self._next = dataclasses.replace(self.settings, rate=rate,
+                                         salt=salt)
 
     @property
     def full(self):
@@ -149,10 +166,16 @@ class Sampler:
                 np.int64),
             np.unique(np.concatenate(self._written or [[]])).astype(
                 np.int64),
-            self.full, self.settings.interval_ns / 1e9)
+            self.full, self.settings.interval_ns / 1e9,
+            self.settings.rate, self.settings.salt)
         self._touched, self._written = [], []
         self._closed.append(interval)
         self._index += 1
+        if self._next is not None:
+            if self._next != self.settings:
+                self.settings = self._next
+                self.sampled = self._mask(self._next)
+            self._next = None
         self._zap()
         if self.on_close is not None:
             self.on_close(interval)

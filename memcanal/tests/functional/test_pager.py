@@ -470,14 +470,19 @@ def test_every_sampled_access_is_seen_once_an_interval(sampled, rate):
     process = sampled(rate, full_every=3)
     assert process.attached['regions'][0][0] < (
         process.attached['regions'][1][0]), process.attached
-    process.command('tick')
+    # Interval 0's zap was of the whole sample; then only the sampled
+    # pages the interval before touched are mapped, and zapped.
+    before = process.interval()[0]
     for k in range(1, 6):
         touched, written = process.phase(k)
         seen, seen_written, record = process.interval()
         full = k % 3 == 2
         assert record['full'] == full, record
-        assert record['zapped'] == (process.pages if full
-                                    else process.sample.sum()), record
+        assert not record['whole'] or full, record
+        assert (record['rate'], record['salt']) == (rate, mrc.DEFAULT_SALT)
+        assert record['zapped'] == (process.pages if full else (
+            before & process.sample).sum()), record
+        before = seen
         np.testing.assert_array_equal(seen & process.sample,
                                       touched & process.sample)
         np.testing.assert_array_equal(seen_written & process.sample,
@@ -492,6 +497,44 @@ def test_every_sampled_access_is_seen_once_an_interval(sampled, rate):
     stats = process.command('stats')
     assert stats['sampling']['minor_faults'] > 0, stats
     assert stats['sampling']['minor_p50_us'] is not None, stats
+
+
+def test_a_new_sample_is_taken_at_the_next_interval(sampled):
+    """`resample` keeps the interval under way; the next two zap the
+    whole new sample (another salt: twice, for a fault that raced the
+    change) and see every access to it, the one after only the new
+    sample's pages touched; a lower rate of the same salt zaps no more
+    than its touched pages. No page is corrupted."""
+    process = sampled(0.1)
+    process.interval()
+    answer = process.command('resample 0.5 777')
+    assert answer == {'event': 'resample', 'rate': 0.5, 'salt': 777}
+    touched, _ = process.phase(1)
+    seen, _, record = process.interval()
+    assert (record['rate'], record['salt']) == (0.1, mrc.DEFAULT_SALT)
+    np.testing.assert_array_equal(seen & process.sample,
+                                  touched & process.sample)
+    new = mrc.sample_mask(process.pages, 0.5, 777).astype(bool)
+    for k in (2, 3, 4):
+        touched, _ = process.phase(k)
+        seen, _, record = process.interval()
+        assert (record['rate'], record['salt']) == (0.5, 777), record
+        assert record['whole'] == (k < 4), record
+        if k < 4:
+            assert record['zapped'] == new.sum(), record
+        np.testing.assert_array_equal(seen & new, touched & new)
+    process.command('resample 0.25 777')
+    lower = mrc.sample_mask(process.pages, 0.25, 777).astype(bool)
+    process.phase(5)
+    previous = process.interval()[0]
+    touched, _ = process.phase(6)
+    seen, _, record = process.interval()
+    assert (record['rate'], record['whole']) == (0.25, False), record
+    assert record['zapped'] == (previous & lower).sum(), record
+    np.testing.assert_array_equal(seen & lower, touched & lower)
+    assert process.command('resample 2 1')['event'] == 'error'
+    process.send('check')
+    assert process.answer() == {'check': 0}
 
 
 def test_sampling_while_paging_loses_nothing(sampled):
@@ -640,10 +683,11 @@ def test_a_relayed_handoff_is_sampled(sampled, short_tmp_path):
     process = sampled(1.0, shim_socket=relay_path)
     assert relayed['answer'] == b'k'
     assert process.attached['handed_over'], process.attached
-    process.command('tick')
+    # The first interval's zap is of the whole sample: every page.
+    record = process.interval()[2]
+    assert record['whole'] and record['zapped'] == process.pages, record
     touched, written = process.phase(1)
     seen, seen_written, record = process.interval()
-    assert record['zapped'] == process.pages, record
     np.testing.assert_array_equal(seen, touched)
     np.testing.assert_array_equal(seen_written, written)
 

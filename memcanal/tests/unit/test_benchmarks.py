@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -489,3 +490,46 @@ def test_metrics_scrape_reduced():
                for line in result.stdout.splitlines()
                if line.startswith('per-VM series')]
     assert on > off > 0
+
+
+def test_sampling_accuracy_takes_a_workload_and_the_auto_rate():
+    accuracy = benchmark('sampling_accuracy')
+    corpus = benchmark('guest_corpus')
+    args = accuracy.parse_args(['--workload', 'sort', '--rate', 'auto'])
+    assert args.auto and args.rate is None
+    assert args.guest_command == corpus.WORKLOADS['sort']
+    with pytest.raises(SystemExit):
+        accuracy.parse_args(['--workload', 'sort', '--guest-command', 'x'])
+    with pytest.raises(SystemExit):
+        accuracy.parse_args(['--workload', 'sort', '--rate', 'fast'])
+
+
+def test_the_auto_rate_follows_the_working_set_and_coverage_counts():
+    accuracy = benchmark('sampling_accuracy')
+    auto = accuracy.AutoRate(1 << 16, 1.0, 12, 12, 12)
+    assert auto.rate == 1.0       # max_rate: the first interval large
+    client = mock.Mock()
+    pages = np.random.default_rng(0).permutation(1 << 16)[:600]
+    sampled = mrc.shards_sample(pages, 0.01)
+    driver = importlib.import_module('memcanal.agent.driver')
+    auto.step(client, driver.AccessInterval(sampled, sampled[:0], False,
+                                            1.0, 0.01, mrc.DEFAULT_SALT))
+    line = client.command.call_args.args[0]
+    verb, rate, salt = line.split()
+    assert verb == 'resample' and float(rate) > 0.5
+    comparison = accuracy.Comparison(1 << 16, 1.0, window=1)
+    comparison.add(interval(pages), pages)
+    row = comparison.rows[0]
+    assert row.low == row.high == row.exact == 600
+    assert accuracy.summary(comparison.rows, 1.0, 0)['coverage'] == 1.0
+
+
+def test_the_gap_below_the_interval_curve_s_first_point_is_split_out():
+    accuracy = benchmark('sampling_accuracy')
+    step = mrc.MissRatioCurve(np.array([10, 20]), np.array([0.0, 0.0]), 1)
+    lru = mrc.MissRatioCurve(np.arange(1, 21), np.zeros(20), 1)
+    total = accuracy.error(step, lru)
+    below = accuracy.below_first_point(step, lru)
+    # The step is 1 below size 10, LRU 0: all the gap is there.
+    assert below == pytest.approx(total) and below > 0
+    assert accuracy.below_first_point(lru, step) == 0

@@ -162,6 +162,7 @@ def host(conf, short_tmp_path):
             ('timeout', 10.0, 'pager'),
             ('report_interval', 0.1, 'agent'),
             ('rate', 0.5, 'sampling'),
+            ('max_rate', 0.5, 'sampling'),
             ('tls_ca_file', CA, 'pooling'),
             ('dirty_rate_mode', 'off', 'libvirt')):
         conf.set_override(name, value, group)

@@ -252,6 +252,8 @@ class FakeClient:
             return {'faults': faults, 'cancelled': [], 'overflow': 0}
         if verb == 'stats':
             return {'pages_out': 7}
+        if verb == 'resample':
+            return {'event': 'resample'}
         first, count = map(int, numbers)
         dropped = 0
         for page in range(first, first + count):
@@ -467,3 +469,33 @@ def test_a_guest_paged_before_has_its_pages_out_remote(memfd):
     assert pager.paging
     assert pager.set_resident(80 * PAGE) == 64 * PAGE
     assert pager.resident_bytes() == 80 * PAGE
+
+
+def test_a_new_sample_reaches_the_pager_and_the_feed_follows_it(memfd):
+    """resample sends the pager its next sample; each interval's own
+    sample (rate, salt) reaches the AccessIntervals, and the cold-page
+    feed takes it: a page that left the sample is in doubt until the
+    next full pass."""
+    pager, clock = guest_pager([memfd], [PAGES])
+    pager.client.rate = 0.25
+    pager.client.verbs.add('resample')
+    assert pager.resample(0.5, 9)
+    assert pager.client.lines[-1] == 'resample 0.5 9'
+    old = mrc.sample_mask(PAGES, 0.25).view(bool)
+    new = mrc.sample_mask(PAGES, 0.5, 9).view(bool)
+    pager.client.pending_intervals = [
+        dict(interval(0, [1]), rate=0.25, salt=mrc.DEFAULT_SALT),
+        dict(interval(1, [2]), rate=0.5, salt=9)]
+    clock.now = 3
+    sampled, _ = pager.interval()
+    assert [(i.rate, i.salt) for i in sampled.intervals] == [
+        (0.25, mrc.DEFAULT_SALT), (0.5, 9)]
+    left = np.flatnonzero(old & ~new)
+    assert left.size and pager.feed.in_doubt()[left].all()
+
+
+def test_a_pager_without_resample_keeps_its_rate(memfd):
+    pager, _ = guest_pager([memfd], [PAGES])
+    assert not pager.resample(0.5, 9)
+    assert not pager.resample(0.5, 9)
+    assert pager.client.lines == ['resample 0.5 9']

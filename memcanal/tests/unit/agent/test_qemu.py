@@ -193,6 +193,7 @@ def pageable(conf, short_tmp_path):
             ('cold_after', 0.2, 'pager'),
             ('report_interval', 0.1, 'agent'),
             ('rate', 0.5, 'sampling'),
+            ('max_rate', 0.5, 'sampling'),
             ('tls_ca_file', fake_pager.CA, 'pooling')):
         conf.set_override(name, value, group)
     drivers = []

@@ -172,6 +172,7 @@ def host(conf):
     conf.set_override('instance_memory_mb', 64, 'simulated')
     conf.set_override('references_per_interval', 20_000, 'simulated')
     conf.set_override('rate', RATE, 'sampling')
+    conf.set_override('target_error', 0, 'sampling')
     return driver.load('simulated', conf, 'compute-1')
 
 
@@ -236,25 +237,61 @@ def test_the_collector_reports_the_sampled_estimates(host, conf):
     assert estimators.accesses.intervals[0].touched.size
 
 
-def test_a_new_rate_starts_the_estimates_afresh(conf):
+def test_a_new_rate_keeps_the_estimates_and_a_new_salt_restarts(conf):
     estimators = collector.InstanceCollector(conf, 'vm', 1000 * PAGE, PAGE)
 
-    def collect(rate):
-        interval = driver.AccessInterval(np.arange(1000), np.arange(0),
-                                         False, 2.0)
+    def collect(rate, salt=mrc.DEFAULT_SALT, own=False):
+        interval = driver.AccessInterval(
+            np.arange(1000), np.arange(0), False, 2.0,
+            *((rate, salt) if own else ()))
         sample = driver.Sample(PAGE, None, {}, accesses=driver.AccessSamples(
-            (interval,), rate, mrc.DEFAULT_SALT))
+            (interval,), rate if not own else 0.5, salt if not own else 3))
         return estimators.collect(sample)
     collect(1.0)
     assert collect(1.0)['guest_stats']['sampled_touches_per_s'] == 500.0
-    summary = collect(0.1)
-    assert summary['guest_stats']['sampling_rate'] == 0.1
-    # A fresh start: the first interval's touches are cold.
+    summary = collect(0.1, own=True)
+    stats = summary['guest_stats']
+    assert stats['sampling_rate'] == 0.1
+    assert stats['sampling_confidence'] == 0.95
+    # The window's pages at the lowest rate, 0.1.
+    assert stats['sampled_pages'] == mrc.shards_sample(
+        np.arange(1000), 0.1).size
+    low, high = summary['wss_bounds']['sampled']
+    assert low <= summary['wss']['sampled'] <= high
+    assert low <= 1000 * PAGE <= high
+    # The curve goes on, at the lowest rate: a third of its touches cold.
+    assert packed_curve.unpack(summary['mrc']['sampled'])[0][1] == \
+        pytest.approx(1 / 3)
+    band = summary['mrc_bands']['sampled']
+    lows, highs = (packed_curve.unpack(band[edge]) for edge in ('low',
+                                                                'high'))
+    assert [size for size, _ in lows] == [
+        size for size, _ in packed_curve.unpack(summary['mrc']['sampled'])]
+    assert lows[0][1] <= 1 / 3 <= highs[0][1]
+    # Another salt: another sample, whose first touches are cold.
+    summary = collect(0.1, salt=99, own=True)
     assert packed_curve.unpack(summary['mrc']['sampled'])[0][1] == 1.0
     # No interval ended: the estimates stay.
     empty = driver.Sample(PAGE, None, {}, accesses=driver.AccessSamples(
-        (), 0.1, mrc.DEFAULT_SALT))
+        (), 0.1, 99))
     assert estimators.collect(empty)['wss'] == summary['wss']
+
+
+def test_the_simulated_pager_takes_a_new_sample_at_its_next_interval():
+    sampling = sampler(full_pass_every=0)
+    sampling.resample(0.5, 7)
+    # The interval under way keeps its sample; the next has the new one.
+    for start in (0, 10):
+        sampling.access(np.arange(PAGES), np.zeros(PAGES, bool),
+                        np.full(PAGES, start))
+    sampling.advance(20)
+    first, second = sampling.take()
+    assert (first.rate, first.salt) == (RATE, mrc.DEFAULT_SALT)
+    assert (second.rate, second.salt) == (0.5, 7)
+    new = np.flatnonzero(mrc.sample_mask(PAGES, 0.5, 7))
+    # Every page of the new sample faults; the old sample's pages were
+    # zapped at the first interval's start and touched then: mapped.
+    assert set(new) <= set(second.touched)
 
 
 def test_reports_with_sampled_estimates_are_valid(conf):

@@ -333,3 +333,89 @@ def test_the_feed_ignores_pages_beyond_the_detector():
     page = sampled_pages()[0]
     cold_feed.add_interval([FEED_PAGES + 5, page], False, 1)
     assert cold_feed.detector.frequency([page])[0] == 1
+
+
+def zipf_sets(seed, per_interval=20_000, footprint=20_000, count=40):
+    rng = np.random.default_rng(seed)
+    pages = workloads.zipf_pages(count * per_interval, footprint, 1.0, rng)
+    # Scattered frames, as a guest's are: the lattice hash then draws
+    # them about binomially.
+    scatter = rng.permutation(1 << 22)[:footprint]
+    return stream_sets(scatter[pages], per_interval)
+
+
+def test_the_working_set_bounds_hold_the_truth_at_their_confidence():
+    covered = []
+    for salt in range(1, 41):
+        sets = zipf_sets(5)
+        truth = sets[-1][0].size * PAGE
+        sampled = accesses(0.02, salt=salt)
+        for touched, written in sets:
+            sampled.add_interval(touched, written)
+        low, high = sampled.wss_bounds()
+        assert low <= sampled.wss_bytes() <= high
+        covered.append(low <= truth <= high)
+    assert np.mean(covered) >= 0.85
+
+
+def test_at_rate_one_the_bounds_are_the_estimates():
+    sampled, _ = fed(zipf_sets(2, count=30), 1.0)
+    assert sampled.wss_bounds() == [sampled.wss_bytes()] * 2
+    (low, high), count = sampled.window_bounds()
+    assert low == high == sampled.window_wss_bytes() == count * PAGE
+    band = sampled.curve_band()
+    np.testing.assert_array_equal(band.low.miss_ratios,
+                                  band.curve.miss_ratios)
+    np.testing.assert_array_equal(band.high.miss_ratios,
+                                  band.curve.miss_ratios)
+
+
+def test_the_curve_band_holds_the_exact_curve():
+    sets = zipf_sets(9, count=30)
+    exact, _ = fed(sets, 1.0)
+    truth = exact.curve()
+    inside = []
+    for salt in range(1, 21):
+        sampled = accesses(0.02, salt=salt)
+        for touched, written in sets:
+            sampled.add_interval(touched, written)
+        band = sampled.curve_band()
+        np.testing.assert_array_equal(band.low.sizes, band.curve.sizes)
+        assert np.all(band.low.miss_ratios <= band.curve.miss_ratios)
+        assert np.all(band.curve.miss_ratios <= band.high.miss_ratios)
+        sizes = band.curve.sizes
+        inside.append(np.mean((band.low.at(sizes) <= truth.at(sizes))
+                              & (truth.at(sizes) <= band.high.at(sizes))))
+        assert band.sampled_events < truth.references
+    assert np.mean(inside) >= 0.9
+
+
+def test_a_rate_change_keeps_the_window_at_its_lowest_rate():
+    sets = zipf_sets(4, count=20)
+    sampled = accesses(0.5, window_intervals=4)
+    for index, (touched, written) in enumerate(sets):
+        sampled.add_interval(touched, written,
+                             rate=0.5 if index < 18 else 0.25)
+    assert sampled.rate == 0.25
+    union = np.unique(np.concatenate([t for t, _ in sets[-4:]]))
+    expected = sampled.sample(union, 0.25).size / 0.25 * PAGE
+    assert sampled.window_wss_bytes() == pytest.approx(expected, abs=PAGE)
+    # The last interval counts at its own rate, the curve at the lowest.
+    assert sampled.wss_bytes() == pytest.approx(
+        sampled.sample(sets[-1][0], 0.25).size / 0.25 * PAGE, abs=PAGE)
+    assert sampled.curve() is not None
+
+
+def test_a_new_salt_starts_the_window_and_curve_afresh():
+    first = [(np.arange(1000), ())] * 6
+    second = [(np.arange(50_000, 51_000), ())] * 2
+    sampled = accesses(1.0, window_intervals=4)
+    for touched, written in first:
+        sampled.add_interval(touched, written)
+    for touched, written in second:
+        sampled.add_interval(touched, written, salt=99)
+    # Only the new salt's two intervals: their pages, each reused once.
+    assert sampled.window_wss_bytes() == 1000 * PAGE
+    curve = sampled.curve()
+    assert curve.references == 2000
+    assert curve.at(curve.sizes[-1]) == pytest.approx(0.5)
