@@ -34,6 +34,13 @@
  * fault thread, so an implementation shared by both must be
  * thread-safe.
  */
+/* count pages from page first, their data at buf (pager_store.put_runs). */
+struct pager_run {
+	uint64_t first;
+	size_t count;
+	const void *buf;
+};
+
 struct pager_store {
 	const char *name;
 	const char *kind;   /* "file" or "tcp": the fault latency source */
@@ -43,6 +50,10 @@ struct pager_store {
 	int down;
 	int (*put)(struct pager_store *s, uint64_t page, const void *buf,
 		   size_t npages);
+	/* Optional: put of every run, as one operation (a remote store
+	 * sends them all before waiting for any acknowledgement). */
+	int (*put_runs)(struct pager_store *s, const struct pager_run *runs,
+			size_t nruns);
 	int (*get)(struct pager_store *s, uint64_t page, void *buf);
 	int (*del)(struct pager_store *s, uint64_t page, size_t npages);
 	void (*destroy)(struct pager_store *s);
@@ -67,6 +78,12 @@ enum pager_source { PAGER_SRC_POOL, PAGER_SRC_FILE, PAGER_SRC_TCP,
 extern const char *const pager_source_names[PAGER_NSOURCES];
 /* pager_fault_latency of MINOR faults (UFFDIO_CONTINUE), not a source. */
 #define PAGER_LAT_MINOR PAGER_NSOURCES
+
+/* The steps of a swap-out batch (pager.c), timed in pager_stats. */
+enum pager_swap_phase { PAGER_PHASE_MARK, PAGER_PHASE_READ,
+			PAGER_PHASE_SEAL, PAGER_PHASE_PUT,
+			PAGER_PHASE_VALIDATE, PAGER_SWAP_PHASES };
+extern const char *const pager_swap_phase_names[PAGER_SWAP_PHASES];
 
 struct pager_stats {
 	uint64_t swapped_out;       /* pages dropped from the memfd */
@@ -95,6 +112,10 @@ struct pager_stats {
 	uint64_t bad_sum[PAGER_MAX_STORES];
 	uint64_t put_failed[PAGER_MAX_STORES];
 	uint64_t skipped_down[PAGER_MAX_STORES]; /* not tried: backing off */
+	/* Where swap-outs spent their time, ns: each phase (below), and
+	 * each store's puts (part of PAGER_PHASE_PUT). */
+	uint64_t swap_ns[PAGER_SWAP_PHASES];
+	uint64_t put_ns[PAGER_MAX_STORES];
 };
 
 /*

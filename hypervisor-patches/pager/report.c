@@ -114,6 +114,14 @@ void print_stats(FILE *f, struct daemon *d)
 	print_u64s(f, "skipped_down", st.skipped_down, d->nstores);
 	print_u64s(f, "bad_sum", st.bad_sum, d->nstores);
 	print_u64s(f, "put_failed", st.put_failed, d->nstores);
+	fprintf(f, ", \"swapout_ms\": {");
+	for (int i = 0; i < PAGER_SWAP_PHASES; i++)
+		fprintf(f, "%s\"%s\": %.1f", i ? ", " : "",
+			pager_swap_phase_names[i], st.swap_ns[i] / 1e6);
+	fprintf(f, "}, \"put_ms\": [");
+	for (int i = 0; i < d->nstores; i++)
+		fprintf(f, "%s%.1f", i ? ", " : "", st.put_ns[i] / 1e6);
+	fprintf(f, "]");
 	fprintf(f, ", \"sources\": {");
 	for (int s = 0; s < PAGER_NSOURCES; s++) {
 		fprintf(f, "%s\"%s\": {\"faults\": %" PRIu64, s ? ", " : "",

@@ -163,18 +163,17 @@ class Host:
         return entry
 
 
-@pytest.fixture(scope='module')
-def files(conf, scratch, memory_server):
-    """The guest's kernel, initramfs and the shim where libvirt's QEMU
-    can read them, the pager built, the agent's options set (the memory
-    servers' CA among them, as an agent starts with it)."""
+def prepare(conf, scratch, init=SAMPLED_INIT):
+    """The guest's kernel, an initramfs running ``init`` and the shim
+    where libvirt's QEMU can read them, the pager built, the agent's
+    options set (benchmarks/pooling_speed.py's too)."""
     guest = services.require_test_guest()
     build = services.build_pager(pathlib.Path(scratch) / 'build')
     # Written aside: readable_copies puts the copies in scratch.
     initrd = build / 'initramfs-sampled.gz'
     initrd.write_bytes(
         pathlib.Path(guest['initramfs.gz']).read_bytes()
-        + gzip.compress(guest_paging.newc({'pagecheck': SAMPLED_INIT})))
+        + gzip.compress(guest_paging.newc({'pagecheck': init})))
     for name, value, group in (
             ('state_path', scratch, None),
             ('report_interval', INTERVAL, 'agent'),
@@ -191,6 +190,13 @@ def files(conf, scratch, memory_server):
     return carriers.readable_copies(scratch, kernel=guest['vmlinux'],
                                     initrd=initrd,
                                     shim=build / carriers.SHIM)
+
+
+@pytest.fixture(scope='module')
+def files(conf, scratch, memory_server):
+    """prepare's files, with the memory servers' CA among the agent's
+    options, as an agent starts with it."""
+    return prepare(conf, scratch)
 
 
 @contextlib.contextmanager

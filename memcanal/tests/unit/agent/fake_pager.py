@@ -243,7 +243,7 @@ def take_handoff():
 def answer(line):
     verb, *rest = line.split(None, 1)
     numbers = [int(word) for word in rest[0].split()] if (
-        rest and verb in ('swapout', 'swapin')) else []
+        rest and verb in ('swapout', 'swapoutv', 'swapin')) else []
     if verb == 'hello':
         if attached is None:
             return {'event': 'hello', 'attached': False}
@@ -279,17 +279,17 @@ def answer(line):
             out.discard(page)
         return {'event': 'faults', 'faults': faults, 'cancelled': [],
                 'overflow': 0}
-    if verb == 'swapout':
-        first, count = numbers
+    if verb in ('swapout', 'swapoutv'):
         dropped = 0
-        for page in range(first, first + count):
-            if resident(page):
-                fd, at = where(page)
-                libc.fallocate(fd, 3, at, PAGE)
-                out.add(page)
-                dropped += 1
+        for first, count in zip(numbers[::2], numbers[1::2]):
+            for page in range(first, first + count):
+                if resident(page):
+                    fd, at = where(page)
+                    libc.fallocate(fd, 3, at, PAGE)
+                    out.add(page)
+                    dropped += 1
         save()
-        return {'event': 'swapout', 'dropped': dropped}
+        return {'event': verb, 'dropped': dropped}
     if verb == 'swapin':
         first, count = numbers
         back = [page for page in range(first, first + count) if page in out]
