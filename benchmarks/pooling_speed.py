@@ -193,7 +193,11 @@ def page_out(host, server, target_bytes, timers):
     guest._swap_out = swap_out
     after = pager.client.command('stats')
     dropped = after['swapped_out'] - before['swapped_out']
+    local = [store[5:] for store in pager.record.stores
+             if store.startswith('file:')]
     return dict(resize=resize, seconds=ended - started,
+                local_mib=sum(os.stat(path).st_blocks // 2 for path in local
+                              if os.path.exists(path)) / 1024,
                 freed_s=freed.freed_s(started), dropped=dropped,
                 pages=np.concatenate(asked or [np.empty(0, np.int64)]),
                 before=before, after=after)
@@ -237,6 +241,7 @@ def run(args, scratch):
             remove_local_copies(pager)
             ok, check_s = check(host)
             checked = pager.client.command('stats')
+            hello = pager.client.command('hello')
             alone = pager_alone(pager, out['pages'])
             ok_again, _ = check(host)
             final = pager.client.command('stats')
@@ -266,6 +271,8 @@ def run(args, scratch):
         'tls_get_p50_us': get_p50,
         'cold_wait_s': round(waited, 1),
         'stores': pager.record.stores,
+        'swap_to': hello['swap_to'],
+        'local_store_mib': round(out['local_mib'], 1),
         'breakdown': {
             'agent': timers.report(),
             'pager_ms': pager_phases(out['before'], out['after']),

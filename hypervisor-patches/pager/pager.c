@@ -215,7 +215,9 @@ static long swap_batch(struct pager *p, uint64_t *pages, size_t n,
 	struct pager_run runs[BATCH];
 	size_t m = 0, r, nruns = 0;
 	unsigned ok = 0;
-	int nok = 0, copies = p->copies ? p->copies : p->nstores, sealed = 1;
+	unsigned to = p->swap_to ? p->swap_to : (1u << p->nstores) - 1;
+	int nok = 0, sealed = 1;
+	int copies = p->copies ? p->copies : __builtin_popcount(to);
 	long dropped = 0;
 	uint64_t t[PAGER_SWAP_PHASES + 1];
 
@@ -279,8 +281,12 @@ static long swap_batch(struct pager *p, uint64_t *pages, size_t n,
 			p->swap_buf + i * PAGER_PAGE };
 	}
 	for (int s = 0; s < p->nstores && sealed; s++) {
-		int good = store_usable(p, s);
+		int good;
 		uint64_t t_put = now_ns();
+
+		if (!(to & (1u << s)))
+			continue;
+		good = store_usable(p, s);
 
 		if (good > 0)
 			good = put_runs(p->stores[s], runs, nruns) ? -1 : 1;
@@ -350,7 +356,8 @@ long pager_swap_out(struct pager *p, const uint64_t *pages, size_t n)
 	memcpy(sorted, pages, n * sizeof(*sorted));
 	qsort(sorted, n, sizeof(*sorted), cmp_u64);
 	pthread_mutex_lock(&p->swap_lock);
-	if (!p->nstores || p->copies > p->nstores) {
+	if (!p->nstores || p->copies > __builtin_popcount(
+		    p->swap_to ? p->swap_to : (1u << p->nstores) - 1)) {
 		errno = ENODEV;
 		total = -1;
 		n = 0;
@@ -368,4 +375,17 @@ long pager_swap_out(struct pager *p, const uint64_t *pages, size_t n)
 	pthread_mutex_unlock(&p->swap_lock);
 	free(sorted);
 	return total;
+}
+
+int pager_swap_to(struct pager *p, unsigned stores)
+{
+	pthread_mutex_lock(&p->swap_lock);
+	if (stores >> p->nstores) {
+		pthread_mutex_unlock(&p->swap_lock);
+		errno = EINVAL;
+		return -1;
+	}
+	p->swap_to = stores;
+	pthread_mutex_unlock(&p->swap_lock);
+	return 0;
 }

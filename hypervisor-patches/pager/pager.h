@@ -238,6 +238,14 @@ int pager_add_store(struct pager *p, struct pager_store *s);
  * -1 (ENOENT: not a store of this pager). */
 int pager_store_renewed(struct pager *p, struct pager_store *s);
 
+/*
+ * The stores later swap-outs write to: bit i for store i (0: every
+ * store, the default), `copies` of them (0: all) acknowledging each
+ * page.  Pages out already keep their copies where they are.  0, or -1
+ * (EINVAL: a bit past the stores there are).
+ */
+int pager_swap_to(struct pager *p, unsigned stores);
+
 /* Pages in the index space; 1 if MINOR faults are registered. */
 uint64_t pager_npages(struct pager *p);
 int pager_has_minor(struct pager *p);

@@ -53,7 +53,9 @@ struct pager {
 	int nregions;
 	uint64_t npages, features, pid;
 	struct pager_store *stores[PAGER_MAX_STORES];
-	int nstores, copies;        /* copies 0: every store */
+	int nstores, copies;        /* copies 0: every store swapped to */
+	unsigned swap_to;           /* the stores swap-outs write to, a bit
+				     * each; 0: every store */
 	struct sampler *sampler;    /* set under the lock, once */
 
 	struct page_crypt *crypt;   /* seals copies (swap-out), opens

@@ -29,6 +29,8 @@
  *   swapoutv START COUNT [START COUNT]...
  *                         the same for every run given, in one swap-out
  *                         (batches span runs) and one answer
+ *   swapto [SPEC]...      later swap-outs write to these stores only
+ *                         (none: every store, the default)
  *   swapin START COUNT    bring the OUT pages of that range back in
  *                         without a fault (prefetch)
  *   faults                the pages faulted in from OUT, and those whose
@@ -207,7 +209,7 @@ static void add_store(FILE *f, struct daemon *d, const char *spec,
 			pager_store_renewed(d->p, s);
 	}
 	if (had >= 0) {
-		print_store(f, d, !!token);
+		print_store(f, d, "store", !!token);
 		return;
 	}
 	if (d->nstores == PAGER_MAX_STORES) {
@@ -228,11 +230,37 @@ static void add_store(FILE *f, struct daemon *d, const char *spec,
 		print_error(f, "store: refused");
 		return;
 	}
-	print_store(f, d, 0);
+	print_store(f, d, "store", 0);
 	return;
 refused:
 	snprintf(line, sizeof(line), "store: %s", why);
 	print_error(f, line);
+}
+
+/* `swapto [SPEC]...`: the stores later swap-outs write to, by their
+ * specs (none: every store). */
+static void swap_to(FILE *f, struct daemon *d, char *specs)
+{
+	unsigned stores = 0;
+	char line[LINE_MAX_LEN + 32];
+
+	for (char *spec = strtok(specs, " "); spec; spec = strtok(NULL, " ")) {
+		int i = find_store(d, spec);
+
+		if (i < 0) {
+			snprintf(line, sizeof(line), "swapto: no store %s",
+				 spec);
+			print_error(f, line);
+			return;
+		}
+		stores |= 1u << i;
+	}
+	if (pager_swap_to(d->p, stores)) {
+		print_error(f, "swapto: refused");
+		return;
+	}
+	d->swap_to = stores;
+	print_store(f, d, "swapto", 0);
 }
 
 static void tick(FILE *f, struct daemon *d)
@@ -293,6 +321,8 @@ static void command(struct daemon *d, char *line, FILE *f)
 		fprintf(f, "{\"event\": \"swapin\", \"fetched\": %ld}\n",
 			pager_swap_in(d->p, start, count));
 		fflush(f);
+	} else if (!strcmp(line, "swapto") || !strncmp(line, "swapto ", 7)) {
+		swap_to(f, d, line + 6);
 	} else if (!strcmp(line, "faults")) {
 		faults(f, d->p);
 	} else if (!strcmp(line, "stats")) {

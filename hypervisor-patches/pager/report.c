@@ -142,16 +142,23 @@ void print_stats(FILE *f, struct daemon *d)
 
 void print_stores(FILE *f, struct daemon *d)
 {
+	unsigned to = d->swap_to ? d->swap_to : (1u << d->nstores) - 1;
+
 	fprintf(f, ", \"copies\": %d, \"stores\": [",
-		d->copies ? d->copies : d->nstores);
+		d->copies ? d->copies : __builtin_popcount(to));
 	for (int i = 0; i < d->nstores; i++)
 		fprintf(f, "%s\"%s\"", i ? ", " : "", d->stores[i]->name);
+	fprintf(f, "], \"swap_to\": [");
+	for (int i = 0, n = 0; i < d->nstores; i++)
+		if (to & (1u << i))
+			fprintf(f, "%s\"%s\"", n++ ? ", " : "",
+				d->stores[i]->name);
 	fprintf(f, "]");
 }
 
-void print_store(FILE *f, struct daemon *d, int renewed)
+void print_store(FILE *f, struct daemon *d, const char *event, int renewed)
 {
-	fprintf(f, "{\"event\": \"store\"");
+	fprintf(f, "{\"event\": \"%s\"", event);
 	print_stores(f, d);
 	fprintf(f, "%s}\n", renewed ? ", \"renewed\": true" : "");
 	fflush(f);

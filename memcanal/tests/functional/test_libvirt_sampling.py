@@ -454,15 +454,29 @@ def test_a_restarted_agent_finds_the_pager_and_its_samples(host):
     assert host.pager().process.pid == pid
 
 
+def allocated_kib(path):
+    """KiB a file holds on disk (0 if there is none)."""
+    try:
+        return os.stat(path).st_blocks // 2
+    except FileNotFoundError:
+        return 0
+
+
 def test_paging_to_a_memory_server_while_sampled(host, memory_server):
     wait_cold(host)
     pager = host.pager()
     # The memfd's memory, not QEMU's RssShmem: zaps unmap pages from
     # QEMU, the memfd keeps them.
     before_kib = pager.client.command('stats')['memfd_kib']
+    local_kib = allocated_kib(pager.record.stores[0][len('file:'):])
     stores, tokens = lent(memory_server, host.uuid)
     resize = host.hypervisor.apply_memory_target(
         host.uuid, TARGET_MB * MiB, 'paging', stores, tokens)
+    # Pooled pages are on the lender only ([pager] local_copy is off):
+    # the local store took none of them.
+    assert allocated_kib(pager.record.stores[0][len('file:'):]) <= local_kib
+    assert pager.client.command('stats')['swap_to'] == [
+        'tls:' + memory_server.name]
     [info] = host.hypervisor.list_instances()
     paged_kib = pager.client.command('stats')['memfd_kib']
     print('resize', resize, '\npaged', info, '\nguest RAM KiB before %d '
@@ -473,7 +487,7 @@ def test_paging_to_a_memory_server_while_sampled(host, memory_server):
     entry = reports(host, 3)[-1]
     assert entry['wss'].get('sampled') and entry['paging']['paged_bytes']
     # The local store (the first, since the pager started before the
-    # paging action) loses its copies: the data comes back from the
+    # paging action) loses what it has: the data comes back from the
     # memory server.
     [local, server] = pager.record.stores
     assert [server] == stores and pager.record.lease_tokens == tokens

@@ -122,6 +122,7 @@ def secret(path, size):
 
 # Stores in order, each with the token of the file given after it.
 stores, tokens, rest, argv = [], [], [], iter(sys.argv[1:])
+swap_to = []
 for word in argv:
     if word == '--store':
         stores.append(next(argv))
@@ -299,9 +300,18 @@ def answer(line):
             out.discard(page)
         save()
         return {'event': 'swapin', 'fetched': len(back)}
+    if verb == 'swapto':
+        specs = rest[0].split() if rest else []
+        unknown = [spec for spec in specs if spec not in stores]
+        if unknown:
+            return {'event': 'error', 'line': 'swapto: no store %%s'
+                    %% unknown[0]}
+        swap_to[:] = [spec for spec in stores if spec in specs] or stores
+        return {'event': 'swapto', 'stores': stores, 'swap_to': swap_to}
     if verb == 'stats':
         return {'event': 'stats', 'out_pages': len(out),
-                'args': sys.argv[1:], 'stores': stores, 'tokens': tokens}
+                'args': sys.argv[1:], 'stores': stores, 'tokens': tokens,
+                'swap_to': swap_to or stores}
     if verb == 'inject':
         for key, values in json.loads(rest[0]).items():
             pending[key].extend(values)

@@ -245,6 +245,35 @@ def test_a_newer_lease_of_a_store_reaches_its_pager_and_those_taking_over(
         None, newer[STORE]]
 
 
+def test_pooled_pages_go_to_the_lender_only(host, conf):
+    """Issue #35: a pooling action's pages go to its memory servers, not
+    the local store too, and so do those of a pager taking over; a
+    paging action without one pages to the local store."""
+    domain, make = host
+    hypervisor, pager = paged_out(make, domain, [STORE, OTHER])
+    local = paged.local_store(conf, domain.uuid)
+    stats = pager.client.command('stats')
+    assert stats['stores'] == [local, STORE, OTHER]
+    assert stats['swap_to'] == [STORE, OTHER]
+    assert paged.records(conf)[0].swap_to == [STORE, OTHER]
+    os.kill(pager.process.pid, signal.SIGKILL)
+    successor = domains.wait(
+        lambda: (hypervisor.pagers.pager(domain.uuid) is not pager
+                 and hypervisor.pagers.pager(domain.uuid).attach()
+                 and hypervisor.pagers.pager(domain.uuid)), 'no successor')
+    assert successor.client.command('stats')['swap_to'] == [STORE, OTHER]
+    hypervisor.apply_memory_target(domain.uuid, 0, 'paging')
+    assert successor.client.command('stats')['swap_to'] == [local]
+
+
+def test_a_local_copy_of_pooled_pages_where_the_operator_asks(host, conf):
+    conf.set_override('local_copy', True, 'pager')
+    domain, make = host
+    _, pager = paged_out(make, domain)
+    local = paged.local_store(conf, domain.uuid)
+    assert pager.client.command('stats')['swap_to'] == [local, STORE]
+
+
 def test_a_restarted_agent_pages_a_vm_back_in(host, conf):
     """Finding 6: the new agent finds the pager and its lease in the
     record, and the whole VM as the target brings every page back."""
