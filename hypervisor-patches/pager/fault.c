@@ -186,7 +186,7 @@ static int get_copy(struct pager *p, int i, uint64_t pg)
  * pg's data into fault_buf from the pool, else the first store with a
  * good copy, stores backing off last; returns the source, -1 if none.
  */
-static int find_copy(struct pager *p, uint64_t pg)
+static int find_copy(struct pager *p, uint64_t pg, int *store)
 {
 	uint64_t now = now_ns();
 
@@ -204,8 +204,10 @@ static int find_copy(struct pager *p, uint64_t pg)
 				p->st.skipped_down[i] += !last;
 				continue;
 			}
-			if (!get_copy(p, i, pg))
+			if (!get_copy(p, i, pg)) {
+				*store = i;
 				return p->source[i];
+			}
 		}
 	}
 	return -1;
@@ -218,15 +220,116 @@ static void add_sample(struct pager *p, int src, uint64_t ns)
 		p->st.source_faults[src]++;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Delete store i's copies of the pages waiting for it, in sorted runs,
+ * under the lock: only of pages still IN, since one swapped out again
+ * meanwhile has a new copy there under the same page number (the lock
+ * keeps swap-out from marking any page while this runs).
+ */
+static void flush_deletes(struct pager *p, int i)
+{
+	uint64_t *v = p->deletes[i];
+	size_t n = p->ndeletes[i], m = 0;
+
+	p->ndeletes[i] = 0;
+	if (p->down_until[i] > now_ns())
+		return;             /* a stale copy is only space */
+	qsort(v, n, sizeof(*v), cmp_u64);
+	for (size_t k = 0; k < n; k++)
+		if (p->ps.state[v[k]] == PG_IN && (!m || v[m - 1] != v[k]))
+			v[m++] = v[k];
+	for (size_t k = 0, r; k < m; k += r) {
+		for (r = 1; k + r < m && v[k + r] == v[k] + r; r++)
+			;
+		if (p->stores[i]->del(p->stores[i], v[k], r) < 0) {
+			pager_store_failed(p, i);
+			return;
+		}
+	}
+}
+
+void pager_flush_deletes(struct pager *p)
+{
+	for (int i = 0; i < p->nstores; i++)
+		if (p->ndeletes[i])
+			flush_deletes(p, i);
+	__atomic_store_n(&p->deletes_waiting, 0, __ATOMIC_RELAXED);
+}
+
+/* pg is IN again: its copies are stale from its next write on.  They
+ * go in a batch later (flush_deletes), not one round trip a fault. */
+static void release_copies(struct pager *p, uint64_t pg)
+{
+	for (int i = 0; i < p->nstores; i++) {
+		if (!(p->ps.have[pg] & (1u << i)) || !p->stores[i]->del)
+			continue;
+		p->deletes[i][p->ndeletes[i]++] = pg;
+		__atomic_store_n(&p->deletes_waiting, 1, __ATOMIC_RELAXED);
+		if (p->ndeletes[i] == DELETE_BATCH)
+			flush_deletes(p, i);
+	}
+	p->ps.have[pg] = 0;
+}
+
+/*
+ * After a fault on the page right after the last one's: the OUT pages
+ * that follow it, up to READ_AHEAD, that store i holds, in one get_run,
+ * opened and copied in (not sampled ones: their next access must be
+ * seen).  Stops at the first copy that does not open.
+ */
+static void read_ahead(struct pager *p, int i, uint64_t from)
+{
+	struct pager_store *s = p->stores[i];
+	uint64_t n = 0;
+
+	while (n < READ_AHEAD && from + n < p->npages &&
+	       p->ps.state[from + n] == PG_OUT &&
+	       (p->ps.have[from + n] & (1u << i)) && !sampled(p, from + n))
+		n++;
+	if (!n || !s->get_run)
+		return;
+	if (s->get_run(s, from, p->ahead_buf, n) < 0) {
+		pager_store_failed(p, i);
+		return;
+	}
+	for (uint64_t k = 0; k < n; k++) {
+		uint64_t pg = from + k;
+		char *buf = p->ahead_buf + k * PAGER_PAGE;
+
+		if (page_open(p->crypt, pg, p->ps.version[pg], buf,
+			      p->ps.tag[pg])) {
+			p->st.bad_sum[i]++;
+			return;
+		}
+		if (p->pool.shared)
+			p->pool.slot_of[pg] = NO_SLOT;
+		copy_in(p, pg, buf, 0);
+		p->ps.state[pg] = PG_IN;   /* after the copy, as fetch */
+		p->pages_out--;
+		release_copies(p, pg);
+		p->st.served[i]++;
+		p->st.read_ahead++;
+		p->last_fault = pg;
+	}
+}
+
 /*
  * Bring an OUT page back in (write-protected if wp); a fault's is timed
- * and logged.  0, or -1 if only stores not added yet hold it: the fault
- * is left unanswered until pager_add_store wakes it.
+ * and logged, and reads ahead if it follows the last one's page.  0, or
+ * -1 if only stores not added yet hold it: the fault is left unanswered
+ * until pager_add_store wakes it.
  */
 static int fetch(struct pager *p, uint64_t pg, int fault, int wp)
 {
 	uint64_t t0 = now_ns();
-	int src = find_copy(p, pg);
+	int store = -1, src = find_copy(p, pg, &store);
 
 	if (src < 0 && p->ps.have[pg] >> p->nstores) {
 		p->st.deferred++;
@@ -247,15 +350,14 @@ static int fetch(struct pager *p, uint64_t pg, int fault, int wp)
 		log_event(p->faults, pg);
 	p->ps.state[pg] = PG_IN;   /* after the copy: see the header comment */
 	p->pages_out--;
-	/* Copies are stale from the next write on; free them now, while
-	 * the lock keeps swap-out from storing the page again (not on a
-	 * store backing off: a stale copy is only space). */
-	for (int i = 0; i < p->nstores; i++)
-		if ((p->ps.have[pg] & (1u << i)) && p->stores[i]->del &&
-		    p->down_until[i] <= t0 &&
-		    p->stores[i]->del(p->stores[i], pg, 1) < 0)
-			pager_store_failed(p, i);
-	p->ps.have[pg] = 0;
+	release_copies(p, pg);
+	if (fault) {
+		int sequential = pg == p->last_fault + 1;
+
+		p->last_fault = pg;
+		if (sequential && store >= 0)
+			read_ahead(p, store, pg + 1);
+	}
 	return 0;
 }
 
@@ -331,11 +433,22 @@ void *pager_fault_thread(void *arg)
 	};
 
 	for (;;) {
-		if (poll(fds, 2, -1) < 0) {
+		/* Copies waiting to be deleted go when no fault waits. */
+		int ready = poll(fds, 2, __atomic_load_n(&p->deletes_waiting,
+							 __ATOMIC_RELAXED) ?
+				 0 : -1);
+
+		if (ready < 0) {
 			if (errno == EINTR)
 				continue;
 			perror("pager: poll");
 			return NULL;
+		}
+		if (!ready) {
+			pthread_mutex_lock(&p->lock);
+			pager_flush_deletes(p);
+			pthread_mutex_unlock(&p->lock);
+			continue;
 		}
 		if (fds[1].revents)
 			return NULL;
@@ -406,6 +519,10 @@ long pager_swap_in(struct pager *p, uint64_t first, uint64_t count)
 		}
 		pthread_mutex_unlock(&p->lock);
 	}
+	/* The fault thread may be waiting for a fault: not for these. */
+	pthread_mutex_lock(&p->lock);
+	pager_flush_deletes(p);
+	pthread_mutex_unlock(&p->lock);
 	return fetched;
 }
 

@@ -55,6 +55,10 @@ struct pager_store {
 	int (*put_runs)(struct pager_store *s, const struct pager_run *runs,
 			size_t nruns);
 	int (*get)(struct pager_store *s, uint64_t page, void *buf);
+	/* Optional: npages pages from page, all or none (ENOENT: one is
+	 * missing), for the fault thread's read-ahead. */
+	int (*get_run)(struct pager_store *s, uint64_t page, void *buf,
+		       size_t npages);
 	int (*del)(struct pager_store *s, uint64_t page, size_t npages);
 	void (*destroy)(struct pager_store *s);
 };
@@ -101,6 +105,7 @@ struct pager_stats {
 	uint64_t pool_bad;          /* pool copies that did not open */
 	uint64_t sealed;            /* 1: copies are AES-256-GCM sealed */
 	uint64_t swapped_in;        /* brought back by pager_swap_in */
+	uint64_t read_ahead;        /* brought back after a sequential fault */
 	uint64_t pool_pages;        /* OUT pages whose data the pool holds */
 	uint64_t pool_capacity;     /* slots, shared by the pool's pagers */
 	uint64_t pool_recovered;    /* see pager_pool_recovered */

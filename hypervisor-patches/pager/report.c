@@ -93,6 +93,7 @@ void print_stats(FILE *f, struct daemon *d)
 		", \"pool_pages\": %" PRIu64 ", \"pool_capacity\": %" PRIu64
 		", \"pool_recovered\": %" PRIu64 ", \"memfd_kib\": %" PRIu64
 		", \"swapped_out\": %" PRIu64 ", \"swapped_in\": %" PRIu64
+		", \"read_ahead\": %" PRIu64
 		", \"cancelled\": %" PRIu64
 		", \"faults_missing\": %" PRIu64 ", \"faults_wp\": %" PRIu64
 		", \"faults_minor\": %" PRIu64 ", \"deferred\": %" PRIu64
@@ -103,7 +104,8 @@ void print_stats(FILE *f, struct daemon *d)
 		", \"fault_samples\": %zu, \"fault_p50_us\": %.1f"
 		", \"fault_p99_us\": %.1f",
 		out, out, st.pool_pages, st.pool_capacity, st.pool_recovered,
-		memfd_kib(&d->g), st.swapped_out, st.swapped_in, st.cancelled,
+		memfd_kib(&d->g), st.swapped_out, st.swapped_in,
+		st.read_ahead, st.cancelled,
 		st.faults_missing, st.faults_wp, st.faults_minor, st.deferred,
 		st.zero_fills, st.wp_on_out, st.put_failed_batches, st.lost,
 		st.sealed ? "true" : "false", st.pool_bad,

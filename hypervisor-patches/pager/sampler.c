@@ -11,6 +11,9 @@
  * faults.  An access during the zap itself may go unseen in the new
  * interval (its page was still mapped): the boundary costs the zap's
  * duration, and no access is ever counted in a wrong interval.
+ *
+ * It knows nothing of the pager: pager_setup.c owns a pager's sampler
+ * and answers pager.h's sampling calls with it; fault.c records faults.
  */
 #define _GNU_SOURCE
 #include "sampler.h"
@@ -249,18 +252,29 @@ static void *sampler_thread(void *arg)
 	}
 }
 
-static struct sampler *sampler_new(uint64_t npages,
-				   const struct pager_sampling *cfg)
+struct sampler *sampler_new(uint64_t npages, const struct pager_sampling *cfg,
+			    pager_zap_fn zap, void *arg)
 {
-	struct sampler *s = calloc(1, sizeof(*s));
+	struct sampler *s;
 	size_t words = (npages + 63) / 64, cap = 0;
 	uint64_t run = UINT64_MAX;
 
+	if (!(cfg->rate > 0 && cfg->rate <= 1) || !zap) {
+		errno = EINVAL;
+		return NULL;
+	}
+	s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
 	s->cfg = *cfg;
 	s->npages = npages;
-	s->stopfd = -1;
+	s->zap = zap;
+	s->zap_arg = arg;
+	s->stopfd = cfg->interval_ms ? eventfd(0, EFD_CLOEXEC) : -1;
+	if (cfg->interval_ms && s->stopfd < 0) {
+		free(s);
+		return NULL;
+	}
 	/* mrc._threshold: round half to even, as Python's round. */
 	s->threshold = (uint64_t)nearbyint(cfg->rate * (1 << HASH_BITS));
 	if (!s->threshold)
@@ -322,37 +336,14 @@ void sampler_record(struct sampler *s, uint64_t pg, int write)
 	pthread_mutex_unlock(&s->lock);
 }
 
-int pager_start_sampling(struct pager *p, const struct pager_sampling *cfg,
-			 pager_zap_fn zap, void *arg)
+int sampler_start(struct sampler *s)
 {
-	struct sampler *s;
-
-	if (!(cfg->rate > 0 && cfg->rate <= 1) || !zap) {
-		errno = EINVAL;
-		return -1;
-	}
-	s = sampler_new(pager_npages(p), cfg);
-	if (!s)
-		return -1;
-	s->zap = zap;
-	s->zap_arg = arg;
-	if (cfg->interval_ms) {
-		s->stopfd = eventfd(0, EFD_CLOEXEC);
-		if (s->stopfd < 0) {
-			sampler_free(s);
-			return -1;
-		}
-	}
-	if (pager_set_sampler(p, s)) {
-		sampler_free(s);
-		return -1;
-	}
 	/* Faults count from here; the first interval's zap arms it. */
 	arm(s);
-	if (cfg->interval_ms &&
+	if (s->cfg.interval_ms &&
 	    !pthread_create(&s->thread, NULL, sampler_thread, s))
 		s->threaded = 1;
-	return cfg->interval_ms && !s->threaded ? -1 : 0;
+	return s->cfg.interval_ms && !s->threaded ? -1 : 0;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -378,12 +369,8 @@ static void zap_percentiles(struct sampler *s, int full,
 	st->zap_p99_us[full] = v[n * 99 / 100] / 1e3;
 }
 
-int pager_sampling_stats(struct pager *p, struct pager_sampling_stats *st)
+void sampler_stats(struct sampler *s, struct pager_sampling_stats *st)
 {
-	struct sampler *s = pager_sampler(p);
-
-	if (!s)
-		return 0;
 	pthread_mutex_lock(&s->lock);
 	*st = (struct pager_sampling_stats){ .cfg = s->cfg,
 		.sampled_pages = s->sampled, .current = s->index,
@@ -393,31 +380,18 @@ int pager_sampling_stats(struct pager *p, struct pager_sampling_stats *st)
 	zap_percentiles(s, 0, st);
 	zap_percentiles(s, 1, st);
 	pthread_mutex_unlock(&s->lock);
-	return 1;
 }
 
-int pager_sample_tick(struct pager *p)
+void sampler_tick(struct sampler *s)
 {
-	struct sampler *s = pager_sampler(p);
-
-	if (!s) {
-		errno = ENOTSUP;
-		return -1;
-	}
 	tick(s);
-	return 0;
 }
 
-size_t pager_take_intervals(struct pager *p, struct pager_interval **out,
-			    uint64_t *overflow)
+size_t sampler_take_intervals(struct sampler *s, struct pager_interval **out,
+			      uint64_t *overflow)
 {
-	struct sampler *s = pager_sampler(p);
 	size_t n;
 
-	*out = NULL;
-	*overflow = 0;
-	if (!s)
-		return 0;
 	pthread_mutex_lock(&s->lock);
 	n = s->nqueue;
 	*out = malloc((n ? n : 1) * sizeof(**out));
@@ -434,10 +408,8 @@ size_t pager_take_intervals(struct pager *p, struct pager_interval **out,
 	return n;
 }
 
-size_t pager_sample_runs(struct pager *p, const uint64_t **runs)
+size_t sampler_runs(const struct sampler *s, const uint64_t **runs)
 {
-	struct sampler *s = pager_sampler(p);
-
-	*runs = s ? s->runs : NULL;
-	return s ? s->nruns : 0;
+	*runs = s->runs;
+	return s->nruns;
 }

@@ -319,6 +319,19 @@ static int tcp_get(struct pager_store *s, uint64_t page, void *buf)
 	return request(m, &m->get, OP_GET, page, 1, buf, PAGER_PAGE);
 }
 
+static int tcp_get_run(struct pager_store *s, uint64_t page, void *buf,
+		       size_t npages)
+{
+	struct memserver_store *m = (struct memserver_store *)s;
+
+	if (npages > MAX_BATCH) {
+		errno = EINVAL;
+		return -1;
+	}
+	return request(m, &m->get, OP_GET, page, npages, buf,
+		       npages * PAGER_PAGE);
+}
+
 static int tcp_del(struct pager_store *s, uint64_t page, size_t npages)
 {
 	struct memserver_store *m = (struct memserver_store *)s;
@@ -391,7 +404,7 @@ struct pager_store *memserver_store_open(struct memserver_store *m,
 	snprintf(name, sizeof(name), "%s:%s:%s", prefix, m->host, m->port);
 	m->s = (struct pager_store){ .name = strdup(name), .kind = "tcp",
 		.put = tcp_put, .put_runs = tcp_put_runs, .get = tcp_get,
-		.del = tcp_del,
+		.get_run = tcp_get_run, .del = tcp_del,
 		.destroy = tcp_destroy };
 	pthread_mutex_init(&m->put.lock, NULL);
 	pthread_mutex_init(&m->get.lock, NULL);

@@ -112,7 +112,8 @@ def test_a_tls_store_added_by_the_control_socket(build, lender,
                 'owner %d, not %d' % (owner + 1, owner)}
         assert command('store %s %s' % (spec, base64.b64encode(
             lender.token(owner)).decode())) == {
-                'event': 'store', 'copies': 1, 'stores': [spec]}
+                'event': 'store', 'copies': 1, 'stores': [spec],
+                'swap_to': [spec]}
         send('quit')
         assert pager.wait(30) == 0
     finally:
@@ -187,7 +188,8 @@ def test_a_newer_lease_of_its_lender_is_used_at_once(build, lender, vms,
     refused = vm.process.command('swapout 0 %d' % vm.pages)
     assert refused['dropped'] == 0 and refused['put_failed'][0] > 0, refused
     spec = 'tls:%s' % lender.name
-    stores = {'event': 'store', 'copies': 2, 'stores': [spec, vm.file]}
+    stores = {'event': 'store', 'copies': 2, 'stores': [spec, vm.file],
+              'swap_to': [spec, vm.file]}
     # Not a newer lease of this VM's: refused, the lease it has kept.
     assert vm.process.command('store %s %s' % (spec, base64.b64encode(
         lender.token(vm.owner + 1, quota_pages=vm.pages)).decode())) == {
