@@ -278,36 +278,54 @@ static void release_copies(struct pager *p, uint64_t pg)
 	p->ps.have[pg] = 0;
 }
 
+/* The store a run from pg comes from in one get_run: the first (up)
+ * store holding pg that can, as find_copy would choose it; -1 if the
+ * pool has pg or none can. */
+static int run_store(struct pager *p, uint64_t pg)
+{
+	uint64_t now = now_ns();
+
+	if (p->pool.shared && p->pool.slot_of[pg] != NO_SLOT)
+		return -1;
+	for (int i = 0; i < p->nstores; i++)
+		if ((p->ps.have[pg] & (1u << i)) && p->down_until[i] <= now)
+			return p->stores[i]->get_run ? i : -1;
+	return -1;
+}
+
 /*
- * After a fault on the page right after the last one's: the OUT pages
- * that follow it, up to READ_AHEAD, that store i holds, in one get_run,
- * opened and copied in (not sampled ones: their next access must be
- * seen).  Stops at the first copy that does not open.
+ * The OUT pages from `from` on, up to max (at most READ_AHEAD), whose
+ * copy would come from store i (run_store: not those the pool has, nor
+ * those an earlier store holds), in one get_run, opened and copied in
+ * (not sampled ones: their next access must be seen).  Stops at the
+ * first copy that does not open.  Returns how many came in, the first
+ * `from`'s.
  */
-static void read_ahead(struct pager *p, int i, uint64_t from)
+static uint64_t bring_run(struct pager *p, int i, uint64_t from,
+			  uint64_t max)
 {
 	struct pager_store *s = p->stores[i];
 	uint64_t n = 0;
 
-	while (n < READ_AHEAD && from + n < p->npages &&
-	       p->ps.state[from + n] == PG_OUT &&
-	       (p->ps.have[from + n] & (1u << i)) && !sampled(p, from + n))
+	while (n < max && n < READ_AHEAD && from + n < p->npages &&
+	       p->ps.state[from + n] == PG_OUT && !sampled(p, from + n) &&
+	       run_store(p, from + n) == i)
 		n++;
 	if (!n || !s->get_run)
-		return;
+		return 0;
 	if (s->get_run(s, from, p->ahead_buf, n) < 0) {
 		pager_store_failed(p, i);
-		return;
+		return 0;
 	}
 	for (uint64_t k = 0; k < n; k++) {
 		uint64_t pg = from + k;
 		char *buf = p->ahead_buf + k * PAGER_PAGE;
 
+		/* A copy that does not open is left to its own fault,
+		 * which counts it and tries the next store. */
 		if (page_open(p->crypt, pg, p->ps.version[pg], buf,
-			      p->ps.tag[pg])) {
-			p->st.bad_sum[i]++;
-			return;
-		}
+			      p->ps.tag[pg]))
+			return k;
 		if (p->pool.shared)
 			p->pool.slot_of[pg] = NO_SLOT;
 		copy_in(p, pg, buf, 0);
@@ -315,9 +333,8 @@ static void read_ahead(struct pager *p, int i, uint64_t from)
 		p->pages_out--;
 		release_copies(p, pg);
 		p->st.served[i]++;
-		p->st.read_ahead++;
-		p->last_fault = pg;
 	}
+	return n;
 }
 
 /*
@@ -352,11 +369,13 @@ static int fetch(struct pager *p, uint64_t pg, int fault, int wp)
 	p->pages_out--;
 	release_copies(p, pg);
 	if (fault) {
-		int sequential = pg == p->last_fault + 1;
+		/* A sequential read: the pages after it, from the store that
+		 * had this one, in one request. */
+		uint64_t n = pg == p->last_fault + 1 && store >= 0 ?
+			     bring_run(p, store, pg + 1, READ_AHEAD) : 0;
 
-		p->last_fault = pg;
-		if (sequential && store >= 0)
-			read_ahead(p, store, pg + 1);
+		p->st.read_ahead += n;
+		p->last_fault = pg + n;
 	}
 	return 0;
 }
@@ -507,16 +526,25 @@ long pager_swap_in(struct pager *p, uint64_t first, uint64_t count)
 {
 	long fetched = 0;
 
-	for (uint64_t pg = first; pg < p->npages && pg - first < count;
-	     pg++) {
-		pthread_mutex_lock(&p->lock);   /* per page: faults go first */
+	for (uint64_t pg = first, n; pg < p->npages && pg - first < count;
+	     pg += n ? n : 1) {
+		int i;
+
+		/* A run of pages a request (bring_run), else one; the lock
+		 * per run: faults go first. */
+		pthread_mutex_lock(&p->lock);
+		n = 0;
 		/* A sampled page is left to fault: mapped now, the
 		 * guest's next access to it would go unseen. */
-		if (p->ps.state[pg] == PG_OUT && !sampled(p, pg) &&
-		    !fetch(p, pg, 0, 0)) {
-			p->st.swapped_in++;
-			fetched++;
+		if (p->ps.state[pg] == PG_OUT && !sampled(p, pg)) {
+			i = run_store(p, pg);
+			if (i >= 0)
+				n = bring_run(p, i, pg, first + count - pg);
+			if (!n && !fetch(p, pg, 0, 0))
+				n = 1;
 		}
+		p->st.swapped_in += n;
+		fetched += n;
 		pthread_mutex_unlock(&p->lock);
 	}
 	/* The fault thread may be waiting for a fault: not for these. */
