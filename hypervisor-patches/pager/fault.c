@@ -487,11 +487,35 @@ void *pager_fault_thread(void *arg)
 	}
 }
 
-static int cmp_u32(const void *a, const void *b)
+/* v[k] as it would be sorted, v[0..k-1] no larger, v[k+1..n-1] no
+ * smaller: the percentiles of up to 786,432 latencies in linear time
+ * (on average), not a sort, at every stats. */
+static uint32_t select_nth(uint32_t *v, size_t n, size_t k)
 {
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	long lo = 0, hi = (long)n - 1, want = (long)k;
 
-	return x < y ? -1 : x > y;
+	/* Wirth's: partition around v[k] until k is between the two. */
+	while (lo < hi) {
+		uint32_t pivot = v[want], t;
+		long i = lo, j = hi;
+
+		do {
+			while (v[i] < pivot)
+				i++;
+			while (pivot < v[j])
+				j--;
+			if (i <= j) {
+				t = v[i];
+				v[i++] = v[j];
+				v[j--] = t;
+			}
+		} while (i <= j);
+		if (j < want)
+			lo = i;
+		if (want < i)
+			hi = j;
+	}
+	return v[want];
 }
 
 size_t pager_fault_latency(struct pager *p, int source, double *p50,
@@ -514,9 +538,9 @@ size_t pager_fault_latency(struct pager *p, int source, double *p50,
 	pthread_mutex_unlock(&p->lock);
 	*p50 = *p99 = 0;
 	if (n) {
-		qsort(all, n, sizeof(*all), cmp_u32);
-		*p50 = all[n / 2] / 1000.0;
-		*p99 = all[n * 99 / 100] / 1000.0;
+		*p99 = select_nth(all, n, n * 99 / 100) / 1000.0;
+		/* The p99's selection left every smaller one below it. */
+		*p50 = select_nth(all, n * 99 / 100 + 1, n / 2) / 1000.0;
 	}
 	free(all);
 	return n;
