@@ -370,8 +370,10 @@ class VmPager:
     def swap_to(self, stores):
         """Later swap-outs go to ``stores`` of the pager's (a pooling
         action's memory servers: the lender only, unless [pager]
-        local_copy; without one, the local file store), and so do a
-        pager's that takes over."""
+        local_copy; the local file store if the pager refused them all),
+        and so do a pager's that takes over. Until a first action names
+        its stores, a pager writes to every store it has (the local one,
+        and those the qemu driver started it with)."""
         placement = [store for store in self.record.stores
                      if store in stores]
         if stores and self.conf.pager.local_copy:
@@ -494,7 +496,8 @@ def set_resident(pager, target_bytes, stores, lease_tokens, timeout):
                 name=uuid, reason='its guest\'s RAM did not reach the '
                 'pager within %.0fs' % timeout)
         pager.add_stores(stores, lease_tokens)
-        pager.swap_to(stores)
+        if stores:
+            pager.swap_to(stores)
         previous = guest.set_resident(target_bytes)
     except pager_client.PagerError as error:
         raise exception.ResizeFailed(uuid=uuid, reason=str(error))
