@@ -475,7 +475,7 @@ def test_paging_to_a_memory_server_while_sampled(host, memory_server):
     # Pooled pages are on the lender only ([pager] local_copy is off):
     # the local store took none of them.
     assert allocated_kib(pager.record.stores[0][len('file:'):]) <= local_kib
-    assert pager.client.command('stats')['swap_to'] == [
+    assert pager.client.command('hello')['swap_to'] == [
         'tls:' + memory_server.name]
     [info] = host.hypervisor.list_instances()
     paged_kib = pager.client.command('stats')['memfd_kib']

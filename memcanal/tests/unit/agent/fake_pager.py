@@ -249,7 +249,8 @@ def answer(line):
         if attached is None:
             return {'event': 'hello', 'attached': False}
         return dict(attached, event='hello', attached=True,
-                    adopted=adopting)
+                    adopted=adopting, stores=stores,
+                    swap_to=swap_to or stores)
     if verb == 'store':
         spec, *token = rest[0].split()
         token = token[0] if token else None
@@ -310,8 +311,7 @@ def answer(line):
         return {'event': 'swapto', 'stores': stores, 'swap_to': swap_to}
     if verb == 'stats':
         return {'event': 'stats', 'out_pages': len(out),
-                'args': sys.argv[1:], 'stores': stores, 'tokens': tokens,
-                'swap_to': swap_to or stores}
+                'args': sys.argv[1:], 'stores': stores, 'tokens': tokens}
     if verb == 'inject':
         for key, values in json.loads(rest[0]).items():
             pending[key].extend(values)

@@ -253,18 +253,18 @@ def test_pooled_pages_go_to_the_lender_only(host, conf):
     domain, make = host
     hypervisor, pager = paged_out(make, domain, [STORE, OTHER])
     local = paged.local_store(conf, domain.uuid)
-    stats = pager.client.command('stats')
-    assert stats['stores'] == [local, STORE, OTHER]
-    assert stats['swap_to'] == [STORE, OTHER]
+    hello = pager.client.command('hello')
+    assert hello['stores'] == [local, STORE, OTHER]
+    assert hello['swap_to'] == [STORE, OTHER]
     assert paged.records(conf)[0].swap_to == [STORE, OTHER]
     os.kill(pager.process.pid, signal.SIGKILL)
     successor = domains.wait(
         lambda: (hypervisor.pagers.pager(domain.uuid) is not pager
                  and hypervisor.pagers.pager(domain.uuid).attach()
                  and hypervisor.pagers.pager(domain.uuid)), 'no successor')
-    assert successor.client.command('stats')['swap_to'] == [STORE, OTHER]
+    assert successor.client.command('hello')['swap_to'] == [STORE, OTHER]
     hypervisor.apply_memory_target(domain.uuid, 0, 'paging')
-    assert successor.client.command('stats')['swap_to'] == [STORE, OTHER]
+    assert successor.client.command('hello')['swap_to'] == [STORE, OTHER]
 
 
 def test_a_vm_paged_without_a_memory_server_pages_to_every_store(host,
@@ -273,7 +273,7 @@ def test_a_vm_paged_without_a_memory_server_pages_to_every_store(host,
     domain, make = host
     _, pager = paged_out(make, domain, stores=(), tokens={})
     local = paged.local_store(conf, domain.uuid)
-    assert pager.client.command('stats')['swap_to'] == [local]
+    assert pager.client.command('hello')['swap_to'] == [local]
     assert paged.records(conf)[0].swap_to is None
 
 
@@ -282,7 +282,7 @@ def test_a_local_copy_of_pooled_pages_where_the_operator_asks(host, conf):
     domain, make = host
     _, pager = paged_out(make, domain)
     local = paged.local_store(conf, domain.uuid)
-    assert pager.client.command('stats')['swap_to'] == [local, STORE]
+    assert pager.client.command('hello')['swap_to'] == [local, STORE]
 
 
 def test_a_restarted_agent_pages_a_vm_back_in(host, conf):
