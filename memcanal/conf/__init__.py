@@ -9,6 +9,7 @@ from oslo_config import cfg
 from memcanal.conf import agent
 from memcanal.conf import api
 from memcanal.conf import base
+from memcanal.conf import coordination
 from memcanal.conf import database
 from memcanal.conf import estimation
 from memcanal.conf import hcache
@@ -30,9 +31,11 @@ from memcanal.conf import xen
 CONF = cfg.CONF
 
 base.register_opts(CONF)
+coordination.register_opts(CONF)
 agent.register_opts(CONF)
 api.register_opts(CONF)
 database.register_opts(CONF)
+coordination.register_opts(CONF)
 estimation.register_opts(CONF)
 hcache.register_opts(CONF)
 libvirt.register_opts(CONF)

@@ -42,9 +42,10 @@ approves or rolls back a decision, before its transaction reads anything
 else (under MariaDB's REPEATABLE READ, a transaction's plain reads see
 the database as its first one found it: a writer that read first would
 check, once locked, a world from before the other writer committed; the
-ids of the hosts to lock are read in a transaction of their own): of two optimizers, or an approval
-racing the optimizer, one waits for the other and then sees what it did,
-so at most one decision of a host is ever being carried out. A
+ids of the hosts to lock are read in a transaction of their own): of two
+optimizers, or an approval racing the optimizer, one waits for the other
+and then sees what it did, so at most one decision of a host is ever
+being carried out. A
 migration concerns two hosts: it locks both, in the order of their ids,
 and neither may have another decision being carried out.
 """
@@ -237,31 +238,71 @@ def create_decision(context, host_uuid, kind, policy, mode, inputs, outputs,
             instances[change['instance_uuid']])]
     if not changes:
         return None
-    _supersede(session, models.Decision.host_id == host.id,
-               models.Decision.kind == kind)
     return _record(session, host, kind, policy, mode, inputs, outputs, [
         (instances[change['instance_uuid']].id, {
             'target_bytes': change['target_bytes'],
             'previous_bytes': change['previous_bytes'],
-            'mechanism': change['mechanism']}) for change in changes])
+            'mechanism': change['mechanism']}) for change in changes],
+        supersede=(models.Decision.host_id == host.id,
+                   models.Decision.kind == kind))
 
 
-def _supersede(session, *conditions):
-    """Decisions matching ``conditions`` still waiting for an operator:
-    only the newest reflects the cloud as it is."""
-    for waiting in session.execute(
-            sa.select(models.Decision).where(
-                models.Decision.state == 'recommended',
-                *conditions)).scalars():
-        move(session, waiting, 'superseded', reason='A newer decision '
-             'was made for the host.')
+def _of_instance(kind, instance):
+    """Conditions on the decisions of ``kind`` acting on the VM."""
+    return (models.Decision.kind == kind,
+            models.Decision.id.in_(
+                sa.select(models.Action.decision_id).where(
+                    models.Action.instance_id == instance.id)))
+
+
+def _waiting(session, conditions):
+    """Decisions matching ``conditions`` still waiting for an operator."""
+    return session.execute(
+        sa.select(models.Decision).where(
+            models.Decision.state == 'recommended',
+            *conditions)).scalars().all()
+
+
+def _same_change(session, decision, host, peer, actions):
+    """Whether ``decision`` makes exactly the change of ``actions``
+    ((instance id, params) pairs) on ``host`` and ``peer``."""
+    if (decision.host_id, decision.peer_host_id) != (
+            host.id, peer.id if peer else None):
+        return False
+    recorded = session.execute(
+        sa.select(models.Action.instance_id, models.Action.params)
+        .where(models.Action.decision_id == decision.id,
+               models.Action.kind == FORWARD_ACTIONS[decision.kind])).all()
+    return sorted(map(_comparable, recorded)) == sorted(
+        map(_comparable, actions))
+
+
+def _comparable(action):
+    instance_id, params = action
+    return instance_id or 0, sorted(
+        (key, repr(value)) for key, value in params.items())
 
 
 def _record(session, host, kind, policy, mode, inputs, outputs, actions,
-            peer=None):
+            peer=None, supersede=()):
     """A new decision of ``host`` (and ``peer``) with a forward action per
     (instance id or None, params) of ``actions``; approved at once in
-    ``auto`` mode."""
+    ``auto`` mode.
+
+    Decisions matching ``supersede`` still waiting for an operator are
+    superseded: only the newest reflects the cloud as it is. A
+    recommendation identical to one waiting is not recorded (None): the
+    waiting one stays, so that an operator approving it is not met by a
+    new one each optimizer round.
+    """
+    waiting = _waiting(session, supersede)
+    if mode == 'recommend' and any(
+            _same_change(session, decision, host, peer, actions)
+            for decision in waiting):
+        return None
+    for decision in waiting:
+        move(session, decision, 'superseded', reason='A newer decision '
+             'was made for the host.')
     decision = models.Decision(
         uuid=uuidutils.generate_uuid(), host_id=host.id, kind=kind,
         policy=policy, mode=mode, inputs=inputs, outputs=outputs,
@@ -356,13 +397,10 @@ def _record_migration(context, instance_uuid, source_id, destination_id,
     if instance is None:
         return None
     source, destination = hosts[source_id], hosts[destination_id]
-    _supersede(session, models.Decision.kind == 'migration',
-               models.Decision.id.in_(
-                   sa.select(models.Action.decision_id).where(
-                       models.Action.instance_id == instance.id)))
     return _record(session, source, 'migration', policy, mode, inputs,
                    outputs, [(instance.id, _migration_params(
-                       source, destination))], peer=destination)
+                       source, destination))], peer=destination,
+                   supersede=_of_instance('migration', instance))
 
 
 def _migration_params(source, destination):
@@ -384,12 +422,12 @@ def create_ratio_decision(context, host_uuid, ratio, policy, mode, inputs,
     check_not_busy(session, host)
     if host.allocation_ratio == ratio:
         return None
-    _supersede(session, models.Decision.host_id == host.id,
-               models.Decision.kind == 'allocation_ratio')
     return _record(session, host, 'allocation_ratio', policy, mode, inputs,
                    outputs, [(None, {'allocation_ratio': ratio,
                                      'previous_ratio':
-                                     host.allocation_ratio})])
+                                     host.allocation_ratio})],
+                   supersede=(models.Decision.host_id == host.id,
+                              models.Decision.kind == 'allocation_ratio'))
 
 
 @db_api.retry_on_conflict
@@ -429,13 +467,10 @@ def _record_pooling(context, instance_uuid, host_id, lender_id,
                             hosts.get(lender_id), lent_bytes)
     if params is None:
         return None
-    _supersede(session, models.Decision.kind == 'pooling',
-               models.Decision.id.in_(
-                   sa.select(models.Action.decision_id).where(
-                       models.Action.instance_id == instance.id)))
     return _record(session, hosts[host_id], 'pooling', policy, mode, inputs,
                    outputs, [(instance.id, params)],
-                   peer=hosts.get(lender_id))
+                   peer=hosts.get(lender_id),
+                   supersede=_of_instance('pooling', instance))
 
 
 def resident_target(instance, resident_bytes):
