@@ -26,6 +26,7 @@ from memcanal.conf import retention
 from memcanal.conf import sampling
 from memcanal.conf import service
 from memcanal.conf import simulated
+from memcanal.conf import upgrade_levels
 from memcanal.conf import xen
 
 CONF = cfg.CONF
@@ -51,4 +52,5 @@ retention.register_opts(CONF)
 sampling.register_opts(CONF)
 service.register_opts(CONF)
 simulated.register_opts(CONF)
+upgrade_levels.register_opts(CONF)
 xen.register_opts(CONF)

@@ -20,11 +20,13 @@ from memcanal.conf import retention
 from memcanal.conf import sampling
 from memcanal.conf import service
 from memcanal.conf import simulated
+from memcanal.conf import upgrade_levels
 from memcanal.conf import xen
 
 _MODULES = (base, agent, api, coordination, database, estimation, hcache,
             libvirt, migration, notifications, nova, optimizer, pager,
             placement, pooling, qemu, retention, sampling, service, simulated,
+            upgrade_levels,
             xen)
 
 

@@ -70,7 +70,8 @@ class ActionDispatcher:
     def agent_api(self):
         # Made on first use, once the service's transport exists.
         if self._agent_api is None:
-            self._agent_api = agent_api.AgentAPI(self.signing_key)
+            self._agent_api = agent_api.AgentAPI(
+                self.signing_key, self.conf.upgrade_levels.agent)
         return self._agent_api
 
     @property
@@ -138,6 +139,10 @@ class ActionDispatcher:
         try:
             self.agent_api.apply_decision(
                 context, host, batch['decision_uuid'], actions)
+        except messaging.RPCVersionCapError as error:
+            self._fail(context, batch, '[upgrade_levels] agent is below '
+                       'what decisions need: %s' % error)
+            return False
         except messaging.MessagingException:
             LOG.exception('Could not send decision %s to %s; will retry',
                           batch['decision_uuid'], host)
