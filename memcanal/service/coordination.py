@@ -45,6 +45,8 @@ class JobLeases:
         self.member_id = member_id
         self._coordinator = None
         self._locks = {}
+        # Until start(), and after stop(), nothing connects.
+        self._stopped = True
         # Timers of several jobs may tick at once in their own threads.
         self._mutex = threading.Lock()
 
@@ -54,19 +56,33 @@ class JobLeases:
 
     def start(self):
         """Connect to the backend and start its heartbeat; nothing
-        without one."""
+        without one. A backend that cannot be reached is tried again at
+        the next tick of a job (the process leads nothing meanwhile)."""
+        with self._mutex:
+            self._stopped = False
+            self._connect()
+
+    def _connect(self):
         if not self.backend_url or self._coordinator is not None:
             return
-        self._coordinator = coordination.get_coordinator(
+        coordinator = coordination.get_coordinator(
             self.backend_url, encodeutils.safe_encode(self.member_id))
-        self._coordinator.start(start_heart=True)
+        try:
+            coordinator.start(start_heart=True)
+        except Exception:
+            LOG.error('Cannot reach the coordination backend; this '
+                      'process runs no coordinated job until it can',
+                      exc_info=True)
+            return
+        self._coordinator = coordinator
         LOG.info('Coordinating periodic jobs through %s as %s',
-                 self._coordinator.__class__.__name__, self.member_id)
+                 coordinator.__class__.__name__, self.member_id)
 
     def stop(self):
         """Let every job go (another process takes them at its next
         tick) and disconnect."""
         with self._mutex:
+            self._stopped = True
             coordinator, self._coordinator = self._coordinator, None
             locks, self._locks = self._locks, {}
         if coordinator is None:
@@ -88,6 +104,8 @@ class JobLeases:
         if not self.backend_url:
             return True
         with self._mutex:
+            if not self._stopped:
+                self._connect()
             if self._coordinator is None:
                 return False
             lock = self._locks.get(job)

@@ -18,7 +18,7 @@ from memcanal.tests.unit.api import data
 
 CONTROLLERS = 3
 OPTIMIZE_INTERVAL = 4.0
-LOCK_TIMEOUT = 5
+LOCK_TIMEOUT = 10
 # How long after the kill another process runs the optimizer at the
 # latest: the dead holder's lock expires (LOCK_TIMEOUT), then the next
 # tick of another's timer takes it; with room for a loaded machine.

@@ -68,6 +68,20 @@ def test_a_lock_the_backend_gave_away_is_let_go(backend, monkeypatch):
         first.stop()
 
 
+def test_an_unreachable_backend_leads_nothing_and_is_tried_again(backend):
+    # A file backend under a file: its directory cannot be made.
+    unreachable = leases('file:///etc/passwd/memcanal', 'a')
+    try:
+        # Started without raising; leads nothing while unreachable.
+        assert not unreachable.leads('optimize')
+        # Once the backend answers, the next tick connects and leads.
+        unreachable.backend_url = backend
+        assert unreachable.leads('optimize')
+    finally:
+        unreachable.stop()
+    assert not unreachable.leads('optimize')
+
+
 def test_guarded_jobs_run_only_where_they_lead(backend, conf):
     ran = []
     first, second = leases(backend, 'a'), leases(backend, 'b')
