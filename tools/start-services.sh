@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install (if missing) and start (if stopped) the real services memcanal's
-# functional tests and production path use: RabbitMQ, MariaDB, PostgreSQL.
+# functional tests and production path use: RabbitMQ, MariaDB, PostgreSQL,
+# and Redis (tooz's backend for several memcanal-service processes).
 # Idempotent; listens on loopback only. Needs root for installs.
 set -euo pipefail
 . "$(dirname "$0")/apt.sh"
@@ -41,4 +42,11 @@ if ! listening 5432; then
     pg_ctlcluster --skip-systemctl-redirect "$version" main start
     wait_port 5432 PostgreSQL
 fi
-echo "start-services: RabbitMQ, MariaDB and PostgreSQL are listening"
+if ! listening 6379; then
+    command -v redis-server >/dev/null || apt_install redis-server
+    echo "start-services: starting Redis"
+    redis-server --bind 127.0.0.1 --port 6379 --daemonize yes \
+        --save '' --appendonly no
+    wait_port 6379 Redis
+fi
+echo "start-services: RabbitMQ, MariaDB, PostgreSQL and Redis are listening"

@@ -94,8 +94,8 @@ class AgentManager:
         # Made on first use: the transport exists only once the RPC
         # service has started, after oslo.service forked.
         if self._service_api is None:
-            self._service_api = service_api.ServiceAPI(self.host,
-                                                       self.host_key)
+            self._service_api = service_api.ServiceAPI(
+                self.host, self.host_key, self.conf.upgrade_levels.service)
         return self._service_api
 
     def estimators(self, instance_uuid):

@@ -9,6 +9,7 @@ from oslo_config import cfg
 from memcanal.conf import agent
 from memcanal.conf import api
 from memcanal.conf import base
+from memcanal.conf import coordination
 from memcanal.conf import database
 from memcanal.conf import estimation
 from memcanal.conf import hcache
@@ -25,14 +26,17 @@ from memcanal.conf import retention
 from memcanal.conf import sampling
 from memcanal.conf import service
 from memcanal.conf import simulated
+from memcanal.conf import upgrade_levels
 from memcanal.conf import xen
 
 CONF = cfg.CONF
 
 base.register_opts(CONF)
+coordination.register_opts(CONF)
 agent.register_opts(CONF)
 api.register_opts(CONF)
 database.register_opts(CONF)
+coordination.register_opts(CONF)
 estimation.register_opts(CONF)
 hcache.register_opts(CONF)
 libvirt.register_opts(CONF)
@@ -48,4 +52,5 @@ retention.register_opts(CONF)
 sampling.register_opts(CONF)
 service.register_opts(CONF)
 simulated.register_opts(CONF)
+upgrade_levels.register_opts(CONF)
 xen.register_opts(CONF)

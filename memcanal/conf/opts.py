@@ -3,6 +3,7 @@
 from memcanal.conf import agent
 from memcanal.conf import api
 from memcanal.conf import base
+from memcanal.conf import coordination
 from memcanal.conf import database
 from memcanal.conf import estimation
 from memcanal.conf import hcache
@@ -19,11 +20,14 @@ from memcanal.conf import retention
 from memcanal.conf import sampling
 from memcanal.conf import service
 from memcanal.conf import simulated
+from memcanal.conf import upgrade_levels
 from memcanal.conf import xen
 
-_MODULES = (base, agent, api, database, estimation, hcache, libvirt,
-            migration, notifications, nova, optimizer, pager, placement,
-            pooling, qemu, retention, sampling, service, simulated, xen)
+_MODULES = (base, agent, api, coordination, database, estimation, hcache,
+            libvirt, migration, notifications, nova, optimizer, pager,
+            placement, pooling, qemu, retention, sampling, service, simulated,
+            upgrade_levels,
+            xen)
 
 
 def list_opts():

@@ -97,12 +97,42 @@ def unanswered_actions(context, sent_before):
 
 @db_api.retry_on_conflict
 @db_api.context_manager.writer
-def mark_sent(context, action_uuids):
+def claim(context, action_uuids):
+    """Mark those of the actions still pending sent, now, for this
+    process to send; returns the uuids it claimed.
+
+    Several service processes send pending actions: their rows are
+    locked and re-read here (SELECT ... FOR UPDATE reads what was last
+    committed, whatever the isolation level), so of two processes
+    claiming the same action one gets it and the other nothing, and an
+    action is cast once. The sender unclaims what it then could not
+    send; if it dies in between, the action is sent again as an
+    unanswered one ([optimizer] action_resend_interval).
+    """
+    session = context.session
+    claimed = session.execute(
+        sa.select(models.Action.uuid)
+        .where(models.Action.uuid.in_(action_uuids),
+               models.Action.state == 'pending')
+        .order_by(models.Action.id).with_for_update()).scalars().all()
+    if claimed:
+        session.execute(
+            sa.update(models.Action)
+            .where(models.Action.uuid.in_(claimed))
+            .values(state='sent', updated_at=timeutils.utcnow()))
+    return set(claimed)
+
+
+@db_api.retry_on_conflict
+@db_api.context_manager.writer
+def unclaim(context, action_uuids):
+    """Actions claimed but not sent (the broker was down) are pending
+    again, for the next send."""
     context.session.execute(
         sa.update(models.Action)
         .where(models.Action.uuid.in_(action_uuids),
-               models.Action.state == 'pending')
-        .values(state='sent', updated_at=timeutils.utcnow()))
+               models.Action.state == 'sent')
+        .values(state='pending'))
 
 
 def _finish_if_done(session, decision):

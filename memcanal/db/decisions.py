@@ -38,9 +38,14 @@ service itself) and when, so an operator can audit what happened.
 
 What decides the host's VMs happens under the host's row lock (SELECT
 ... FOR UPDATE on hosts), taken first by every function that creates,
-approves or rolls back a decision: of two optimizers, or an approval
-racing the optimizer, one waits for the other and then sees what it did,
-so at most one decision of a host is ever being carried out. A
+approves or rolls back a decision, before its transaction reads anything
+else (under MariaDB's REPEATABLE READ, a transaction's plain reads see
+the database as its first one found it: a writer that read first would
+check, once locked, a world from before the other writer committed; the
+ids of the hosts to lock are read in a transaction of their own): of two
+optimizers, or an approval racing the optimizer, one waits for the other
+and then sees what it did, so at most one decision of a host is ever
+being carried out. A
 migration concerns two hosts: it locks both, in the order of their ids,
 and neither may have another decision being carried out.
 """
@@ -233,31 +238,71 @@ def create_decision(context, host_uuid, kind, policy, mode, inputs, outputs,
             instances[change['instance_uuid']])]
     if not changes:
         return None
-    _supersede(session, models.Decision.host_id == host.id,
-               models.Decision.kind == kind)
     return _record(session, host, kind, policy, mode, inputs, outputs, [
         (instances[change['instance_uuid']].id, {
             'target_bytes': change['target_bytes'],
             'previous_bytes': change['previous_bytes'],
-            'mechanism': change['mechanism']}) for change in changes])
+            'mechanism': change['mechanism']}) for change in changes],
+        supersede=(models.Decision.host_id == host.id,
+                   models.Decision.kind == kind))
 
 
-def _supersede(session, *conditions):
-    """Decisions matching ``conditions`` still waiting for an operator:
-    only the newest reflects the cloud as it is."""
-    for waiting in session.execute(
-            sa.select(models.Decision).where(
-                models.Decision.state == 'recommended',
-                *conditions)).scalars():
-        move(session, waiting, 'superseded', reason='A newer decision '
-             'was made for the host.')
+def _of_instance(kind, instance):
+    """Conditions on the decisions of ``kind`` acting on the VM."""
+    return (models.Decision.kind == kind,
+            models.Decision.id.in_(
+                sa.select(models.Action.decision_id).where(
+                    models.Action.instance_id == instance.id)))
+
+
+def _waiting(session, conditions):
+    """Decisions matching ``conditions`` still waiting for an operator."""
+    return session.execute(
+        sa.select(models.Decision).where(
+            models.Decision.state == 'recommended',
+            *conditions)).scalars().all()
+
+
+def _same_change(session, decision, host, peer, actions):
+    """Whether ``decision`` makes exactly the change of ``actions``
+    ((instance id, params) pairs) on ``host`` and ``peer``."""
+    if (decision.host_id, decision.peer_host_id) != (
+            host.id, peer.id if peer else None):
+        return False
+    recorded = session.execute(
+        sa.select(models.Action.instance_id, models.Action.params)
+        .where(models.Action.decision_id == decision.id,
+               models.Action.kind == FORWARD_ACTIONS[decision.kind])).all()
+    return sorted(map(_comparable, recorded)) == sorted(
+        map(_comparable, actions))
+
+
+def _comparable(action):
+    instance_id, params = action
+    return instance_id or 0, sorted(
+        (key, repr(value)) for key, value in params.items())
 
 
 def _record(session, host, kind, policy, mode, inputs, outputs, actions,
-            peer=None):
+            peer=None, supersede=()):
     """A new decision of ``host`` (and ``peer``) with a forward action per
     (instance id or None, params) of ``actions``; approved at once in
-    ``auto`` mode."""
+    ``auto`` mode.
+
+    Decisions matching ``supersede`` still waiting for an operator are
+    superseded: only the newest reflects the cloud as it is. A
+    recommendation identical to one waiting is not recorded (None): the
+    waiting one stays, so that an operator approving it is not met by a
+    new one each optimizer round.
+    """
+    waiting = _waiting(session, supersede)
+    if mode == 'recommend' and any(
+            _same_change(session, decision, host, peer, actions)
+            for decision in waiting):
+        return None
+    for decision in waiting:
+        move(session, decision, 'superseded', reason='A newer decision '
+             'was made for the host.')
     decision = models.Decision(
         uuid=uuidutils.generate_uuid(), host_id=host.id, kind=kind,
         policy=policy, mode=mode, inputs=inputs, outputs=outputs,
@@ -277,44 +322,85 @@ def _record(session, host, kind, policy, mode, inputs, outputs, actions,
     return decision_dict(session, decision, host.uuid)
 
 
+@db_api.context_manager.reader
+def _host_ids(context, instance_uuid, host_uuid):
+    """The id of the host the VM is on (None when it is gone or on none)
+    and that of ``host_uuid`` (None for None; HostNotFound for an
+    unknown one).
+
+    Read in a transaction of its own, before the writer's: under
+    MariaDB's REPEATABLE READ a transaction sees the database as its
+    first plain read found it, however long it then waits for a lock, so
+    a writer's first statement must be the hosts' locks. Whatever these
+    ids said may have changed by then; the writer reads again under the
+    locks.
+    """
+    session = context.session
+    host_id = None
+    if host_uuid is not None:
+        host_id = session.execute(sa.select(models.Host.id).where(
+            models.Host.uuid == host_uuid)).scalar_one_or_none()
+        if host_id is None:
+            raise exception.HostNotFound(host=host_uuid)
+    return _live_instance(session, instance_uuid, 'host_id'), host_id
+
+
+def _live_instance(session, instance_uuid, column=None):
+    """The VM (or only its ``column``), None once it is deleted."""
+    query = sa.select(models.Instance if column is None
+                      else getattr(models.Instance, column))
+    return session.execute(query.where(
+        models.Instance.uuid == instance_uuid,
+        models.Instance.deleted_at.is_(None))).scalar_one_or_none()
+
+
+def _lock_and_find(session, host_ids, instance_uuid, host_id):
+    """Lock the hosts (before any other read: _host_ids), check that none
+    is busy, and return the VM, still on ``host_id``; None when it is gone
+    or moved since the ids were read (the caller decides again next
+    round, from what the VM's host reports)."""
+    hosts = lock_hosts(session, host_ids)
+    for host in hosts.values():
+        check_not_busy(session, host)
+    instance = _live_instance(session, instance_uuid)
+    if instance is None or instance.host_id != host_id:
+        return hosts, None
+    return hosts, instance
+
+
 @db_api.retry_on_conflict
-@db_api.context_manager.writer
 def create_migration(context, instance_uuid, destination_uuid, policy, mode,
                      inputs, outputs):
     """Record a decision to live-migrate a VM from the host it is on to
     ``destination_uuid``; returns it, or None when the VM is gone or
     already there.
 
-    Both hosts are locked (in id order) and HostBusy is raised while
-    another decision concerning either is being carried out. A migration
-    of the same VM still waiting for an operator is superseded.
+    Both hosts are locked (in id order) before anything else is read, and
+    HostBusy is raised while another decision concerning either is being
+    carried out. A migration of the same VM still waiting for an operator
+    is superseded.
     """
+    source_id, destination_id = _host_ids(context, instance_uuid,
+                                          destination_uuid)
+    if source_id in (None, destination_id):
+        return None
+    return _record_migration(context, instance_uuid, source_id,
+                             destination_id, policy, mode, inputs, outputs)
+
+
+@db_api.context_manager.writer
+def _record_migration(context, instance_uuid, source_id, destination_id,
+                      policy, mode, inputs, outputs):
     session = context.session
-    instance = session.execute(
-        sa.select(models.Instance).where(
-            models.Instance.uuid == instance_uuid,
-            models.Instance.deleted_at.is_(None))).scalar_one_or_none()
-    destination_id = session.execute(
-        sa.select(models.Host.id).where(
-            models.Host.uuid == destination_uuid)).scalar_one_or_none()
-    if destination_id is None:
-        raise exception.HostNotFound(host=destination_uuid)
-    if instance is None or instance.host_id in (None, destination_id):
+    hosts, instance = _lock_and_find(session, (source_id, destination_id),
+                                     instance_uuid, source_id)
+    if instance is None:
         return None
-    hosts = lock_hosts(session, (instance.host_id, destination_id))
-    source, destination = hosts[instance.host_id], hosts[destination_id]
-    for host in hosts.values():
-        check_not_busy(session, host)
-    session.refresh(instance)
-    if instance.host_id != source.id or instance.deleted_at is not None:
-        return None
-    _supersede(session, models.Decision.kind == 'migration',
-               models.Decision.id.in_(
-                   sa.select(models.Action.decision_id).where(
-                       models.Action.instance_id == instance.id)))
+    source, destination = hosts[source_id], hosts[destination_id]
     return _record(session, source, 'migration', policy, mode, inputs,
                    outputs, [(instance.id, _migration_params(
-                       source, destination))], peer=destination)
+                       source, destination))], peer=destination,
+                   supersede=_of_instance('migration', instance))
 
 
 def _migration_params(source, destination):
@@ -336,16 +422,15 @@ def create_ratio_decision(context, host_uuid, ratio, policy, mode, inputs,
     check_not_busy(session, host)
     if host.allocation_ratio == ratio:
         return None
-    _supersede(session, models.Decision.host_id == host.id,
-               models.Decision.kind == 'allocation_ratio')
     return _record(session, host, 'allocation_ratio', policy, mode, inputs,
                    outputs, [(None, {'allocation_ratio': ratio,
                                      'previous_ratio':
-                                     host.allocation_ratio})])
+                                     host.allocation_ratio})],
+                   supersede=(models.Decision.host_id == host.id,
+                              models.Decision.kind == 'allocation_ratio'))
 
 
 @db_api.retry_on_conflict
-@db_api.context_manager.writer
 def create_pooling_decision(context, instance_uuid, resident_bytes,
                             lender_host_uuid, lent_bytes, policy, mode,
                             inputs, outputs):
@@ -355,42 +440,37 @@ def create_pooling_decision(context, instance_uuid, resident_bytes,
     returns it, or None when the VM is gone, already so, or the server
     no longer has ``lent_bytes`` free.
 
-    The VM's host and the lender's are locked (in id order); HostBusy
-    while another decision concerning either is being carried out. A
-    pooling decision of the same VM still waiting is superseded.
+    The VM's host and the lender's are locked (in id order) before
+    anything else is read; HostBusy while another decision concerning
+    either is being carried out. A pooling decision of the same VM still
+    waiting is superseded.
     """
+    host_id, lender_id = _host_ids(context, instance_uuid, lender_host_uuid)
+    if host_id is None:
+        return None
+    return _record_pooling(context, instance_uuid, host_id, lender_id,
+                           resident_bytes, lent_bytes, policy, mode, inputs,
+                           outputs)
+
+
+@db_api.context_manager.writer
+def _record_pooling(context, instance_uuid, host_id, lender_id,
+                    resident_bytes, lent_bytes, policy, mode, inputs,
+                    outputs):
     session = context.session
-    instance = session.execute(
-        sa.select(models.Instance).where(
-            models.Instance.uuid == instance_uuid,
-            models.Instance.deleted_at.is_(None))).scalar_one_or_none()
-    if instance is None or instance.host_id is None:
+    hosts, instance = _lock_and_find(
+        session, [host_id] + ([lender_id] if lender_id else []),
+        instance_uuid, host_id)
+    if instance is None:
         return None
-    lender = None
-    if lender_host_uuid is not None:
-        lender = session.execute(
-            sa.select(models.Host).where(
-                models.Host.uuid == lender_host_uuid)).scalar_one_or_none()
-        if lender is None:
-            raise exception.HostNotFound(host=lender_host_uuid)
-    hosts = lock_hosts(session, [instance.host_id] + (
-        [lender.id] if lender else []))
-    for host in hosts.values():
-        check_not_busy(session, host)
-    session.refresh(instance)
-    if instance.deleted_at is not None:
-        return None
-    params = _paging_params(session, instance, resident_bytes, lender,
-                            lent_bytes)
+    params = _paging_params(session, instance, resident_bytes,
+                            hosts.get(lender_id), lent_bytes)
     if params is None:
         return None
-    _supersede(session, models.Decision.kind == 'pooling',
-               models.Decision.id.in_(
-                   sa.select(models.Action.decision_id).where(
-                       models.Action.instance_id == instance.id)))
-    return _record(session, hosts[instance.host_id], 'pooling', policy,
-                   mode, inputs, outputs, [(instance.id, params)],
-                   peer=lender)
+    return _record(session, hosts[host_id], 'pooling', policy, mode, inputs,
+                   outputs, [(instance.id, params)],
+                   peer=hosts.get(lender_id),
+                   supersede=_of_instance('pooling', instance))
 
 
 def resident_target(instance, resident_bytes):

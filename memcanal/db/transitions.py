@@ -154,7 +154,6 @@ def _add_restores(session, decision, rails):
 
 
 @db_api.retry_on_conflict
-@db_api.context_manager.writer
 def request_transition(context, decision_uuid, request, reason=None,
                        rails=None):
     """Approve, reject or roll back a decision on behalf of the context's
@@ -168,14 +167,29 @@ def request_transition(context, decision_uuid, request, reason=None,
     guardrails.Rails, gives the kernel's footprint); one with nothing to
     restore is rolled back at once.
     """
-    session = context.session
-    # The host's lock first, as create_decision takes it, so the two
-    # never wait for each other in opposite orders.
-    host_ids = session.execute(
+    return _transition(context, _hosts_of(context, decision_uuid),
+                       decision_uuid, request, reason, rails)
+
+
+@db_api.context_manager.reader
+def _hosts_of(context, decision_uuid):
+    """The ids of the decision's host and peer, read in a transaction of
+    their own (memcanal.db.decisions._host_ids says why); they never
+    change."""
+    row = context.session.execute(
         sa.select(models.Decision.host_id, models.Decision.peer_host_id)
         .where(models.Decision.uuid == decision_uuid)).first() or ()
-    hosts = decisions_db.lock_hosts(
-        session, [i for i in host_ids if i is not None])
+    return [host_id for host_id in row if host_id is not None]
+
+
+@db_api.context_manager.writer
+def _transition(context, host_ids, decision_uuid, request, reason, rails):
+    session = context.session
+    # The hosts' locks first, before any other read (under REPEATABLE
+    # READ, what is read after them is then what the last holder
+    # committed), as create_decision takes them, so the two never wait
+    # for each other in opposite orders.
+    hosts = decisions_db.lock_hosts(session, host_ids)
     decision, host_uuid = decisions_db.decision_and_host(
         session, decision_uuid, for_update=True)
     allowed_from, to_state = DECISION_TRANSITIONS[request]

@@ -9,6 +9,10 @@ API version history:
         a page action ``lease_tokens`` beside its ``stores``. Agents
         refuse every unsigned message, so apply_memory_target, which
         the service never signed, is gone.
+
+``[upgrade_levels] agent`` caps what the service sends (a release adding
+1.3 sends 1.2 messages to agents still at 1.2 under a cap of 1.2); below
+1.2 nothing can be sent (RPCVersionCapError).
 """
 
 import oslo_messaging as messaging
@@ -19,14 +23,16 @@ from memcanal.rpc import signing
 
 class AgentAPI:
     """What the central service may ask of the agent on one host, signed
-    with ``signing_key`` (an Ed25519PrivateKey: [service] signing_key)."""
+    with ``signing_key`` (an Ed25519PrivateKey: [service] signing_key), at
+    most at ``version_cap`` ([upgrade_levels] agent; None: VERSION)."""
 
     VERSION = '1.2'
 
-    def __init__(self, signing_key):
+    def __init__(self, signing_key, version_cap=None):
         target = messaging.Target(topic=rpc.AGENT_TOPIC,
                                   version=self.VERSION)
-        self.client = rpc.get_client(target, version_cap=self.VERSION)
+        self.client = rpc.get_client(target,
+                                     version_cap=version_cap or self.VERSION)
         self.signing_key = signing_key
 
     def apply_decision(self, ctxt, host, decision_uuid, actions):

@@ -19,11 +19,13 @@ class RPCService(service.Service):
 
     ``timers`` is a list of ``(interval_seconds, callable)``; a callable's
     exception is logged and the timer keeps running, so one failed report
-    or periodic task does not stop the process's work.
+    or periodic task does not stop the process's work. ``lifecycle``
+    objects are started (``start()``) before the timers and stopped
+    (``stop()``) after the RPC server: the service's job leases.
     """
 
     def __init__(self, topic, server, endpoints, timers=(),
-                 transport_url=None, conf=None):
+                 transport_url=None, conf=None, lifecycle=()):
         super().__init__()
         self.topic = topic
         self.server_name = server
@@ -31,6 +33,7 @@ class RPCService(service.Service):
         self.timers = list(timers)
         self.transport_url = transport_url
         self.conf = conf
+        self.lifecycle = list(lifecycle)
         self.rpcserver = None
 
     def start(self):
@@ -41,6 +44,8 @@ class RPCService(service.Service):
         self.rpcserver.start()
         LOG.info('Serving %s on topic %s as %s', type(self).__name__,
                  self.topic, self.server_name)
+        for part in self.lifecycle:
+            part.start()
         for interval, callback in self.timers:
             self.tg.add_timer_args(interval, self._guarded, args=(callback,),
                                    stop_on_exception=False)
@@ -58,3 +63,5 @@ class RPCService(service.Service):
             self.rpcserver.wait()
             self.rpcserver = None
         super().stop(graceful=graceful)
+        for part in self.lifecycle:
+            part.stop()

@@ -20,6 +20,13 @@ API version history:
 * 1.7 - report's instances may carry ``wss_bounds`` and ``mrc_bands``,
         the 95 % intervals of sampled estimates (memcanal.rpc.reports);
         reports without them (agents at 1.6) are still accepted.
+
+Each method is sent at the oldest version that carries it as this
+release sends it (1.5: signed), register_host with a hypervisor type at
+1.6 and a report with 95 % intervals at 1.7, so that an agent capped by
+``[upgrade_levels] service`` (an agent upgraded before the service)
+still reaches an older service: under a cap below 1.7 its reports go
+without the intervals, below 1.6 its registration without the type.
 """
 
 import oslo_messaging as messaging
@@ -32,18 +39,24 @@ from memcanal.rpc import signing
 # method passes it: a pooled connection keeps the retries of the message
 # that opened it for its own reconnections.
 RETRIES = 2
+# What a report's instances carry since 1.7.
+INTERVALS = frozenset(['wss_bounds', 'mrc_bands'])
 
 
 class ServiceAPI:
     """What the agent of ``host`` may ask of the central service, signed
-    with ``host_key`` (an Ed25519PrivateKey: [agent] host_key)."""
+    with ``host_key`` (an Ed25519PrivateKey: [agent] host_key), at most
+    at ``version_cap`` ([upgrade_levels] service; None: VERSION)."""
 
     VERSION = '1.7'
+    # Every message is signed since 1.5; the service refuses others.
+    SIGNED = '1.5'
 
-    def __init__(self, host, host_key):
+    def __init__(self, host, host_key, version_cap=None):
         target = messaging.Target(topic=rpc.SERVICE_TOPIC,
                                   version=self.VERSION)
-        self.client = rpc.get_client(target, version_cap=self.VERSION)
+        self.client = rpc.get_client(target,
+                                     version_cap=version_cap or self.VERSION)
         self.host = host
         self.host_key = host_key
 
@@ -56,8 +69,16 @@ class ServiceAPI:
         sequence.
 
         A call, so the agent knows where to resume numbering its reports.
+        A service before 1.6 (under a cap) is not told the hypervisor
+        type: it keeps the one it has.
         """
-        cctxt = self.client.prepare(version=self.VERSION, timeout=timeout,
+        version = self.SIGNED
+        if hypervisor_type is not None and self.client.can_send_version(
+                '1.6'):
+            version = '1.6'
+        else:
+            hypervisor_type = None
+        cctxt = self.client.prepare(version=version, timeout=timeout,
                                     retry=RETRIES)
         args = dict(name=self.host, memory_total_bytes=memory_total_bytes,
                     memory_reserved_bytes=memory_reserved_bytes,
@@ -74,14 +95,24 @@ class ServiceAPI:
         Raises MessageDeliveryFailure rather than waiting for a broker
         that is down: the agent's outbox sends the report again.
         """
-        cctxt = self.client.prepare(version=self.VERSION, retry=RETRIES)
+        version = self.SIGNED
+        samples = report.get('instances', ())
+        if any(INTERVALS & set(sample) for sample in samples):
+            if self.client.can_send_version('1.7'):
+                version = '1.7'
+            else:
+                report = dict(report, instances=[
+                    {key: value for key, value in sample.items()
+                     if key not in INTERVALS}
+                    for sample in samples])
+        cctxt = self.client.prepare(version=version, retry=RETRIES)
         cctxt.cast(ctxt, 'report', **self._signed('report', report=report))
 
     def stored_reports(self, ctxt, host_uuid, sequences, timeout=None):
         """Which of ``sequences`` of the host the service has: a dict of
         'stored' and 'rejected' sequences, read from its database (a
         report taken off the queue but not yet committed is neither)."""
-        cctxt = self.client.prepare(version=self.VERSION, timeout=timeout,
+        cctxt = self.client.prepare(version=self.SIGNED, timeout=timeout,
                                     retry=RETRIES)
         return cctxt.call(ctxt, 'stored_reports', **self._signed(
             'stored_reports', host_uuid=host_uuid, sequences=sequences))
@@ -94,6 +125,6 @@ class ServiceAPI:
         the service sends the decision again and the agent answers again
         from its journal.
         """
-        cctxt = self.client.prepare(version=self.VERSION, retry=RETRIES)
+        cctxt = self.client.prepare(version=self.SIGNED, retry=RETRIES)
         cctxt.cast(ctxt, 'actions_done', **self._signed(
             'actions_done', decision_uuid=decision_uuid, results=results))

@@ -13,8 +13,10 @@ carries out the actions of approved (or rolling-back) decisions:
   is on, which moves it;
 - allocation ratios: set in placement by the service itself, at once.
 
-An action is marked sent only after its cast or request went out, so a
-broker or nova outage delays it rather than losing it. A cast that went
+An action is claimed (marked sent) before its cast or request goes out,
+so that of several service processes only one sends it, and unclaimed
+when the cast failed, so a broker outage delays it rather than losing
+it. A cast that went
 out may still be lost (a broker restarted before the agent took it, an
 agent killed in the middle of it, an answer lost): actions no agent
 answered within [optimizer] action_resend_interval are sent again, every
@@ -68,7 +70,8 @@ class ActionDispatcher:
     def agent_api(self):
         # Made on first use, once the service's transport exists.
         if self._agent_api is None:
-            self._agent_api = agent_api.AgentAPI(self.signing_key)
+            self._agent_api = agent_api.AgentAPI(
+                self.signing_key, self.conf.upgrade_levels.agent)
         return self._agent_api
 
     @property
@@ -136,6 +139,10 @@ class ActionDispatcher:
         try:
             self.agent_api.apply_decision(
                 context, host, batch['decision_uuid'], actions)
+        except messaging.RPCVersionCapError as error:
+            self._fail(context, batch, '[upgrade_levels] agent is below '
+                       'what decisions need: %s' % error)
+            return False
         except messaging.MessagingException:
             LOG.exception('Could not send decision %s to %s; will retry',
                           batch['decision_uuid'], host)
@@ -144,23 +151,20 @@ class ActionDispatcher:
 
     def _start_migrations(self, context, batch):
         """Ask nova to migrate; a refusal fails the action."""
-        started, refused = [], []
+        refused = []
         for action in batch['actions']:
             try:
                 self.migrator.start(action['instance_uuid'],
                                     action['destination_host'])
-                started.append(action['uuid'])
             except Exception as exc:
                 LOG.warning('nova refused to migrate %s to %s: %s',
                             action['instance_uuid'],
                             action['destination_host'], exc)
                 refused.append(_outcome(action, 'failed', str(exc)))
-        if started:
-            action_delivery.mark_sent(context, started)
         if refused:
             action_delivery.record_results(
                 context, batch['decision_uuid'], refused)
-        return bool(started)
+        return len(refused) < len(batch['actions'])
 
     def _set_ratios(self, context, batch):
         """Set each ratio in placement and record the outcome at once."""
@@ -179,22 +183,42 @@ class ActionDispatcher:
         return True
 
     def send(self, context):
-        """Carry out every decision's pending actions, send again those
-        no agent answered and follow nova's migrations; returns how many
+        """Everything a single service process does with actions: send
+        the pending ones, then follow up (follow_up); returns how many
         decisions were sent."""
+        return self.send_pending(context) + self.follow_up(context)
+
+    def send_pending(self, context):
+        """Carry out every decision's pending actions, each claimed first
+        (action_delivery.claim): of several service processes sending at
+        once, each action goes out from one. Returns how many decisions
+        were sent."""
         sent = 0
         for batch in action_delivery.actions_to_send(context):
+            claimed = action_delivery.claim(
+                context, [a['uuid'] for a in batch['actions']])
+            if not claimed:
+                continue
+            batch = dict(batch, actions=[a for a in batch['actions']
+                                         if a['uuid'] in claimed])
             executor = self.executor_of(batch)
             if executor == PLACEMENT:
                 sent += self._set_ratios(context, batch)
             elif executor == NOVA:
                 sent += self._start_migrations(context, batch)
             elif self._cast(context, batch):
-                action_delivery.mark_sent(
-                    context, [a['uuid'] for a in batch['actions']])
                 sent += 1
+            else:
+                action_delivery.unclaim(context, claimed)
+        return sent
+
+    def follow_up(self, context):
+        """Follow nova's migrations and send again what no agent
+        answered: one service process at a time does it
+        (memcanal.service.coordination); returns how many decisions were
+        sent again."""
         self.follow_migrations(context)
-        return sent + self.resend(context)
+        return self.resend(context)
 
     def follow_migrations(self, context):
         """Record the migrations nova finished or failed since."""

@@ -5,7 +5,8 @@ every report before it stores any of it, stores each (host, sequence) once,
 and marks down the hosts that stop reporting. Periodically it runs the
 optimizer (memcanal.service.optimizer), sends approved decisions to the
 agents (memcanal.service.actions) and records what they did
-(``actions_done``).
+(``actions_done``); of several service processes, one at a time runs
+each periodic job but sending (memcanal.service.coordination).
 
 Anyone holding the broker's credentials can put any message on the
 service's topic, so every message must be signed by the key of the host
@@ -32,6 +33,7 @@ from memcanal.rpc import reports
 from memcanal.notifications import hosts as host_notifications
 from memcanal.rpc import signing
 from memcanal.service import actions
+from memcanal.service import coordination
 from memcanal.service import ingest
 from memcanal.service import metrics as service_metrics
 from memcanal.service import migrations
@@ -97,6 +99,7 @@ class ServiceManager:
         self._writer = ingest.ReportWriter(conf.service.report_batch_size)
         # Host name -> (db_api.host_identity, when read: time.monotonic()).
         self._identities = {}
+        self.leases = coordination.JobLeases.from_conf(conf)
 
     @property
     def counters(self):
@@ -366,17 +369,30 @@ class ServiceManager:
         back), a decision for every host whose VMs should change, and the
         allocation ratios in placement."""
         context = memcanal_context.get_admin_context()
+        cpu = time.thread_time()
         made = self.migrations.run(context)
         # Pooling's actions carry lease tokens the service signs.
         if self.dispatcher.signing_key is not None:
             made += self.pooling.run(context)
-        return made + self.optimizer.run(context) + self.ratios.run(context)
+        made += self.optimizer.run(context) + self.ratios.run(context)
+        # What the job cost, where it ran: of several service
+        # processes, one runs it (memcanal.service.coordination).
+        LOG.info('Optimizer run: %d decisions, %.3f s CPU', len(made),
+                 time.thread_time() - cpu)
+        return made
 
-    def carry_out_decisions(self):
-        """Periodic: send approved actions, fail those never answered."""
+    def send_actions(self):
+        """Periodic, in every process: send approved actions, each
+        claimed by one process."""
+        return self.dispatcher.send_pending(
+            memcanal_context.get_admin_context())
+
+    def follow_up_actions(self):
+        """Periodic, in one process: fail the actions never answered,
+        follow nova's migrations, send again the unanswered ones."""
         context = memcanal_context.get_admin_context()
         self.dispatcher.fail_unanswered(context)
-        return self.dispatcher.send(context)
+        return self.dispatcher.follow_up(context)
 
     def run_retention(self):
         """Periodic: fold old reports into the history, expire it, archive
@@ -397,11 +413,21 @@ class ServiceManager:
         """(interval, callable) pairs the service runs."""
         jobs = [(self.conf.service.periodic_interval,
                  self.mark_gone_instances),
+                (self.conf.service.periodic_interval, self.send_actions),
                 (self.conf.service.periodic_interval,
-                 self.carry_out_decisions),
+                 self.follow_up_actions),
                 (self.conf.service.periodic_interval, self.watch_hosts)]
         if self.conf.optimizer.optimize_interval > 0:
             jobs.append((self.conf.optimizer.optimize_interval,
                          self.optimize))
         jobs.extend(self.retention_jobs())
         return jobs
+
+    def timers(self):
+        """periodic_jobs as the service's timers run them: each but
+        sending only in the process that leads it
+        (memcanal.service.coordination), sending in every process, each
+        action claimed by one."""
+        return [(interval, job if job == self.send_actions
+                 else self.leases.guard(job.__name__, job))
+                for interval, job in self.periodic_jobs()]

@@ -43,7 +43,7 @@ def create(conf, transport_url=None):
     service_manager = manager.ServiceManager(conf)
     service = CentralService(
         rpc.SERVICE_TOPIC, conf.host, [service_manager],
-        timers=service_manager.periodic_jobs(),
-        transport_url=transport_url, conf=conf)
+        timers=service_manager.timers(), transport_url=transport_url,
+        conf=conf, lifecycle=[service_manager.leases])
     service.manager = service_manager
     return service

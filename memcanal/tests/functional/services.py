@@ -16,6 +16,7 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.parse
 import uuid
 
 import pytest
@@ -39,6 +40,11 @@ MYSQL_ADMIN_URL = os.environ.get('MEMCANAL_TEST_MYSQL_URL',
 POSTGRES_ADMIN_URL = os.environ.get(
     'MEMCANAL_TEST_POSTGRES_URL',
     'postgresql+psycopg2://postgres@127.0.0.1:5432/postgres')
+
+# The tooz backend of the tests of several service processes
+# (tools/start-services.sh starts Redis).
+REDIS_URL = os.environ.get('MEMCANAL_TEST_REDIS_URL',
+                           'redis://127.0.0.1:6379')
 
 
 def wait_for(predicate, timeout=60, what='condition', interval=0.2):
@@ -101,6 +107,13 @@ def require(host, port, what):
         socket.create_connection((host, port), timeout=2).close()
     except OSError as err:
         missing('%s is not reachable on %s:%d: %s' % (what, host, port, err))
+
+
+def require_redis():
+    """The tooz backend's URL, once Redis answers on its port."""
+    address = urllib.parse.urlsplit(REDIS_URL)
+    require(address.hostname or '127.0.0.1', address.port or 6379, 'Redis')
+    return REDIS_URL
 
 
 def require_rabbit():

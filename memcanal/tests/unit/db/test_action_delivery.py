@@ -31,7 +31,7 @@ def test_approve_records_who_then_results_apply(ctx, host):
     assert batch['host'] == 'compute-1'
     assert [a['target_bytes'] for a in batch['actions']] == [
         512 * MIB, 1024 * MIB]
-    action_delivery.mark_sent(ctx, [a['uuid'] for a in batch['actions']])
+    action_delivery.claim(ctx, [a['uuid'] for a in batch['actions']])
     assert action_delivery.actions_to_send(ctx) == []
     done = action_delivery.record_results(ctx, decision['uuid'],
                                           results(decision, 'applied',
@@ -58,7 +58,7 @@ def test_a_failure_fails_the_decision_and_keeps_the_old_target(ctx, host):
 
 def test_unanswered_actions_fail(ctx, host):
     decision = decide(ctx, host, mode='auto')
-    action_delivery.mark_sent(ctx, [a['uuid'] for a in decision['actions']])
+    action_delivery.claim(ctx, [a['uuid'] for a in decision['actions']])
     past = datetime.datetime(2000, 1, 1)
     assert action_delivery.fail_unanswered(ctx, past) == []
     future = datetime.datetime(2100, 1, 1)
@@ -66,3 +66,15 @@ def test_unanswered_actions_fail(ctx, host):
     found = decisions_db.get_decision(ctx, decision['uuid'])
     assert found['state'] == 'failed'
     assert all(a['error'] for a in found['actions'])
+
+
+def test_an_action_is_claimed_once_and_unclaimed_if_not_sent(ctx, host):
+    decision = decide(ctx, host, mode='auto')
+    uuids = [a['uuid'] for a in decision['actions']]
+    assert action_delivery.claim(ctx, uuids) == set(uuids)
+    # A second process claiming the same actions gets none of them.
+    assert action_delivery.claim(ctx, uuids) == set()
+    action_delivery.unclaim(ctx, uuids[:1])
+    [batch] = action_delivery.actions_to_send(ctx)
+    assert [a['uuid'] for a in batch['actions']] == uuids[:1]
+    assert action_delivery.claim(ctx, uuids) == set(uuids[:1])

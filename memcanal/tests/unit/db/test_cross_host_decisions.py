@@ -79,7 +79,11 @@ def test_no_migration_to_where_the_vm_is_or_of_a_vm_gone(ctx, host, other):
 def test_a_newer_migration_of_the_vm_supersedes_the_waiting_one(ctx, host,
                                                                 other):
     first = migrate(ctx, other)
-    second = migrate(ctx, other)
+    # The same migration again is not recorded: the waiting one stays.
+    assert migrate(ctx, other) is None
+    elsewhere = db_api.register_host(ctx, 'host-3', 64 * flow.GIB, 0,
+                                     60.0)['uuid']
+    second = migrate(ctx, elsewhere)
     assert decisions_db.get_decision(ctx, first['uuid'])['state'] == (
         'superseded')
     # Another VM's waiting migration stays.

@@ -67,11 +67,12 @@ def check_against_samples(messages):
     return checked
 
 
-def new_decision(ctx, host, uuids=(data.A1,), mode='recommend'):
+def new_decision(ctx, host, uuids=(data.A1,), mode='recommend',
+                 target_bytes=3 * data.GIB):
     return decisions_db.create_decision(
         ctx, host, 'memory_targets', 'isolated_sharing', mode,
         {'free_bytes': 0}, {}, [{
-            'instance_uuid': uuid, 'target_bytes': 3 * data.GIB,
+            'instance_uuid': uuid, 'target_bytes': target_bytes,
             'previous_bytes': 4 * data.GIB, 'mechanism': 'balloon'}
             for uuid in uuids])
 
@@ -102,8 +103,9 @@ def test_decision_flow_matches_samples(notified, hosts):
     rejected = new_decision(ctx, hosts['host-a'])
     transitions.request_transition(operator, rejected['uuid'], 'reject',
                                    reason='Not now.')
-    new_decision(ctx, hosts['host-a'])
-    # A newer one of the host supersedes the one waiting.
+    # Another change (an identical one would not be recorded)...
+    new_decision(ctx, hosts['host-a'], target_bytes=2 * data.GIB)
+    # ...and a newer one of the host supersedes it.
     applied = new_decision(ctx, hosts['host-a'])
     transitions.request_transition(operator, applied['uuid'], 'approve')
     answer(ctx, applied['uuid'], 'applied')

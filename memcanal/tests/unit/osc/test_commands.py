@@ -155,11 +155,13 @@ def test_decision_list_limit_reads_only_the_pages_it_needs(run, api, gets):
     on until it has --limit decisions of the kind."""
     _, host_uuids, oldest = api
     ctx = context.get_admin_context()
+    # Three different changes: an identical one is not recorded again.
     newer = [decisions_db.create_decision(
         ctx, host_uuids['host-b'], 'migration', 'migration', 'recommend',
-        {}, {}, [{'instance_uuid': data.A3, 'target_bytes': data.GIB,
+        {}, {}, [{'instance_uuid': data.A3,
+                  'target_bytes': data.GIB + step * 4096,
                   'previous_bytes': None, 'mechanism': 'balloon'}])['uuid']
-        for _ in range(3)]
+        for step in range(3)]
     paths = gets
     newest = rows(run(decisions.ListDecision, '--limit', '2'))
     assert [d['UUID'] for d in newest] == newer[::-1][:2]

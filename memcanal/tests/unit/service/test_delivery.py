@@ -107,3 +107,34 @@ def test_answered_actions_are_not_sent_again(conf, ctx, host, clock):
     clock(datetime.timedelta(days=1).total_seconds())
     assert dispatcher.send(ctx) == 0
     assert dispatcher._resent_at == {}
+
+
+def test_two_processes_sending_at_once_cast_each_action_once(conf, ctx,
+                                                             host):
+    """Both read the same pending batch; the claim gives it to one."""
+    decision = test_decisions.decide(ctx, host, mode='auto')
+    first, second = (actions.ActionDispatcher(conf,
+                                              signing_key=keys.SERVICE_KEY)
+                     for _ in range(2))
+    first._agent_api, second._agent_api = mock.Mock(), mock.Mock()
+    pending = action_delivery.actions_to_send(ctx)
+    with mock.patch.object(action_delivery, 'actions_to_send',
+                           lambda context: pending):
+        assert first.send_pending(ctx) == 1
+        assert second.send_pending(ctx) == 0
+    [cast] = first._agent_api.apply_decision.call_args_list
+    assert cast.args[2] == decision['uuid']
+    assert second._agent_api.apply_decision.call_args_list == []
+
+
+def test_a_cast_the_broker_refused_is_pending_again(conf, ctx, host):
+    test_decisions.decide(ctx, host, mode='auto')
+    dispatcher = actions.ActionDispatcher(conf, signing_key=keys.SERVICE_KEY)
+    dispatcher._agent_api = mock.Mock()
+    dispatcher._agent_api.apply_decision.side_effect = (
+        messaging.MessageDeliveryFailure('broker down'))
+    assert dispatcher.send_pending(ctx) == 0
+    [batch] = action_delivery.actions_to_send(ctx)
+    dispatcher._agent_api.apply_decision.side_effect = None
+    assert dispatcher.send_pending(ctx) == 1
+    assert action_delivery.actions_to_send(ctx) == []

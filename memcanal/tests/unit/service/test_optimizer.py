@@ -81,7 +81,12 @@ def test_isolated_sharing_decision_with_predictions(conf, ctx, host):
     assert search['guardrails'] == ['step']
     assert search['predicted_miss_ratio'] == pytest.approx(0.5)
     assert decision['inputs']['instances'][WEB]['wss_bytes'] == 32 * MIB
-    # While a decision waits, a new run supersedes it.
+    # While a decision waits, a run (of this process or another) that
+    # would recommend the same change records nothing: the operator's
+    # approval meets the decision they saw.
+    assert optimizer.Optimizer(conf).run(ctx) == []
+    # One recommending another change supersedes it.
+    conf.set_override('max_step_fraction', 0.1, 'optimizer')
     [again] = optimizer.Optimizer(conf).run(ctx)
     assert decisions_db.get_decision(ctx, decision['uuid'])['state'] == (
         'superseded')
@@ -176,5 +181,6 @@ def test_results_arrive_through_the_manager(conf, ctx, host):
     agent.call(service_manager, ctx, 'actions_done', decision_uuid=WEB,
                results=[])
     jobs = [job.__name__ for _, job in service_manager.periodic_jobs()]
-    assert jobs == ['mark_gone_instances', 'carry_out_decisions',
-                    'watch_hosts', 'optimize', 'run_retention']
+    assert jobs == ['mark_gone_instances', 'send_actions',
+                    'follow_up_actions', 'watch_hosts', 'optimize',
+                    'run_retention']
