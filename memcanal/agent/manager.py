@@ -22,6 +22,7 @@ from memcanal.agent import collector
 from memcanal.agent import journal
 from memcanal.agent import outbox
 from memcanal.agent import sequence
+from memcanal.agent import settle
 from memcanal import context as memcanal_context
 from memcanal import estimation
 from memcanal import exception
@@ -373,7 +374,9 @@ class AgentManager:
                               'error': None, 'result': {
                                   'mechanism': action['mechanism'],
                                   'previous_bytes': previous,
-                                  'target_bytes': current, 'seconds': None}}
+                                  'target_bytes': current, 'seconds': None,
+                                  'reached_bytes': current, 'lagged': False,
+                                  'settle_seconds': None}}
                 else:
                     LOG.info('Action %s was being applied when the agent '
                              'stopped; applying it', action['uuid'])
@@ -419,9 +422,19 @@ class AgentManager:
                     'error': str(error), 'result': None,
                     'vanished': isinstance(error,
                                            exception.InstanceNotFound)}
-        LOG.info('Applied action %s: %s -> %d bytes by %s in %.3fs',
-                 action['uuid'], action['instance_uuid'],
-                 resize.target_bytes, resize.mechanism, resize.seconds)
+        resize = settle.settle(self.driver, action['instance_uuid'], resize,
+                               self.conf.agent.target_settle_timeout)
+        LOG.info('Applied action %s: %s -> %d bytes by %s in %.3fs; '
+                 'reached %s bytes after %.1fs', action['uuid'],
+                 action['instance_uuid'], resize.target_bytes,
+                 resize.mechanism, resize.seconds, resize.reached_bytes,
+                 resize.settle_seconds)
+        if resize.lagged:
+            LOG.warning('Action %s: %s lags its target of %d bytes: at %d '
+                        'bytes after %.1fs ([agent] '
+                        'target_settle_timeout)', action['uuid'],
+                        action['instance_uuid'], resize.target_bytes,
+                        resize.reached_bytes, resize.settle_seconds)
         return {'uuid': action['uuid'], 'state': 'applied',
                 'error': None, 'result': dataclasses.asdict(resize)}
 

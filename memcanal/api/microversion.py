@@ -43,6 +43,9 @@ VERSIONS = [
             # server lends nothing until an operator enables it.
     '1.7',  # Hosts: hypervisor_type and nova_managed (false on Xen hosts:
             # no placement ratio, nova filter or migration applies).
+    '1.8',  # (Another branch's; as 1.7 here.)
+    '1.9',  # Instances: reached_bytes, what the guest reached at the last
+            # memory target; decisions' actions: reached_bytes and lagged.
 ]
 
 

@@ -17,6 +17,12 @@ API version history:
         refuses unsigned messages, so only 1.5 is sent.
 * 1.6 - register_host takes the host's ``hypervisor_type``
         (memcanal.hypervisors); upgrade the service before its agents.
+* 1.8 - actions_done: an applied memory target's result carries what
+        the guest reached (``reached_bytes``, read back after the
+        target was set: memcanal.agent.settle), whether it still lagged
+        the target (``lagged``) and how long the agent waited
+        (``settle_seconds``); results without them (older agents) are
+        taken as before. Upgrade the service before its agents.
 """
 
 import oslo_messaging as messaging
@@ -35,7 +41,7 @@ class ServiceAPI:
     """What the agent of ``host`` may ask of the central service, signed
     with ``host_key`` (an Ed25519PrivateKey: [agent] host_key)."""
 
-    VERSION = '1.6'
+    VERSION = '1.8'
 
     def __init__(self, host, host_key):
         target = messaging.Target(topic=rpc.SERVICE_TOPIC,

@@ -48,6 +48,8 @@ def _view(req, instance):
                     wss_bytes=instance['wss_bytes'])
     if microversion.is_supported(req, '1.5'):
         body.update(views.instance_paging(instance))
+    if microversion.is_supported(req, '1.9'):
+        body.update(views.instance_reached(instance))
     return body
 
 

@@ -115,6 +115,7 @@ INSTANCE_PROPERTIES = {
     'resident_bytes': since('1.5', COUNT_OR_NULL),
     'paged_bytes': since('1.5', COUNT_OR_NULL),
     'resident_target_bytes': since('1.5', COUNT_OR_NULL),
+    'reached_bytes': since('1.9', COUNT_OR_NULL),
 }
 INSTANCE = obj(INSTANCE_PROPERTIES)
 
@@ -175,6 +176,8 @@ ACTION = obj({
     'target_bytes': COUNT_OR_NULL,
     'previous_bytes': COUNT_OR_NULL,
     'mechanism': STRING_OR_NULL,
+    'reached_bytes': since('1.9', COUNT_OR_NULL),
+    'lagged': since('1.9', {'type': ['boolean', 'null']}),
 }, extra=True)
 EVENT = obj({
     'from_state': STRING_OR_NULL,
