@@ -222,7 +222,8 @@ def test_the_agent_in_dom0_reports_and_a_decision_balloons(
             _check_the_cloud(xen, url)
     finally:
         for command in ('tail -c 6000 /tmp/agent.log',
-                        'ps; xl list; dmesg | tail -20'):
+                        'ps; xl list; dmesg | tail -20',
+                        'tail -c 3000 /var/log/xen/console/guest-cold.log'):
             print(command, xen.run(command)[1])
 
 
