@@ -70,9 +70,11 @@ agent_opts = [
                       'back every 0.5 s. The action\'s result says what '
                       'the guest reached (reached_bytes) and whether it '
                       'still lagged the target (lagged); the service '
-                      'counts the VM at what it reached. Actions of one '
-                      'decision are applied one after another, each '
-                      'waiting up to this. 0: read back once.'),
+                      'counts the VM at what it reached. The actions of '
+                      'one decision share this wait (they are applied one '
+                      'after another: a lagging shrink leaves the growths '
+                      'after it less), so a decision is answered within it '
+                      'plus the resizes\' own time. 0: read back once.'),
     cfg.StrOpt('host_key',
                help='PEM file of this host\'s Ed25519 private key, which '
                     'signs everything the agent sends the service. The '

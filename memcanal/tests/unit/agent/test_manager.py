@@ -326,6 +326,25 @@ def test_a_guest_that_lags_its_target_is_reported_short_of_it(agent, conf):
         mock.ANY, 'd', [result])
 
 
+def test_a_decisions_lagging_guests_share_one_wait(agent, conf):
+    """The first shrink's guest lags until the decision's wait is over:
+    the second's guest is read once, not waited for again."""
+    conf.set_override('target_settle_timeout', 0.3, 'agent')
+    vms = [vm.uuid for vm in agent.driver.list_instances()[:2]]
+    guests = {uuid: LaggingGuest(64 * MIB, MIB, 60 * MIB) for uuid in vms}
+    agent.driver.apply_memory_target = (
+        lambda uuid, *args, **kwargs: guests[uuid].resize(uuid, *args))
+    agent.driver.memory_now = (
+        lambda uuid, mechanism: guests[uuid].memory_now(uuid, mechanism))
+    results = agent._carry_out('d', [
+        {'uuid': 'a%d' % index, 'instance_uuid': uuid,
+         'target_bytes': (16 + index) * MIB, 'mechanism': 'balloon'}
+        for index, uuid in enumerate(vms)])
+    assert [r['result']['lagged'] for r in results] == [True, True]
+    reads = sorted(guest.reads for guest in guests.values())
+    assert reads[0] == 1 and reads[1] >= 2, reads
+
+
 def test_a_guest_that_reaches_its_target_late_is_not_lagging(agent, conf):
     """16 MiB a read: at the 32 MiB target on the second read, well
     within the timeout."""
