@@ -320,7 +320,7 @@ def test_a_guest_that_lags_its_target_is_reported_short_of_it(agent, conf):
     done = result['result']
     assert (done['target_bytes'], done['reached_bytes'], done['lagged']) == (
         32 * MIB, 40 * MIB, True)
-    assert done['settle_seconds'] >= 0.3
+    assert done['settle_seconds'] > 0
     assert guest.reads >= 2
     agent.service_api.actions_done.assert_called_once_with(
         mock.ANY, 'd', [result])
@@ -329,7 +329,7 @@ def test_a_guest_that_lags_its_target_is_reported_short_of_it(agent, conf):
 def test_a_decisions_lagging_guests_share_one_wait(agent, conf):
     """The first shrink's guest lags until the decision's wait is over:
     the second's guest is read once, not waited for again."""
-    conf.set_override('target_settle_timeout', 0.3, 'agent')
+    conf.set_override('target_settle_timeout', 1.0, 'agent')
     vms = [vm.uuid for vm in agent.driver.list_instances()[:2]]
     guests = {uuid: LaggingGuest(64 * MIB, MIB, 60 * MIB) for uuid in vms}
     agent.driver.apply_memory_target = (
@@ -341,8 +341,8 @@ def test_a_decisions_lagging_guests_share_one_wait(agent, conf):
          'target_bytes': (16 + index) * MIB, 'mechanism': 'balloon'}
         for index, uuid in enumerate(vms)])
     assert [r['result']['lagged'] for r in results] == [True, True]
-    reads = sorted(guest.reads for guest in guests.values())
-    assert reads[0] == 1 and reads[1] >= 2, reads
+    # The larger shrink (to 16 MiB) goes first and waits out the decision.
+    assert (guests[vms[0]].reads >= 2, guests[vms[1]].reads) == (True, 1)
 
 
 def test_a_guest_that_reaches_its_target_late_is_not_lagging(agent, conf):
