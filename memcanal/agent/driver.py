@@ -55,12 +55,26 @@ it also works on guests without a balloon driver."""
 @dataclasses.dataclass(frozen=True)
 class Resize:
     """What one resize did: the mechanism used, the VM's memory before and
-    after, and how long the guest took (U-tube Figs. 3-6)."""
+    the target, and how long the hypervisor took to accept it (U-tube
+    Figs. 3-6).
+
+    A guest completes a balloon's or virtio-mem's change after the
+    hypervisor accepted it, and may never complete it (a balloon driver
+    that cannot free the pages, or is not there): the agent then reads
+    the VM's memory back (memcanal.agent.settle) and sets
+    ``reached_bytes``, what the guest had when it reached the target or
+    the agent stopped waiting, ``lagged``, whether it was still short of
+    the target then (None: the VM could not be read back), and
+    ``settle_seconds``, how long the agent waited.
+    """
 
     mechanism: str
     previous_bytes: int
     target_bytes: int
     seconds: float
+    reached_bytes: int | None = None
+    lagged: bool | None = None
+    settle_seconds: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,6 +227,22 @@ class HypervisorDriver(abc.ABC):
         token of each (base64, by store), which the VM's pager presents
         to that server; both as a pooling ``page`` action carries them.
         Other mechanisms ignore them."""
+
+    def memory_now(self, instance_uuid, mechanism):
+        """What a resize by ``mechanism`` changes of a VM, as the
+        hypervisor has it now: with 'paging' the VM's memory resident on
+        the host, else its memory. InstanceNotFound if it is gone.
+
+        This default reads the listing, for drivers whose resizes are
+        done when apply_memory_target returns; drivers whose guests
+        complete a resize later read the guest's own size."""
+        for instance in self.list_instances():
+            if instance.uuid == instance_uuid:
+                memory = instance.target_bytes or instance.allocated_bytes
+                if mechanism == 'paging':
+                    return instance.resident_bytes or memory
+                return memory
+        raise exception.InstanceNotFound(uuid=instance_uuid)
 
     def migrate_instance(self, instance_uuid, destination_host):
         """Move a VM to the host named ``destination_host``; a VM already

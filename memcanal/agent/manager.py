@@ -12,6 +12,7 @@ agent, the broker, the service or its database stops (doc/delivery.md).
 import dataclasses
 import os
 import threading
+import time
 
 import numpy as np
 import oslo_messaging as messaging
@@ -24,6 +25,7 @@ from memcanal.agent import collector
 from memcanal.agent import journal
 from memcanal.agent import outbox
 from memcanal.agent import sequence
+from memcanal.agent import settle
 from memcanal import context as memcanal_context
 from memcanal import estimation
 from memcanal import exception
@@ -305,7 +307,9 @@ class AgentManager:
         a VM that vanished frees its memory anyway, and for a shrink that
         failed on a VM still there, only the growth its memory would have
         paid for is skipped (largest growths first), each skipped VM
-        keeping its previous target.
+        keeping its previous target. The actions share one wait for their
+        guests to reach their targets ([agent] target_settle_timeout), so
+        a decision is answered within it however many VMs lag.
         """
         if any('destination_host' in action for action in actions):
             results = [self._migrate(action) for action in actions]
@@ -318,10 +322,11 @@ class AgentManager:
             return action['target_bytes'] - (
                 self._size(current, action) or 0)
 
+        settle_by = time.monotonic() + self.conf.agent.target_settle_timeout
         ordered = sorted(actions, key=change)
         shrinks = [a for a in ordered if change(a) < 0]
         growths = [a for a in ordered if change(a) >= 0]
-        results = [self._apply(action) for action in shrinks]
+        results = [self._apply(action, settle_by) for action in shrinks]
         shortfall = sum(-change(action) for action, result in zip(
             shrinks, results) if result['state'] == 'failed'
             and action['instance_uuid'] in current
@@ -339,7 +344,7 @@ class AgentManager:
                     'error': 'A shrink that would have made room for it '
                              'failed.', 'result': None})
             else:
-                results.append(self._apply(action))
+                results.append(self._apply(action, settle_by))
         results = [{key: value for key, value in result.items()
                     if key != 'vanished'} for result in results]
         self.service_api.actions_done(
@@ -365,7 +370,7 @@ class AgentManager:
         return size['resident' if action['mechanism'] == 'paging'
                     else 'memory']
 
-    def _apply(self, action):
+    def _apply(self, action, settle_by):
         """Apply one action once, whatever happens to this agent; a
         redelivered one gets its first outcome again.
 
@@ -385,7 +390,7 @@ class AgentManager:
             if entry is None:
                 previous = current
                 self.journal.intend(action, previous)
-                result = self._resize(action)
+                result = self._resize(action, settle_by)
             else:
                 previous = entry['previous_bytes']
                 if current is not None and abs(
@@ -398,11 +403,13 @@ class AgentManager:
                               'error': None, 'result': {
                                   'mechanism': action['mechanism'],
                                   'previous_bytes': previous,
-                                  'target_bytes': current, 'seconds': None}}
+                                  'target_bytes': current, 'seconds': None,
+                                  'reached_bytes': current, 'lagged': False,
+                                  'settle_seconds': None}}
                 else:
                     LOG.info('Action %s was being applied when the agent '
                              'stopped; applying it', action['uuid'])
-                    result = self._resize(action)
+                    result = self._resize(action, settle_by)
             self.journal.record(action, previous, result)
             return result
 
@@ -432,7 +439,9 @@ class AgentManager:
             self.journal.record(action, None, result)
             return result
 
-    def _resize(self, action):
+    def _resize(self, action, settle_by):
+        """Resize a VM, then wait until ``settle_by`` (a monotonic time)
+        at most for the guest to reach the target; the action's result."""
         try:
             resize = self.driver.apply_memory_target(
                 action['instance_uuid'], action['target_bytes'],
@@ -444,9 +453,19 @@ class AgentManager:
                     'error': str(error), 'result': None,
                     'vanished': isinstance(error,
                                            exception.InstanceNotFound)}
-        LOG.info('Applied action %s: %s -> %d bytes by %s in %.3fs',
-                 action['uuid'], action['instance_uuid'],
-                 resize.target_bytes, resize.mechanism, resize.seconds)
+        resize = settle.settle(self.driver, action['instance_uuid'], resize,
+                               max(0.0, settle_by - time.monotonic()))
+        LOG.info('Applied action %s: %s -> %d bytes by %s in %.3fs; '
+                 'reached %s bytes after %.1fs', action['uuid'],
+                 action['instance_uuid'], resize.target_bytes,
+                 resize.mechanism, resize.seconds, resize.reached_bytes,
+                 resize.settle_seconds)
+        if resize.lagged:
+            LOG.warning('Action %s: %s lags its target of %d bytes: at %d '
+                        'bytes after %.1fs ([agent] '
+                        'target_settle_timeout)', action['uuid'],
+                        action['instance_uuid'], resize.target_bytes,
+                        resize.reached_bytes, resize.settle_seconds)
         return {'uuid': action['uuid'], 'state': 'applied',
                 'error': None, 'result': dataclasses.asdict(resize)}
 

@@ -46,6 +46,8 @@ VERSIONS = [
     '1.8',  # 95 % intervals of sampled estimates: instances'
             # wss_bounds_bytes, reports' wss_bounds and mrc_bands, hosts'
             # demand_bounds_bytes.
+    '1.9',  # Instances: reached_bytes, what the guest reached at the last
+            # memory target; decisions' actions: reached_bytes and lagged.
 ]
 
 

@@ -60,6 +60,21 @@ agent_opts = [
                min=2,
                help='Most (size, miss ratio) points the agent sends per '
                     'miss-ratio curve; longer curves are resampled.'),
+    cfg.FloatOpt('target_settle_timeout',
+                 default=30.0,
+                 min=0.0,
+                 help='Seconds the agent waits, after a memory target was '
+                      'set, for the guest to reach it (a balloon or '
+                      'virtio-mem completes in the guest after the '
+                      'hypervisor accepted it), reading the VM\'s memory '
+                      'back every 0.5 s. The action\'s result says what '
+                      'the guest reached (reached_bytes) and whether it '
+                      'still lagged the target (lagged); the service '
+                      'counts the VM at what it reached. The actions of '
+                      'one decision share this wait (they are applied one '
+                      'after another: a lagging shrink leaves the growths '
+                      'after it less), so a decision is answered within it '
+                      'plus the resizes\' own time. 0: read back once.'),
     cfg.StrOpt('host_key',
                help='PEM file of this host\'s Ed25519 private key, which '
                     'signs everything the agent sends the service. The '

@@ -181,7 +181,19 @@ def _apply_result(session, action, result, now):
                 models.Decision, action.decision_id).uuid)
     else:
         instance.target_bytes = params['target_bytes']
+        instance.reached_bytes = reached_bytes(action.result)
     instance.target_changed_at = now
+
+
+def reached_bytes(result):
+    """What an applied memory target's guest reached, as its agent read
+    it back (RPC 1.8: ``reached_bytes`` in the result); None from older
+    agents, or when the agent could not read it."""
+    reached = (result or {}).get('reached_bytes')
+    if isinstance(reached, bool) or not isinstance(reached, int) or (
+            reached < 0):
+        return None
+    return reached
 
 
 def _check_answerer(session, decision, results, agent):

@@ -178,6 +178,7 @@ def _instance_dict(instance, host_uuid):
         'resident_bytes': instance.resident_bytes,
         'paged_bytes': instance.paged_bytes,
         'resident_target_bytes': instance.resident_target_bytes,
+        'reached_bytes': instance.reached_bytes,
         'floor_bytes': instance.floor_bytes,
         'ceiling_bytes': instance.ceiling_bytes,
         'opt_out': instance.opt_out,
@@ -415,11 +416,13 @@ def _live_instances(session, *conditions):
                   models.Instance.target_bytes, models.Instance.wss_bytes,
                   models.Instance.wss_low_bytes,
                   models.Instance.wss_high_bytes,
-                  models.Instance.resident_target_bytes)
+                  models.Instance.resident_target_bytes,
+                  models.Instance.reached_bytes)
         .where(models.Instance.deleted_at.is_(None), *conditions)).all()
     result = []
     for row in rows:
-        memory = row.target_bytes or row.allocated_bytes
+        memory = memory_of(row.target_bytes, row.allocated_bytes,
+                           row.reached_bytes)
         bounds = _bounds(row)
         low = None if bounds is None else min(bounds[0], row.wss_bytes)
         result.append((
@@ -429,6 +432,17 @@ def _live_instances(session, *conditions):
             demand.vm_demand(memory, row.wss_bytes if low is None else low,
                              rails)))
     return result
+
+
+def memory_of(target_bytes, allocated_bytes, reached_bytes=None):
+    """What a VM has: what its guest reached at memcanal's last memory
+    target where its agent read that back, else the target, else all its
+    memory. A guest that lagged its target is counted at what it got:
+    memory it did not give back is still its host's, memory it did not
+    take is not the VM's."""
+    if reached_bytes is not None:
+        return reached_bytes
+    return target_bytes or allocated_bytes
 
 
 def resident_of(memory_bytes, resident_target_bytes):
@@ -450,7 +464,8 @@ def _host_counts(session, host=None):
             load.count + 1, load.demand + need,
             load.allocated + row.allocated_bytes,
             load.resident + resident_of(
-                row.target_bytes or row.allocated_bytes,
+                memory_of(row.target_bytes, row.allocated_bytes,
+                          row.reached_bytes),
                 row.resident_target_bytes),
             load.demand_low + low)
     rejected = sa.select(models.ReportRejection.host_uuid,

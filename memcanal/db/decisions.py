@@ -200,9 +200,10 @@ def check_not_busy(session, host, decision_id=None):
 
 
 def current_bytes(instance):
-    """The VM's size as decisions left it: its target, or all its
-    memory while it has none."""
-    return instance.target_bytes or instance.allocated_bytes
+    """The VM's size as decisions left it: what its guest reached, its
+    target, or all its memory while it has none (db_api.memory_of)."""
+    return db_api.memory_of(instance.target_bytes, instance.allocated_bytes,
+                            instance.reached_bytes)
 
 
 @db_api.retry_on_conflict

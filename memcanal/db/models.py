@@ -120,6 +120,11 @@ class Instance(TimestampMixin, Base):
     # pages the rest out (None: all of it). Set only by applied pooling
     # decisions (memcanal.db.action_delivery).
     resident_target_bytes = sa.Column(sa.BigInteger, nullable=True)
+    # What the guest reached at memcanal's last memory target, as its
+    # agent read it back (memcanal.agent.settle); None when the agent
+    # did not say (before RPC 1.8) or no target was set. Set only by
+    # applied decisions, with target_bytes.
+    reached_bytes = sa.Column(sa.BigInteger, nullable=True)
 
     host = orm.relationship(Host)
 

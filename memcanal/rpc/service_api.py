@@ -20,6 +20,12 @@ API version history:
 * 1.7 - report's instances may carry ``wss_bounds`` and ``mrc_bands``,
         the 95 % intervals of sampled estimates (memcanal.rpc.reports);
         reports without them (agents at 1.6) are still accepted.
+* 1.8 - actions_done: an applied memory target's result carries what
+        the guest reached (``reached_bytes``, read back after the
+        target was set: memcanal.agent.settle), whether it still lagged
+        the target (``lagged``) and how long the agent waited
+        (``settle_seconds``); results without them (older agents) are
+        taken as before. Upgrade the service before its agents.
 
 Each method is sent at the oldest version that carries it as this
 release sends it (1.5: signed), register_host with a hypervisor type at
@@ -48,7 +54,7 @@ class ServiceAPI:
     with ``host_key`` (an Ed25519PrivateKey: [agent] host_key), at most
     at ``version_cap`` ([upgrade_levels] service; None: VERSION)."""
 
-    VERSION = '1.7'
+    VERSION = '1.8'
     # Every message is signed since 1.5; the service refuses others.
     SIGNED = '1.5'
 
@@ -125,6 +131,10 @@ class ServiceAPI:
         the service sends the decision again and the agent answers again
         from its journal.
         """
-        cctxt = self.client.prepare(version=self.SIGNED, retry=RETRIES)
+        # An older service stores a result's reached_bytes and lagged
+        # as it stores any result: only the version says they mean 1.8's.
+        version = '1.8' if self.client.can_send_version('1.8') else (
+            self.SIGNED)
+        cctxt = self.client.prepare(version=version, retry=RETRIES)
         cctxt.cast(ctxt, 'actions_done', **self._signed(
             'actions_done', decision_uuid=decision_uuid, results=results))

@@ -58,8 +58,13 @@ def _as_list(bounds):
 
 
 def memory_of(instance):
-    """What a VM has now: its target once memcanal set one."""
-    return instance['target_bytes'] or instance['allocated_bytes']
+    """What a VM has now: what its guest reached of the target memcanal
+    set, else the target, else all its memory (db_api.memory_of). Of the
+    database's instances, or the API's (memcanal-aio's summaries), which
+    have no reached_bytes before microversion 1.9."""
+    return db_api.memory_of(instance['target_bytes'],
+                            instance['allocated_bytes'],
+                            instance.get('reached_bytes'))
 
 
 def first_curve(mrc):

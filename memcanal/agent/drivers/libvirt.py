@@ -361,6 +361,20 @@ class LibvirtDriver(driver.HypervisorDriver):
 
     # -- resizing ------------------------------------------------------------
 
+    def memory_now(self, instance_uuid, mechanism):
+        """The domain's memory as virDomainGetInfo gives it: what the
+        guest's balloon and virtio-mem devices reached (QEMU reports the
+        balloon's size as the guest changes it; libxl a Xen domain's
+        pages), not the target set. Paging: the listing's resident size
+        (the pager's)."""
+        if mechanism == 'paging':
+            return super().memory_now(instance_uuid, mechanism)
+        domain = self._domain(instance_uuid)
+        try:
+            return domain.info()[2] * KIB
+        except libvirt.libvirtError as error:
+            raise exception.InstanceNotFound(uuid=instance_uuid) from error
+
     def apply_memory_target(self, instance_uuid, target_bytes,
                             mechanism='balloon', stores=(),
                             lease_tokens=None):
@@ -390,7 +404,8 @@ class LibvirtDriver(driver.HypervisorDriver):
             raise exception.ResizeFailed(uuid=instance_uuid,
                                          reason=str(error))
         self._state(instance_uuid).target_bytes = target_bytes
-        # The guest completes the change after libvirt returns; this is
+        # The guest completes the change after libvirt returns (the agent
+        # reads back what it reached: memcanal.agent.settle); this is
         # how long libvirt took to accept it.
         return driver.Resize(mechanism, previous, target_bytes,
                              time.monotonic() - started)

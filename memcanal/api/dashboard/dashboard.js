@@ -10,7 +10,7 @@
 'use strict';
 
 (function () {
-  const VERSION = 'memcanal 1.8';
+  const VERSION = 'memcanal 1.9';
   const REFRESH_MS = 5000;
   const REPORTS = 60;
   const RECENT = 8;
@@ -154,8 +154,12 @@
     return state.instances.find(i => i.uuid === uuid);
   }
 
-  // What the VM has now: the target decisions set, else its memory.
+  // What the VM has now: what its guest reached of the target decisions
+  // set (1.9), else the target, else its memory: as the service counts it.
   function memoryOf(vm) {
+    if (vm.reached_bytes !== null && vm.reached_bytes !== undefined) {
+      return vm.reached_bytes;
+    }
     return vm.target_bytes !== null ? vm.target_bytes : vm.allocated_bytes;
   }
 

@@ -65,6 +65,9 @@ def _view(req, decision, view):
     body = view(decision)
     if microversion.is_supported(req, '1.4'):
         body['peer_host_uuid'] = decision['peer_host_uuid']
+    if 'actions' in body and microversion.is_supported(req, '1.9'):
+        for action in body['actions']:
+            action.update(views.action_reached(action))
     return body
 
 

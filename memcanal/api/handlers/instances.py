@@ -50,6 +50,8 @@ def _view(req, instance):
         body.update(views.instance_paging(instance))
     if microversion.is_supported(req, '1.8'):
         body.update(views.instance_wss_bounds(instance))
+    if microversion.is_supported(req, '1.9'):
+        body.update(views.instance_reached(instance))
     return body
 
 

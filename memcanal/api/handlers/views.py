@@ -182,6 +182,23 @@ def instance_presence(value):
     }
 
 
+def instance_reached(value):
+    """Microversion 1.9 adds what the guest reached at memcanal's last
+    memory target, as its agent read it back (null: not said, by an
+    agent before it, or no target set); memcanal counts the VM at it."""
+    return {'reached_bytes': value['reached_bytes']}
+
+
+def action_reached(action):
+    """Microversion 1.9 adds to each action what its guest reached and
+    whether it lagged the target, from the agent's result (null where it
+    did not say: an agent before it, an action not applied, another
+    kind)."""
+    result = action['result'] or {}
+    return {'reached_bytes': result.get('reached_bytes'),
+            'lagged': result.get('lagged')}
+
+
 def decision(value):
     """A decision as listed: its state, policy and per-VM outputs."""
     return {

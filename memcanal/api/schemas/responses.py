@@ -120,6 +120,7 @@ INSTANCE_PROPERTIES = {
     'resident_target_bytes': since('1.5', COUNT_OR_NULL),
     'wss_bounds_bytes': since('1.8', {'oneOf': [{'type': 'null'},
                                                 BOUNDS]}),
+    'reached_bytes': since('1.9', COUNT_OR_NULL),
 }
 INSTANCE = obj(INSTANCE_PROPERTIES)
 
@@ -184,6 +185,8 @@ ACTION = obj({
     'target_bytes': COUNT_OR_NULL,
     'previous_bytes': COUNT_OR_NULL,
     'mechanism': STRING_OR_NULL,
+    'reached_bytes': since('1.9', COUNT_OR_NULL),
+    'lagged': since('1.9', {'type': ['boolean', 'null']}),
 }, extra=True)
 EVENT = obj({
     'from_state': STRING_OR_NULL,

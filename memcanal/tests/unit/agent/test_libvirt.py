@@ -124,6 +124,9 @@ def test_balloon_resize_reads_back(driver):
     assert (instance.allocated_bytes, instance.target_bytes) == (
         1024 * MIB, 768 * MIB)
     assert driver.collect(vm).guest_stats['memory_bytes'] == 768 * MIB
+    assert driver.memory_now(vm, 'balloon') == 768 * MIB
+
+
 
 
 @pytest.mark.parametrize('target_mib, mechanism, reason', [
@@ -223,6 +226,15 @@ def fake(conf):
         return domain, libvirt_driver.LibvirtDriver(
             conf, 'compute-1', FakeConnection(domain))
     return make
+
+
+def test_memory_now_is_the_domains_not_the_target(fake):
+    """What a resize reached is virDomainGetInfo's memory (the guest's
+    balloon as the hypervisor sees it), however far from the target."""
+    domain, driver = fake()
+    driver.apply_memory_target(domain.uuid, 300 * MIB, 'balloon')
+    domain.balloon_kib = 400 * 1024     # the guest gave back 112 MiB of 224
+    assert driver.memory_now(domain.uuid, 'balloon') == 400 * MIB
 
 
 def test_hotplug_requests_whole_blocks_above_boot_memory(fake):

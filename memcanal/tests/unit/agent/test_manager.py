@@ -169,18 +169,46 @@ MIB = 2 ** 20
 
 
 def resize_recorder(agent, fail_on=()):
-    """Make the driver record resizes and fail those of ``fail_on`` VMs."""
+    """Make the driver record resizes and fail those of ``fail_on`` VMs;
+    each guest is at its target as soon as it is set."""
     done = []
+    reached = {}
 
     def resize(uuid, target_bytes, mechanism='balloon', stores=(),
                lease_tokens=None):
         if uuid in fail_on:
             raise exception.ResizeFailed(uuid=uuid, reason='cap')
         done.append((uuid, target_bytes, mechanism))
+        reached[uuid] = target_bytes
         return driver.Resize(mechanism, 64 * MIB, target_bytes, 0.05)
 
     agent.driver.apply_memory_target = resize
+    agent.driver.memory_now = lambda uuid, mechanism: reached[uuid]
     return done
+
+
+class LaggingGuest:
+    """A guest whose balloon gives up ``step_bytes`` of a shrink each
+    time its memory is read, down to ``floor_bytes`` at most: a fake
+    driver's VM that lags its target."""
+
+    def __init__(self, memory_bytes, step_bytes, floor_bytes):
+        self.memory_bytes = memory_bytes
+        self.step_bytes = step_bytes
+        self.floor_bytes = floor_bytes
+        self.target_bytes = None
+        self.reads = 0
+
+    def resize(self, uuid, target_bytes, mechanism='balloon', stores=(),
+               lease_tokens=None):
+        self.target_bytes = target_bytes
+        return driver.Resize(mechanism, self.memory_bytes, target_bytes, 0.01)
+
+    def memory_now(self, uuid, mechanism):
+        self.reads += 1
+        self.memory_bytes = max(self.memory_bytes - self.step_bytes,
+                                self.target_bytes, self.floor_bytes)
+        return self.memory_bytes
 
 
 def actions(agent, *targets_mb):
@@ -208,10 +236,11 @@ def test_apply_decision_shrinks_first_and_reports(agent):
     # The VMs have 64 MiB: the shrink to 32 goes first; 64 is no change.
     assert [target // MIB for _, target, _ in done] == [32, 64, 96]
     assert [r['state'] for r in results] == ['applied'] * 3
-    assert results[0]['result'] == {'mechanism': 'hotplug',
-                                    'previous_bytes': 64 * MIB,
-                                    'target_bytes': 32 * MIB,
-                                    'seconds': 0.05}
+    assert dict(results[0]['result'], settle_seconds=None) == {
+        'mechanism': 'hotplug', 'previous_bytes': 64 * MIB,
+        'target_bytes': 32 * MIB, 'seconds': 0.05,
+        'reached_bytes': 32 * MIB, 'lagged': False, 'settle_seconds': None}
+    assert results[0]['result']['settle_seconds'] >= 0
     call = agent.service_api.actions_done.call_args
     assert call.args[1:] == ('decision-1', results)
 
@@ -266,6 +295,7 @@ def test_a_paging_action_gives_the_driver_its_stores_and_tokens(agent):
         given.append((uuid, target_bytes, mechanism, stores, lease_tokens))
         return driver.Resize(mechanism, 64 * MIB, target_bytes, 0.05)
     agent.driver.apply_memory_target = resize
+    agent.driver.memory_now = lambda uuid, mechanism: 32 * MIB
     [result] = agent._carry_out('d', [{
         'uuid': 'page-1', 'instance_uuid': vm.uuid,
         'target_bytes': 32 * MIB, 'mechanism': 'paging', 'stores': [store],
@@ -273,6 +303,71 @@ def test_a_paging_action_gives_the_driver_its_stores_and_tokens(agent):
     assert result['state'] == 'applied'
     assert given == [(vm.uuid, 32 * MIB, 'paging', [store],
                       {store: 'dG9rZW4='})]
+
+
+def test_a_guest_that_lags_its_target_is_reported_short_of_it(agent, conf):
+    """The guest gives up 12 MiB a read, to 40 MiB at most: after
+    [agent] target_settle_timeout the result says where it stopped."""
+    conf.set_override('target_settle_timeout', 0.3, 'agent')
+    vm = agent.driver.list_instances()[0]
+    guest = LaggingGuest(64 * MIB, 12 * MIB, 40 * MIB)
+    agent.driver.apply_memory_target = guest.resize
+    agent.driver.memory_now = guest.memory_now
+    [result] = agent._carry_out('d', [{
+        'uuid': 'a', 'instance_uuid': vm.uuid, 'target_bytes': 32 * MIB,
+        'mechanism': 'balloon'}])
+    assert result['state'] == 'applied'
+    done = result['result']
+    assert (done['target_bytes'], done['reached_bytes'], done['lagged']) == (
+        32 * MIB, 40 * MIB, True)
+    assert done['settle_seconds'] > 0
+    assert guest.reads >= 2
+    agent.service_api.actions_done.assert_called_once_with(
+        mock.ANY, 'd', [result])
+
+
+def test_a_decisions_lagging_guests_share_one_wait(agent, conf):
+    """The first shrink's guest lags until the decision's wait is over:
+    the second's guest is read once, not waited for again."""
+    conf.set_override('target_settle_timeout', 1.0, 'agent')
+    vms = [vm.uuid for vm in agent.driver.list_instances()[:2]]
+    guests = {uuid: LaggingGuest(64 * MIB, MIB, 60 * MIB) for uuid in vms}
+    agent.driver.apply_memory_target = (
+        lambda uuid, *args, **kwargs: guests[uuid].resize(uuid, *args))
+    agent.driver.memory_now = (
+        lambda uuid, mechanism: guests[uuid].memory_now(uuid, mechanism))
+    results = agent._carry_out('d', [
+        {'uuid': 'a%d' % index, 'instance_uuid': uuid,
+         'target_bytes': (16 + index) * MIB, 'mechanism': 'balloon'}
+        for index, uuid in enumerate(vms)])
+    assert [r['result']['lagged'] for r in results] == [True, True]
+    # The larger shrink (to 16 MiB) goes first and waits out the decision.
+    assert (guests[vms[0]].reads >= 2, guests[vms[1]].reads) == (True, 1)
+
+
+def test_a_guest_that_reaches_its_target_late_is_not_lagging(agent, conf):
+    """16 MiB a read: at the 32 MiB target on the second read, well
+    within the timeout."""
+    conf.set_override('target_settle_timeout', 30, 'agent')
+    vm = agent.driver.list_instances()[0]
+    guest = LaggingGuest(64 * MIB, 16 * MIB, 0)
+    agent.driver.apply_memory_target = guest.resize
+    agent.driver.memory_now = guest.memory_now
+    [result] = agent._carry_out('d', [{
+        'uuid': 'a', 'instance_uuid': vm.uuid, 'target_bytes': 32 * MIB,
+        'mechanism': 'balloon'}])
+    assert (result['result']['reached_bytes'], result['result']['lagged'],
+            guest.reads) == (32 * MIB, False, 2)
+    assert result['result']['settle_seconds'] < 30
+
+
+def test_the_simulated_driver_reads_back_its_resized_vm(agent):
+    vm = agent.driver.list_instances()[0]
+    [result] = agent._carry_out('d', [{
+        'uuid': 'a', 'instance_uuid': vm.uuid, 'target_bytes': 48 * MIB,
+        'mechanism': 'balloon'}])
+    assert (result['result']['reached_bytes'],
+            result['result']['lagged']) == (48 * MIB, False)
 
 
 def test_redelivered_decision_is_applied_once(agent):

@@ -100,6 +100,40 @@ def test_rollback_of_an_applied_decision(client, decision):
                   if a['kind'] == 'restore') == [4 * data.GIB] * 2
 
 
+def test_what_the_guests_reached_from_1_9(client, decision):
+    """A1's guest lagged its 3 GiB target at 3.5 GiB; A2's agent (before
+    RPC 1.8) did not say. The decision's actions and the instances show
+    it from 1.9."""
+    post(client, decision, 'approve')
+    ctx = context.get_admin_context()
+    first, second = decision['actions']
+    action_delivery.record_results(ctx, decision['uuid'], [
+        {'uuid': first['uuid'], 'state': 'applied', 'error': None,
+         'result': {'mechanism': 'balloon', 'previous_bytes': 4 * data.GIB,
+                    'target_bytes': 3 * data.GIB, 'seconds': 0.1,
+                    'reached_bytes': 7 * data.GIB // 2, 'lagged': True,
+                    'settle_seconds': 30.0}},
+        {'uuid': second['uuid'], 'state': 'applied', 'error': None,
+         'result': {'seconds': 0.1}}])
+    v19 = {'OpenStack-API-Version': 'memcanal 1.9'}
+    shown = client.request('/decisions/%s' % decision['uuid'],
+                           headers=v19).json
+    assert [(a['reached_bytes'], a['lagged']) for a in shown['actions']] == [
+        (7 * data.GIB // 2, True), (None, None)]
+    older = client.request('/decisions/%s' % decision['uuid'],
+                           headers=V11).json
+    assert 'lagged' not in older['actions'][0]
+    instances = {i['uuid']: i for i in client.admin(
+        '/instances', headers=v19).json['instances']}
+    assert (instances[data.A1]['target_bytes'],
+            instances[data.A1]['reached_bytes']) == (3 * data.GIB,
+                                                     7 * data.GIB // 2)
+    assert instances[data.A2]['reached_bytes'] is None
+    assert 'reached_bytes' not in client.admin(
+        '/instances/%s' % data.A1,
+        headers={'OpenStack-API-Version': 'memcanal 1.8'}).json
+
+
 def test_rollback_of_a_superseded_decision_is_409_naming_the_newer(
         client, decision, hosts):
     ctx = context.get_admin_context()

@@ -47,6 +47,42 @@ def test_approve_records_who_then_results_apply(ctx, host):
     assert not decisions_db.host_busy(ctx, host)
 
 
+def test_a_guest_that_lagged_is_counted_at_what_it_reached(ctx, host):
+    """VM_1's agent (RPC 1.8) read back 600 MiB of a 512 MiB target;
+    VM_2's (older) said nothing of it: counted at its target. A VM is
+    counted at what it reached by the host's memory and by the next
+    decision's previous size."""
+    decision = decide(ctx, host, mode='auto')
+    answers = results(decision, 'applied', 'applied')
+    answers[0]['result'] = {'mechanism': 'balloon',
+                            'previous_bytes': 8192 * MIB,
+                            'target_bytes': 512 * MIB, 'seconds': 0.1,
+                            'reached_bytes': 600 * MIB, 'lagged': True,
+                            'settle_seconds': 30.0}
+    done = action_delivery.record_results(ctx, decision['uuid'], answers)
+    assert done['state'] == 'applied'
+    assert done['actions'][0]['result']['reached_bytes'] == 600 * MIB
+    vm_1 = db_api.get_instance(ctx, stored.VM_1)
+    vm_2 = db_api.get_instance(ctx, stored.VM_2)
+    assert (vm_1['target_bytes'], vm_1['reached_bytes']) == (
+        512 * MIB, 600 * MIB)
+    assert (vm_2['target_bytes'], vm_2['reached_bytes']) == (
+        1024 * MIB, None)
+    assert db_api.get_host(ctx, host)['resident_bytes'] == 1624 * MIB
+    again = decide(ctx, host, targets=(512, 1024))
+    assert [(a['instance_uuid'], a['previous_bytes'], a['target_bytes'])
+            for a in again['actions']] == [
+        (stored.VM_1, 600 * MIB, 512 * MIB)]
+
+
+def test_a_reached_size_that_is_no_size_is_not_taken():
+    for result in (None, {}, {'reached_bytes': None},
+                   {'reached_bytes': True}, {'reached_bytes': -1},
+                   {'reached_bytes': '5'}, {'reached_bytes': 1.5}):
+        assert action_delivery.reached_bytes(result) is None, result
+    assert action_delivery.reached_bytes({'reached_bytes': 4096}) == 4096
+
+
 def test_a_failure_fails_the_decision_and_keeps_the_old_target(ctx, host):
     decision = decide(ctx, host, mode='auto')
     done = action_delivery.record_results(ctx, decision['uuid'], results(

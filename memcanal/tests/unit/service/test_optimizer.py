@@ -184,3 +184,15 @@ def test_results_arrive_through_the_manager(conf, ctx, host):
     assert jobs == ['mark_gone_instances', 'send_actions',
                     'follow_up_actions', 'watch_hosts', 'optimize',
                     'run_retention']
+
+
+def test_a_vm_is_counted_at_what_its_guest_reached():
+    """A guest that lagged its 512 MiB target at 600 MiB holds 600 of
+    its host's memory; an API instance before 1.9 has no reached size."""
+    lagging = {'target_bytes': 512 * MIB, 'allocated_bytes': 1024 * MIB,
+               'reached_bytes': 600 * MIB}
+    assert optimizer.memory_of(lagging) == 600 * MIB
+    assert optimizer.memory_of(dict(lagging, reached_bytes=None)) == (
+        512 * MIB)
+    assert optimizer.memory_of({'target_bytes': None,
+                                'allocated_bytes': 1024 * MIB}) == 1024 * MIB
