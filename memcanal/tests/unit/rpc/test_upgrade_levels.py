@@ -157,3 +157,16 @@ def test_a_capped_agent_leaves_the_intervals_out_of_its_reports(transport):
                       for _name, _c, kwargs in service.calls]
     assert 'wss_bounds' not in capped and capped['wss'] == sample['wss']
     assert newest == sample
+
+
+def test_actions_done_goes_at_1_8_unless_capped_below(transport):
+    """A result's reached size is 1.8's: sent at 1.8 to a service that
+    takes it, at 1.5 (signed, as before) to one capped below."""
+    context = memcanal_context.get_admin_context()
+    for cap, expected in ((None, '1.8'), ('1.7', '1.5')):
+        api = service_api.ServiceAPI('h1', test_apis.HOST_KEY,
+                                     version_cap=cap)
+        with sent_versions(api) as prepare, mock.patch.object(
+                messaging.RPCClient, 'cast'):
+            api.actions_done(context, 'd1', [])
+        assert versions(prepare) == [expected]
