@@ -183,6 +183,8 @@ def files(conf, scratch, memory_server):
             ('cold_after', COLD_AFTER, 'pager'),
             ('enabled', True, 'sampling'),
             ('rate', RATE, 'sampling'),
+            # A fixed rate: the tests' expectations are RATE's.
+            ('target_error', 0, 'sampling'),
             ('interval', INTERVAL, 'sampling'),
             ('full_pass_every', FULL_PASS_EVERY, 'sampling'),
             ('dirty_rate_mode', 'off', 'libvirt'),
