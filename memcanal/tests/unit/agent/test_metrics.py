@@ -125,10 +125,15 @@ def agent(conf, tmp_path):
 
 def test_every_report_the_agent_builds_is_observed(agent):
     agent.report()
-    agent.report()
+    report = agent.report()
     values, _types = scrape(agent.metrics)
     assert values['memcanal_agent_collection_seconds'][
         ('memcanal_agent_collection_seconds_count', ())] == 2
+    # The simulated VMs are sampled: their rates, as last reported.
+    assert values['memcanal_agent_sampling_ratio'] == {
+        ('memcanal_agent_sampling_ratio', (('instance', entry['uuid']),)):
+            entry['guest_stats']['sampling_rate']
+        for entry in report['instances']}
 
 
 def test_the_agent_service_serves_them_once_started(agent, conf):
