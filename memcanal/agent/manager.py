@@ -23,6 +23,7 @@ from oslo_utils import versionutils
 from memcanal.agent import adaptive
 from memcanal.agent import collector
 from memcanal.agent import journal
+from memcanal.agent import metrics
 from memcanal.agent import outbox
 from memcanal.agent import sequence
 from memcanal.agent import settle
@@ -90,6 +91,8 @@ class AgentManager:
         self._collectors = {}
         self.sampling_rates = adaptive.SamplingRates(conf.sampling)
         self._can_trace = True
+        # What the node's collections saw ([agent] metrics_port).
+        self.metrics = metrics.AgentMetrics()
 
     @property
     def service_api(self):
@@ -227,7 +230,9 @@ class AgentManager:
         """
         if self.host_uuid is None and not self.register():
             return None
+        started = time.monotonic()
         report = self.build_report()
+        self.metrics.observe(report, time.monotonic() - started)
         self.outbox.add(report)
         if self._send(report):
             LOG.debug('Sent report %d with %d instances',

@@ -184,6 +184,8 @@ class GuestPager:
         # The sampled intervals' feed, once the pager said how it samples.
         self.feed = None
         self.faults = 0
+        # The pager's last answer to ``stats`` (paged_bytes).
+        self.last_stats = {}
         self.swapped_out = 0
         self._events = []              # (pages, reads) since last interval
         self._faults_supported = True
@@ -203,7 +205,20 @@ class GuestPager:
 
     def paged_bytes(self):
         stats = self.client.command('stats')
+        self.last_stats = stats
         return int(stats.get('out_pages', stats.get('pages_out', 0))) * PAGE
+
+    def fault_latency(self):
+        """The latency quantiles of the pager's recent faults, as its
+        last ``stats`` said (read by paged_bytes), in seconds:
+        {'paging_fault_p50_seconds': .., 'paging_fault_p99_seconds': ..};
+        empty before it has timed a fault."""
+        stats = self.last_stats
+        if not stats.get('fault_samples'):
+            return {}
+        return {'paging_fault_p%s_seconds' % quantile:
+                float(stats['fault_p%s_us' % quantile]) / 1e6
+                for quantile in ('50', '99')}
 
     # -- each interval -----------------------------------------------------
 

@@ -90,6 +90,18 @@ agent_opts = [
                     'the actions the service signed with it; the same file '
                     'is memcanal-memserver\'s --lease-key. Unset: the agent '
                     'reports, but refuses every action.'),
+    cfg.HostAddressOpt('metrics_listen_address',
+                       default='127.0.0.1',
+                       help='Address memcanal-agent serves its node\'s '
+                            'Prometheus metrics on (its VMs\' pager faults '
+                            'and their latency, paged and resident bytes, '
+                            'sampling rate and cost, collection time), at '
+                            'any path, without a token.'),
+    cfg.PortOpt('metrics_port',
+                default=0,
+                help='Port of memcanal-agent\'s Prometheus metrics; 0 '
+                     'serves none. Each agent is a target of its own '
+                     '(doc/monitoring.md).'),
 ]
 
 

@@ -108,19 +108,22 @@ def claim(context, action_uuids):
     action is cast once. The sender unclaims what it then could not
     send; if it dies in between, the action is sent again as an
     unanswered one ([optimizer] action_resend_interval).
+
+    The rows change through the ORM, so that memcanal.notifications
+    sees a decision's first actions leave ``pending``
+    (``memcanal.decision.apply.start``).
     """
     session = context.session
     claimed = session.execute(
-        sa.select(models.Action.uuid)
+        sa.select(models.Action)
         .where(models.Action.uuid.in_(action_uuids),
                models.Action.state == 'pending')
         .order_by(models.Action.id).with_for_update()).scalars().all()
-    if claimed:
-        session.execute(
-            sa.update(models.Action)
-            .where(models.Action.uuid.in_(claimed))
-            .values(state='sent', updated_at=timeutils.utcnow()))
-    return set(claimed)
+    now = timeutils.utcnow()
+    for action in claimed:
+        action.state = 'sent'
+        action.updated_at = now
+    return {action.uuid for action in claimed}
 
 
 @db_api.retry_on_conflict

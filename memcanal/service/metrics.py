@@ -12,6 +12,8 @@ Prometheus's rate() and increase() take as a reset.
 
 import prometheus_client
 
+from memcanal import prometheus
+
 # What became of a message a service process took off the queue
 # (memcanal.service.manager): stored, already stored (a redelivery),
 # rejected (invalid, stored as a rejection), failed (the database would
@@ -69,6 +71,4 @@ class ServiceMetrics:
     def serve(self, address, port):
         """Serve the registry on ``address``:``port`` from a daemon
         thread (prometheus_client's own server); returns the server."""
-        server, _thread = prometheus_client.start_http_server(
-            port, addr=address, registry=self.registry)
-        return server
+        return prometheus.serve(self.registry, address, port)

@@ -1,6 +1,7 @@
 """The memcanal-service process: the manager behind an RPC server."""
 
 from memcanal import notifications
+from memcanal import prometheus
 from memcanal import rpc
 from memcanal.rpc import service as rpc_service
 from memcanal.service import manager
@@ -31,8 +32,7 @@ class CentralService(rpc_service.RPCService):
 
     def stop(self, graceful=True):
         if self.metrics_server is not None:
-            self.metrics_server.shutdown()
-            self.metrics_server.server_close()
+            prometheus.stop(self.metrics_server)
             self.metrics_server = None
         super().stop(graceful=graceful)
         notifications.cleanup()

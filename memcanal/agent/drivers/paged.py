@@ -426,7 +426,8 @@ def collect(pager, sample, accessed=None, accesses=0):
     (its sampled accesses, its paging trace), after feeding them and
     ``accessed`` (memtrace's page indexes; None: no memtrace) to the
     VM's cold-page detector, and the resident target kept; ``sample``
-    as it is if the pager has not attached or fails."""
+    as it is if the pager has not attached or fails. Its guest_stats
+    gain the pager's fault latency quantiles once it has timed faults."""
     uuid = pager.record.uuid
     try:
         guest = pager.attach()
@@ -437,7 +438,9 @@ def collect(pager, sample, accessed=None, accesses=0):
     except pager_client.PagerError as error:
         LOG.error('Paging of %s: %s', uuid, error)
         return sample
-    return dataclasses.replace(sample, paging_trace=trace, accesses=sampled)
+    return dataclasses.replace(
+        sample, paging_trace=trace, accesses=sampled,
+        guest_stats=dict(sample.guest_stats, **guest.fault_latency()))
 
 
 def set_sampling(pager, rate, salt):

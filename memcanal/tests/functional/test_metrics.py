@@ -1,7 +1,8 @@
-"""Prometheus scrapes of running processes: memcanal-service's own
-metrics port and the API's GET /metrics, with a simulated agent
-reporting over real RabbitMQ; parsed with prometheus_client's parser and
-checked against what the JSON API shows."""
+"""Prometheus scrapes of running processes: memcanal-service's and
+memcanal-agent's own metrics ports and the API's GET /metrics, with a
+simulated agent reporting over real RabbitMQ; parsed with
+prometheus_client's parser and checked against what the JSON API
+shows."""
 
 import os
 import sys
@@ -24,17 +25,21 @@ API_SERVER = (
 
 @pytest.fixture
 def ports():
-    """Free ports, for the service's metrics and the API."""
-    return {'service': services.free_port(), 'api': services.free_port()}
+    """Free ports, for the service's and the agent's metrics and the
+    API."""
+    return {'service': services.free_port(), 'agent': services.free_port(),
+            'api': services.free_port()}
 
 
 @pytest.fixture
 def extra_config(ports):
-    """The service's metrics port ([service] goes on), and the API's
-    section for the API process reading the same file."""
+    """The service's metrics port ([service] goes on), the agent's (a
+    second [agent] section, which oslo.config merges with the first),
+    and the API's section for the API process reading the same file."""
     return ('metrics_port = %d\n'
+            '[agent]\nmetrics_port = %d\n'
             '[api]\nauth_strategy = noauth2\nmetrics_enabled = true\n'
-            % ports['service'])
+            % (ports['service'], ports['agent']))
 
 
 def scrape(url):
@@ -64,6 +69,7 @@ def test_service_and_api_metrics_of_a_running_cloud(cloud,  # noqa: F811
     cloud['start']('service')
     cloud['start']('agent')
     service_url = 'http://127.0.0.1:%d/metrics' % ports['service']
+    agent_url = 'http://127.0.0.1:%d/metrics' % ports['agent']
     api_url = 'http://127.0.0.1:%d' % ports['api']
     def counted():
         try:
@@ -81,6 +87,7 @@ def test_service_and_api_metrics_of_a_running_cloud(cloud,  # noqa: F811
         services.wait_for(lambda: len(api(api_url, '/instances')[
             'instances'])
                           == test_rabbit.VMS, what='the agent\'s VMs')
+        agent, agent_types = scrape(agent_url)
         # Stopped, so the JSON and the scrape see the same rows.
         cloud['kill']('agent')
         service, service_types = scrape(service_url)
@@ -98,6 +105,17 @@ def test_service_and_api_metrics_of_a_running_cloud(cloud,  # noqa: F811
         stored)
     assert service['memcanal_service_reports_total',
                    (('outcome', 'rejected'),)] == 0
+
+    # The agent's own port: a collection per report, series of its VMs
+    # alone.
+    assert agent_types['memcanal_agent_collection_seconds'] == 'histogram'
+    assert agent['memcanal_agent_collection_seconds_count', ()] >= 3
+    assert {dict(labels)['instance'] for _name, labels in agent
+            if 'instance' in dict(labels)} == {
+                instance['uuid'] for instance in instances}
+    for instance in instances:     # the simulated VMs are sampled
+        assert 0 < agent['memcanal_agent_sampling_ratio', (
+            ('instance', instance['uuid']),)] <= 1
 
     assert types['memcanal_host_demand_bytes'] == 'gauge'
     assert types['memcanal_decision_transitions'] == 'counter'

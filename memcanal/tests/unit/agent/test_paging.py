@@ -216,6 +216,7 @@ class FakeClient:
         self.pending_faults = []
         self.pending_intervals = []
         self.rate = 0.0
+        self.stats = {'pages_out': 7}
         self.verbs = {'swapout', 'swapin', 'faults', 'stats', 'samples'}
 
     def where(self, page):
@@ -251,7 +252,7 @@ class FakeClient:
                 os.pwrite(fd, b'f', at * PAGE)
             return {'faults': faults, 'cancelled': [], 'overflow': 0}
         if verb == 'stats':
-            return {'pages_out': 7}
+            return dict(self.stats)
         if verb == 'resample':
             return {'event': 'resample'}
         first, count = map(int, numbers)
@@ -299,6 +300,21 @@ def guest(memfd):
 def swapped_out(client):
     return [tuple(map(int, line.split()[1:])) for line in client.lines
             if line.startswith('swapout')]
+
+
+def test_fault_latency_is_the_pagers_last_stats_in_seconds(guest):
+    pager, _clock = guest
+    assert pager.fault_latency() == {}
+    pager.client.stats = {'pages_out': 7, 'fault_samples': 0,
+                          'fault_p50_us': 0.0, 'fault_p99_us': 0.0}
+    assert pager.paged_bytes() == 7 * PAGE
+    assert pager.fault_latency() == {}           # no fault timed yet
+    pager.client.stats = {'pages_out': 9, 'fault_samples': 40,
+                          'fault_p50_us': 85.5, 'fault_p99_us': 1200.0}
+    pager.paged_bytes()
+    assert pager.fault_latency() == pytest.approx({
+        'paging_fault_p50_seconds': 85.5e-6,
+        'paging_fault_p99_seconds': 1.2e-3})
 
 
 def test_set_resident_swaps_out_cold_resident_pages_in_runs(guest):

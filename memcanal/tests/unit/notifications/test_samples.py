@@ -90,6 +90,14 @@ def answer(ctx, decision_uuid, *states, kind='set_target'):
         for action, state in zip(actions, states, strict=True)])
 
 
+def send(ctx, decision_uuid):
+    """Claim the decision's pending actions, as the dispatcher does
+    before it casts them."""
+    return action_delivery.claim(ctx, [
+        action['uuid'] for action in decisions_db.get_decision(
+            ctx, decision_uuid)['actions'] if action['state'] == 'pending'])
+
+
 @pytest.fixture
 def hosts(database):
     return data.seed()
@@ -108,12 +116,16 @@ def test_decision_flow_matches_samples(notified, hosts):
     # ...and a newer one of the host supersedes it.
     applied = new_decision(ctx, hosts['host-a'])
     transitions.request_transition(operator, applied['uuid'], 'approve')
+    send(ctx, applied['uuid'])
     answer(ctx, applied['uuid'], 'applied')
     transitions.request_transition(operator, applied['uuid'], 'rollback')
+    # Sending the restores starts no apply.
+    send(ctx, applied['uuid'])
     answer(ctx, applied['uuid'], 'applied', kind='restore')
     # One VM of two resized: failed, and rolling that one back fails.
     failed = new_decision(ctx, hosts['host-b'], data.HOST_B_INSTANCES,
                           mode='auto')
+    send(ctx, failed['uuid'])
     answer(ctx, failed['uuid'], 'applied', 'failed')
     transitions.request_transition(operator, failed['uuid'], 'rollback')
     answer(ctx, failed['uuid'], 'failed', kind='restore')
@@ -122,18 +134,50 @@ def test_decision_flow_matches_samples(notified, hosts):
         'memcanal.decision.create', 'memcanal.decision.reject',
         'memcanal.decision.create',
         'memcanal.decision.supersede', 'memcanal.decision.create',
-        'memcanal.decision.approve', 'memcanal.decision.apply.end',
+        'memcanal.decision.approve', 'memcanal.decision.apply.start',
+        'memcanal.decision.apply.end',
         'memcanal.decision.rollback.start',
         'memcanal.decision.rollback.end',
         'memcanal.decision.create', 'memcanal.decision.approve',
-        'memcanal.decision.apply.error',
+        'memcanal.decision.apply.start', 'memcanal.decision.apply.error',
         'memcanal.decision.rollback.start',
         'memcanal.decision.rollback.error']
     checked = check_against_samples(notified())
     # Every event type has its sample, and the flow made each.
     assert checked == {sample_name(objects.EventType(
         object='decision', action=action, phase=phase).to_event_type())
-        for action, phase, _ in decision_notifications.EVENTS.values()}
+        for action, phase, _ in list(decision_notifications.EVENTS.values())
+        + [decision_notifications.STARTED]}
+
+
+def test_apply_start_once_per_decision(notified, hosts):
+    """Of a decision's actions claimed in two sends, the first claim
+    notifies its start; a claim that finds nothing pending, none."""
+    ctx = context.get_admin_context()
+    decision = new_decision(ctx, hosts['host-b'], data.HOST_B_INSTANCES,
+                            mode='auto')
+    first, second = [action['uuid'] for action in decisions_db.get_decision(
+        ctx, decision['uuid'])['actions']]
+    assert action_delivery.claim(ctx, [first]) == {first}
+    assert action_delivery.claim(ctx, [second]) == {second}
+    assert action_delivery.claim(ctx, [first, second]) == set()
+    started = [m for m in notified()
+               if m['event_type'] == 'memcanal.decision.apply.start']
+    assert len(started) == 1
+    assert started[0]['payload'][DATA]['uuid'] == decision['uuid']
+    assert started[0]['payload'][DATA]['state'] == 'approved'
+
+
+def test_apply_start_again_after_an_unsent_claim(notified, hosts):
+    """Actions claimed and unclaimed (the broker was down) start their
+    decision again when next claimed."""
+    ctx = context.get_admin_context()
+    decision = new_decision(ctx, hosts['host-a'], mode='auto')
+    uuids = send(ctx, decision['uuid'])
+    action_delivery.unclaim(ctx, uuids)
+    assert send(ctx, decision['uuid']) == uuids
+    assert [m['event_type'] for m in notified()].count(
+        'memcanal.decision.apply.start') == 2
 
 
 def test_rolled_back_changes_are_not_notified(notified, hosts,
