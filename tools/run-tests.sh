@@ -35,6 +35,9 @@ export MEMCANAL_REQUIRE_SERVICES=1
 unit_tests=$!
 # Headless Chromium and chromedriver for the dashboard's browser test.
 bash tools/install-chromium.sh
+# Prometheus's server, which test_prometheus.py starts on a port of its
+# own to scrape the API, a service and an agent.
+bash tools/install-prometheus.sh
 # A real keystone for the API's authentication tests, in its own venv.
 finished $keystone_install keystone
 # A real nova and placement, with memcanal, in their own venv.

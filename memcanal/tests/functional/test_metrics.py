@@ -31,8 +31,7 @@ def ports():
             'api': services.free_port()}
 
 
-@pytest.fixture
-def extra_config(ports):
+def metrics_config(ports):
     """The service's metrics port ([service] goes on), the agent's (a
     second [agent] section, which oslo.config merges with the first),
     and the API's section for the API process reading the same file."""
@@ -40,6 +39,11 @@ def extra_config(ports):
             '[agent]\nmetrics_port = %d\n'
             '[api]\nauth_strategy = noauth2\nmetrics_enabled = true\n'
             % (ports['service'], ports['agent']))
+
+
+@pytest.fixture
+def extra_config(ports):
+    return metrics_config(ports)
 
 
 def scrape(url):
@@ -53,6 +57,15 @@ def scrape(url):
             samples[sample.name, tuple(sorted(sample.labels.items()))] = (
                 sample.value)
     return samples, types
+
+
+def api_server(cloud, port):
+    """memcanal-api on ``port`` of 127.0.0.1, reading the cloud's
+    configuration file, until the block ends."""
+    return services.serving(
+        'api', [sys.executable, '-c', API_SERVER, str(port)], port,
+        cloud['tmp_path'], env=dict(
+            os.environ, OS_MEMCANAL_CONFIG_FILES=str(cloud['config'])))
 
 
 def api(url, path):
@@ -79,11 +92,7 @@ def test_service_and_api_metrics_of_a_running_cloud(cloud,  # noqa: F811
         return samples['memcanal_service_reports_total',
                        (('outcome', 'stored'),)] >= 3
     services.wait_for(counted, what='three reports counted by the service')
-    with services.serving(
-            'api', [sys.executable, '-c', API_SERVER, str(ports['api'])],
-            ports['api'], cloud['tmp_path'], env=dict(
-                os.environ,
-                OS_MEMCANAL_CONFIG_FILES=str(cloud['config']))):
+    with api_server(cloud, ports['api']):
         services.wait_for(lambda: len(api(api_url, '/instances')[
             'instances'])
                           == test_rabbit.VMS, what='the agent\'s VMs')
