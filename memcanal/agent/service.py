@@ -7,28 +7,11 @@ from memcanal import rpc
 from memcanal.rpc import service as rpc_service
 
 
-class AgentService(rpc_service.RPCService):
+class AgentService(prometheus.ServedMetrics, rpc_service.RPCService):
     """The RPC service, serving the manager's Prometheus metrics when
-    ``[agent] metrics_port`` is set. The server starts in ``start``,
-    like the RPC server: oslo.service forks the process that runs the
-    manager after ``create``, and a server started before the fork
-    would serve the parent's series, which never move."""
+    ``[agent] metrics_port`` is set."""
 
-    metrics_server = None
-
-    def start(self):
-        super().start()
-        options = self.conf.agent
-        if options.metrics_port:
-            self.metrics_server = prometheus.serve(
-                self.manager.metrics.registry,
-                options.metrics_listen_address, options.metrics_port)
-
-    def stop(self, graceful=True):
-        if self.metrics_server is not None:
-            prometheus.stop(self.metrics_server)
-            self.metrics_server = None
-        super().stop(graceful=graceful)
+    metrics_group = 'agent'
 
 
 def create(conf, host=None, transport_url=None):

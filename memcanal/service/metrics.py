@@ -12,7 +12,6 @@ Prometheus's rate() and increase() take as a reset.
 
 import prometheus_client
 
-from memcanal import prometheus
 
 # What became of a message a service process took off the queue
 # (memcanal.service.manager): stored, already stored (a redelivery),
@@ -67,8 +66,3 @@ class ServiceMetrics:
                      for sample in report['instances'])
         if faults:
             self._pager_faults.labels(host).inc(faults)
-
-    def serve(self, address, port):
-        """Serve the registry on ``address``:``port`` from a daemon
-        thread (prometheus_client's own server); returns the server."""
-        return prometheus.serve(self.registry, address, port)

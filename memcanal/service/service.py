@@ -11,29 +11,22 @@ from memcanal.service import manager
 SOURCE = 'memcanal-service'
 
 
-class CentralService(rpc_service.RPCService):
+class CentralService(prometheus.ServedMetrics, rpc_service.RPCService):
     """The RPC service, with its versioned notifier
     (memcanal.notifications) and, when ``[service] metrics_port`` is
-    set, serving the manager's Prometheus metrics. Both start in
-    ``start``, like the RPC server: oslo.service forks the process that
-    runs the manager after ``create``, and a server started before the
-    fork would serve the parent's counters, which never move."""
+    set, serving the manager's Prometheus metrics
+    (memcanal.prometheus.ServedMetrics). Both start in ``start``, like
+    the RPC server, in the process oslo.service forks to run the
+    manager."""
 
-    metrics_server = None
+    metrics_group = 'service'
 
     def start(self):
         # Before the timers start: their first run may notify.
         notifications.init(self.conf, SOURCE)
         super().start()
-        options = self.conf.service
-        if options.metrics_port:
-            self.metrics_server = self.manager.metrics.serve(
-                options.metrics_listen_address, options.metrics_port)
 
     def stop(self, graceful=True):
-        if self.metrics_server is not None:
-            prometheus.stop(self.metrics_server)
-            self.metrics_server = None
         super().stop(graceful=graceful)
         notifications.cleanup()
 

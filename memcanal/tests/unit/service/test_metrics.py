@@ -1,11 +1,15 @@
 """A service process's own metrics: what it ingested, served over HTTP."""
 
+from unittest import mock
+
 from prometheus_client import parser
 import pytest
 import requests
 
 from memcanal import context as memcanal_context
+from memcanal.rpc import service as rpc_service
 from memcanal.service import manager
+from memcanal.service import service
 from memcanal.tests.functional import services
 from memcanal.tests import keys
 from memcanal.tests.unit.rpc import test_reports
@@ -58,16 +62,26 @@ def test_outcomes_latency_and_pager_faults(service_manager):
                  'memcanal_service_report_ingest_seconds_sum') > 0
 
 
-def test_served_over_http_in_prometheus_text(service_manager):
+def test_served_over_http_in_prometheus_text(service_manager, conf):
+    """Served while the service runs ([service] metrics_port), gone
+    once it stopped."""
     send(service_manager, 1, faults=2)
     port = services.free_port()
-    server = service_manager.metrics.serve('127.0.0.1', port)
-    try:
-        response = requests.get('http://127.0.0.1:%d/metrics' % port,
-                                timeout=10)
-    finally:
-        server.shutdown()
-        server.server_close()
+    conf.set_override('metrics_port', port, 'service')
+    central = service.CentralService('memcanal-service', 'ctl-1',
+                                     [service_manager], conf=conf)
+    central.manager = service_manager
+    with mock.patch.object(rpc_service.RPCService, 'start'), \
+            mock.patch.object(rpc_service.RPCService, 'stop'):
+        central.start()
+        try:
+            response = requests.get('http://127.0.0.1:%d/metrics' % port,
+                                    timeout=10)
+        finally:
+            central.stop()
+    assert central.metrics_server is None
+    with pytest.raises(requests.ConnectionError):
+        requests.get('http://127.0.0.1:%d/metrics' % port, timeout=10)
     families = {family.name: family for family in
                 parser.text_string_to_metric_families(response.text)}
     assert families['memcanal_service_reports'].type == 'counter'
