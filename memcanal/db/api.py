@@ -419,19 +419,25 @@ def _live_instances(session, *conditions):
                   models.Instance.resident_target_bytes,
                   models.Instance.reached_bytes)
         .where(models.Instance.deleted_at.is_(None), *conditions)).all()
-    result = []
-    for row in rows:
-        memory = memory_of(row.target_bytes, row.allocated_bytes,
-                           row.reached_bytes)
-        bounds = _bounds(row)
-        low = None if bounds is None else min(bounds[0], row.wss_bytes)
-        result.append((
-            row,
+    return [(row, *demands_of(row, rails)[1:]) for row in rows]
+
+
+def demands_of(row, rails=None):
+    """(memory, measured demand, demand from the working set's lower
+    bound) of an instance ``row`` (a models.Instance, or a row with the
+    columns _live_instances reads): what it has (memory_of), and its
+    working set's upper bound plus the kernel, no more than that memory
+    (demand.vm_demand)."""
+    rails = rails or _rails()
+    memory = memory_of(row.target_bytes, row.allocated_bytes,
+                       row.reached_bytes)
+    bounds = _bounds(row)
+    low = None if bounds is None else min(bounds[0], row.wss_bytes)
+    return (memory,
             demand.vm_demand(memory, guardrails.demand_wss(row.wss_bytes,
                                                            bounds), rails),
             demand.vm_demand(memory, row.wss_bytes if low is None else low,
-                             rails)))
-    return result
+                             rails))
 
 
 def memory_of(target_bytes, allocated_bytes, reached_bytes=None):

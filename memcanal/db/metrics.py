@@ -31,8 +31,9 @@ def _latest_reports(session, instance_ids):
 
 
 def _live_instances(session):
-    """Every live instance (not marked deleted) with its host's name and
-    its newest report's working sets and curves."""
+    """Every live instance (not marked deleted) with its host's name,
+    the memory it has and its measured demand (as its host's demand
+    counts them), and its newest report's working sets and curves."""
     rows = session.execute(
         sa.select(models.Instance, models.Host.name)
         .join(models.Host, models.Instance.host_id == models.Host.id)
@@ -42,6 +43,7 @@ def _live_instances(session):
     instances = []
     for row, host_name in rows:
         wss, mrc = latest.get(row.id, ({}, {}))
+        memory, need, _low = db_api.demands_of(row)
         instances.append({
             'uuid': row.uuid, 'host': host_name,
             'project_id': row.project_id,
@@ -49,6 +51,7 @@ def _live_instances(session):
             'target_bytes': row.target_bytes,
             'resident_bytes': row.resident_bytes,
             'paged_bytes': row.paged_bytes,
+            'memory_bytes': memory, 'demand_bytes': need,
             'wss': wss, 'mrc': db_api.stored_curves(mrc)})
     return instances
 

@@ -100,11 +100,6 @@ def _host_families(hosts):
     return families
 
 
-def memory_of(instance):
-    """The memory the VM runs with: its target, else its flavor's."""
-    return instance['target_bytes'] or instance['allocated_bytes']
-
-
 def _instance_families(instances):
     families = []
     for key, documentation in INSTANCE_BYTES.items():
@@ -116,19 +111,31 @@ def _instance_families(instances):
     wss = _gauge('instance_working_set_bytes', 'The VM\'s working set in '
                  'its newest report, by estimator.',
                  INSTANCE_LABELS + ['estimator'])
-    miss = _gauge('instance_miss_ratio', 'Miss ratio at the VM\'s memory '
-                  '(target, else flavor) on its newest report\'s '
-                  'miss-ratio curve, by method.',
-                  INSTANCE_LABELS + ['method'])
+    demand = _gauge('instance_demand_bytes', 'What the VM measurably '
+                    'needs, as its host\'s demand counts it: its working '
+                    'set\'s upper bound plus the guest kernel, no more '
+                    'than its memory; all its memory when unmeasured.',
+                    INSTANCE_LABELS)
+    miss = _gauge('instance_miss_ratio', 'Miss (or fault) ratio at the '
+                  'VM\'s memory (what its guest reached, else its target, '
+                  'else its flavor) on its newest report\'s miss-ratio '
+                  'curve, by method.', INSTANCE_LABELS + ['method'])
+    demand_miss = _gauge('instance_demand_miss_ratio', 'Miss (or fault) '
+                         'ratio at the VM\'s measured demand on its newest '
+                         'report\'s miss-ratio curve, by method.',
+                         INSTANCE_LABELS + ['method'])
     for instance in instances:
         labels = _instance_labels(instance)
+        demand.add_metric(labels, instance['demand_bytes'])
         for estimator, value in sorted(instance['wss'].items()):
             wss.add_metric(labels + [estimator], value)
         for method, points in sorted(instance['mrc'].items()):
             if points:
-                miss.add_metric(labels + [method],
-                                miss_ratio_at(points, memory_of(instance)))
-    families.extend([wss, miss])
+                miss.add_metric(labels + [method], miss_ratio_at(
+                    points, instance['memory_bytes']))
+                demand_miss.add_metric(labels + [method], miss_ratio_at(
+                    points, instance['demand_bytes']))
+    families.extend([demand, wss, miss, demand_miss])
     return families
 
 

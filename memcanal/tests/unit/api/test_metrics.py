@@ -89,6 +89,49 @@ def test_instances_by_estimator_and_curve(client, hosts, enabled):
                    for name, _ in samples)
 
 
+def test_demand_and_the_miss_ratio_at_it(client, hosts, enabled):
+    """A VM's demand is what its host's demand counts (its working set
+    plus the kernel), and its curve is read there too: A1's 4 GiB are
+    past its curve's last point, its demand is not."""
+    samples, _ = scrape(client)
+    a1 = dict(instance=data.A1, host='host-a', project=data.PROJECT_A)
+    wss_bytes = db_api.get_instance(context.get_admin_context(),
+                                    data.A1)['wss_bytes']
+    demand = samples['memcanal_instance_demand_bytes', labels(**a1)]
+    assert demand == wss_bytes + 64 * data.MIB     # [optimizer] kernel_mb
+    # Newest report: [[256 MiB, 0.5 / 3], [512 MiB, 0.0]].
+    assert 256 * data.MIB <= demand < 512 * data.MIB
+    assert samples['memcanal_instance_demand_miss_ratio',
+                   labels(method='exact', **a1)] == pytest.approx(0.5 / 3)
+    assert samples['memcanal_instance_miss_ratio',
+                   labels(method='exact', **a1)] == 0.0
+    [host_a] = [host for host in db_api.list_hosts(
+        context.get_admin_context()) if host['name'] == 'host-a']
+    assert sum(value for (name, found), value in samples.items()
+               if name == 'memcanal_instance_demand_bytes'
+               and dict(found)['host'] == 'host-a') == host_a['demand_bytes']
+
+
+def test_memory_is_what_the_guest_reached(client, hosts, enabled):
+    """Under a 384 MiB target its guest reached 200 MiB only: its curve
+    is read at 200 MiB (before its first point: all misses), and its
+    demand is no more than that."""
+    with db_api.context_manager.writer.using(
+            context.get_admin_context()) as session:
+        session.execute(sa.update(models.Instance).where(
+            models.Instance.uuid == data.A1).values(
+                target_bytes=384 * data.MIB, reached_bytes=200 * data.MIB))
+    samples, _ = scrape(client)
+    a1 = dict(instance=data.A1, host='host-a', project=data.PROJECT_A)
+    assert samples['memcanal_instance_target_bytes', labels(**a1)] == (
+        384 * data.MIB)
+    assert samples['memcanal_instance_demand_bytes', labels(**a1)] == (
+        200 * data.MIB)
+    for name in ('memcanal_instance_miss_ratio',
+                 'memcanal_instance_demand_miss_ratio'):
+        assert samples[name, labels(method='exact', **a1)] == 1.0
+
+
 def test_miss_ratio_at_reads_the_curve_as_the_optimizer_does():
     points = [[256, 0.5], [512, 0.0]]
     assert metrics.miss_ratio_at(points, 100) == 1.0
