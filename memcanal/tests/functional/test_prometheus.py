@@ -5,6 +5,7 @@ doc/monitoring.md gives; PromQL through its HTTP API returns what the
 JSON API shows."""
 
 import collections
+import re
 import shutil
 import time
 
@@ -19,6 +20,7 @@ from memcanal.tests.functional import test_metrics
 from memcanal.tests.functional import test_rabbit
 from memcanal.tests.functional.test_metrics import api
 from memcanal.tests.functional.test_rabbit import cloud  # noqa: F401
+from memcanal.tests.unit.api import test_metrics as test_api_metrics
 
 # The agent samples every VM at this fixed rate (target_error 0), so
 # its last scrape and its last stored report agree.
@@ -139,6 +141,23 @@ def api_view(api_url, api_target):
     }
 
 
+def dashboard_answers(url):
+    """Prometheus takes every query of doc/grafana-dashboard.json, with
+    its variables set to all hosts and nodes; the variables' own
+    queries (Grafana's label_values) find values."""
+    variables = {'$host': '.*', '$node': '.*', '$estimator': 'sampled'}
+    for promql in test_api_metrics.dashboard_queries():
+        found = re.fullmatch(r'label_values\((\w+), (\w+)\)', promql)
+        if found:
+            metric, label = found.groups()
+            assert query(url, 'group by (%s) (%s)' % (label, metric)), (
+                promql)
+            continue
+        for variable, value in variables.items():
+            promql = promql.replace(variable, value)
+        query(url, promql)
+
+
 def decide(instances):
     """Two decisions of the instances' host, as the optimizer records
     them (the simulated cloud needs none): the first superseded by the
@@ -195,6 +214,7 @@ def test_prometheus_scrapes_the_api_the_service_and_the_agent(
         [collections_count] = query(
             prometheus, 'memcanal_agent_collection_seconds_count').values()
         assert collections_count >= 1
+        dashboard_answers(prometheus)
         # The agent stopped, the service's count stops once it stored
         # what was queued, and Prometheus scrapes that count.
         cloud['kill']('agent')

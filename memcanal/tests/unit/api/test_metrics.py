@@ -8,6 +8,7 @@ from prometheus_client import parser
 import pytest
 import sqlalchemy as sa
 
+from memcanal.agent import metrics as agent_metrics
 from memcanal.api import errors
 from memcanal.api.handlers import metrics
 from memcanal import context
@@ -16,6 +17,7 @@ from memcanal.db import decisions as decisions_db
 from memcanal.db import models
 from memcanal.db import transitions
 from memcanal.service import metrics as service_metrics
+from memcanal.tests.unit.agent import test_metrics as test_agent_metrics
 from memcanal.tests.unit.api import base
 from memcanal.tests.unit.api import data
 
@@ -201,21 +203,39 @@ def test_a_token_is_not_needed_nor_json(client, hosts, enabled):
     assert b'memcanal_host_up' in response.body
 
 
+def dashboard_queries():
+    """The PromQL of doc/grafana-dashboard.json: its panels' and its
+    variables'."""
+    dashboard = json.loads((pathlib.Path(__file__).parents[4] / 'doc'
+                            / 'grafana-dashboard.json').read_text())
+    return ([target['expr'] for panel in dashboard['panels']
+             for target in panel['targets']]
+            + [variable['query']
+               for variable in dashboard['templating']['list']
+               if variable['type'] == 'query'])
+
+
 def test_grafana_dashboard_queries_metrics_memcanal_serves(client, hosts,
                                                            enabled):
     """doc/grafana-dashboard.json asks only for series the API's
-    /metrics or a service process serves."""
+    /metrics, a service process or an agent serves."""
     served = {family.name for family in
               parser.text_string_to_metric_families(
                   client.request('/metrics', token=None).text)}
     served |= {metric.name for metric in
                service_metrics.ServiceMetrics().registry.collect()}
+    agent = agent_metrics.AgentMetrics()
+    agent.observe({'instances': [
+        test_agent_metrics.entry(
+            'paged', faults=3, paging_fault_p50_seconds=1e-4,
+            paging_fault_p99_seconds=1e-3, paging_fault_seconds=0.1),
+        test_agent_metrics.entry('sampled', sampling_rate=0.1,
+                                 sampled_touches_per_s=10.0)]}, 0.1)
+    served |= {metric.name for metric in agent.registry.collect()}
+    assert 'memcanal_agent_sampling_ratio' in served
     # Counters' and histograms' sample names.
     served |= {name + suffix for name in served
-               for suffix in ('_total', '_bucket')}
-    dashboard = json.loads((pathlib.Path(__file__).parents[4] / 'doc'
-                            / 'grafana-dashboard.json').read_text())
-    queried = {name for panel in dashboard['panels']
-               for target in panel['targets']
-               for name in re.findall(r'memcanal_\w+', target['expr'])}
+               for suffix in ('_total', '_bucket', '_count', '_sum')}
+    queried = {name for query in dashboard_queries()
+               for name in re.findall(r'memcanal_\w+', query)}
     assert queried and queried <= served, queried - served
