@@ -5,13 +5,13 @@ from unittest import mock
 from prometheus_client import exposition
 from prometheus_client import parser
 import pytest
-import requests
 
 from memcanal.agent import metrics
 from memcanal.agent import service as agent_service
 from memcanal.rpc import service as rpc_service
 from memcanal.tests.functional import services
 from memcanal.tests.unit.agent import test_manager
+from memcanal.tests.unit import test_prometheus
 
 PAGED = '0b0a2b9c-3c6e-4d5e-8f00-000000000001'
 SAMPLED = '0b0a2b9c-3c6e-4d5e-8f00-000000000002'
@@ -143,20 +143,8 @@ def test_the_agent_service_serves_them_once_started(agent, conf):
                                          [agent], conf=conf)
     service.manager = agent
     agent.report()
-    with mock.patch.object(rpc_service.RPCService, 'start'), \
-            mock.patch.object(rpc_service.RPCService, 'stop'):
-        service.start()
-        try:
-            response = requests.get('http://127.0.0.1:%d/metrics' % port,
-                                    timeout=10)
-        finally:
-            service.stop()
-    assert service.metrics_server is None
-    families = {family.name: family.type for family in
-                parser.text_string_to_metric_families(response.text)}
-    assert families['memcanal_agent_collection_seconds'] == 'histogram'
-    with pytest.raises(requests.ConnectionError):
-        requests.get('http://127.0.0.1:%d/metrics' % port, timeout=10)
+    families = test_prometheus.served_while_running(service, port)
+    assert families['memcanal_agent_collection_seconds'].type == 'histogram'
 
 
 def test_no_port_no_server(agent, conf):

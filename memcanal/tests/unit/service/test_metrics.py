@@ -1,17 +1,13 @@
 """A service process's own metrics: what it ingested, served over HTTP."""
 
-from unittest import mock
-
-from prometheus_client import parser
 import pytest
-import requests
 
 from memcanal import context as memcanal_context
-from memcanal.rpc import service as rpc_service
 from memcanal.service import manager
 from memcanal.service import service
 from memcanal.tests.functional import services
 from memcanal.tests import keys
+from memcanal.tests.unit import test_prometheus
 from memcanal.tests.unit.rpc import test_reports
 
 COMPUTE_1 = keys.Agent('compute-1')
@@ -71,19 +67,7 @@ def test_served_over_http_in_prometheus_text(service_manager, conf):
     central = service.CentralService('memcanal-service', 'ctl-1',
                                      [service_manager], conf=conf)
     central.manager = service_manager
-    with mock.patch.object(rpc_service.RPCService, 'start'), \
-            mock.patch.object(rpc_service.RPCService, 'stop'):
-        central.start()
-        try:
-            response = requests.get('http://127.0.0.1:%d/metrics' % port,
-                                    timeout=10)
-        finally:
-            central.stop()
-    assert central.metrics_server is None
-    with pytest.raises(requests.ConnectionError):
-        requests.get('http://127.0.0.1:%d/metrics' % port, timeout=10)
-    families = {family.name: family for family in
-                parser.text_string_to_metric_families(response.text)}
+    families = test_prometheus.served_while_running(central, port)
     assert families['memcanal_service_reports'].type == 'counter'
     assert families['memcanal_service_report_ingest_seconds'].type == (
         'histogram')
