@@ -212,18 +212,19 @@ class ActionDispatcher:
                 action_delivery.unclaim(context, claimed)
         return sent
 
-    def follow_up(self, context):
+    def follow_up(self, context, served=list):
         """Follow nova's migrations and send again what no agent
-        answered: one service process at a time does it
+        answered, of the decisions ``served(batches)`` keeps: each
+        service process those of the hosts it serves
         (memcanal.service.coordination); returns how many decisions were
         sent again."""
-        self.follow_migrations(context)
-        return self.resend(context)
+        self.follow_migrations(context, served)
+        return self.resend(context, served)
 
-    def follow_migrations(self, context):
+    def follow_migrations(self, context, served=list):
         """Record the migrations nova finished or failed since."""
-        for batch in action_delivery.unanswered_actions(
-                context, timeutils.utcnow()):
+        for batch in served(action_delivery.unanswered_actions(
+                context, timeutils.utcnow())):
             if self.executor_of(batch) != NOVA:
                 continue
             outcomes = []
@@ -241,14 +242,16 @@ class ActionDispatcher:
                 action_delivery.record_results(
                     context, batch['decision_uuid'], outcomes)
 
-    def resend(self, context):
+    def resend(self, context, served=list):
         """Cast again the actions sent more than
         [optimizer] action_resend_interval ago that no agent answered, at
         most once per interval; returns how many decisions were sent."""
         interval = self.conf.optimizer.action_resend_interval
-        batches = [batch for batch in action_delivery.unanswered_actions(
-            context, timeutils.utcnow() - datetime.timedelta(
-                seconds=interval)) if self.executor_of(batch) == AGENT]
+        batches = [batch for batch in served(
+            action_delivery.unanswered_actions(
+                context, timeutils.utcnow() - datetime.timedelta(
+                    seconds=interval)))
+            if self.executor_of(batch) == AGENT]
         now = time.monotonic()
         unanswered = {action['uuid'] for batch in batches
                       for action in batch['actions']}

@@ -6,7 +6,8 @@ and marks down the hosts that stop reporting. Periodically it runs the
 optimizer (memcanal.service.optimizer), sends approved decisions to the
 agents (memcanal.service.actions) and records what they did
 (``actions_done``); of several service processes, one at a time runs
-each periodic job but sending (memcanal.service.coordination).
+each job that must run once, and each process does the per-host work
+of the hosts it serves (memcanal.service.coordination).
 
 Anyone holding the broker's credentials can put any message on the
 service's topic, so every message must be signed by the key of the host
@@ -359,8 +360,13 @@ class ServiceManager:
         LOG.info('Decision %s is %s', decision_uuid, decision['state'])
 
     def watch_hosts(self):
-        """Periodic: notify hosts that went down or came back up."""
-        return self.host_watch.check(memcanal_context.get_admin_context())
+        """Periodic, in every process, for the hosts it serves: notify
+        those that went down or came back up. Lists every host, so its
+        share is logged here when it changes."""
+        hosts = self.leases.served(
+            db_api.list_hosts(memcanal_context.get_admin_context()),
+            key=lambda host: host['name'], log=True)
+        return self.host_watch.check(hosts)
 
     def optimize(self):
         """Periodic: migrations off hot hosts first (the hosts they
@@ -387,12 +393,20 @@ class ServiceManager:
         return self.dispatcher.send_pending(
             memcanal_context.get_admin_context())
 
+    def fail_unanswered_actions(self):
+        """Periodic, in one process: fail the actions never answered
+        (one statement for all hosts)."""
+        return self.dispatcher.fail_unanswered(
+            memcanal_context.get_admin_context())
+
     def follow_up_actions(self):
-        """Periodic, in one process: fail the actions never answered,
-        follow nova's migrations, send again the unanswered ones."""
-        context = memcanal_context.get_admin_context()
-        self.dispatcher.fail_unanswered(context)
-        return self.dispatcher.follow_up(context)
+        """Periodic, in every process, for the decisions of the hosts it
+        serves: follow nova's migrations, send again the unanswered
+        actions."""
+        return self.dispatcher.follow_up(
+            memcanal_context.get_admin_context(),
+            served=lambda batches: self.leases.served(
+                batches, key=lambda batch: batch['host']))
 
     def run_retention(self):
         """Periodic: fold old reports into the history, expire it, archive
@@ -415,6 +429,8 @@ class ServiceManager:
                  self.mark_gone_instances),
                 (self.conf.service.periodic_interval, self.send_actions),
                 (self.conf.service.periodic_interval,
+                 self.fail_unanswered_actions),
+                (self.conf.service.periodic_interval,
                  self.follow_up_actions),
                 (self.conf.service.periodic_interval, self.watch_hosts)]
         if self.conf.optimizer.optimize_interval > 0:
@@ -424,10 +440,13 @@ class ServiceManager:
         return jobs
 
     def timers(self):
-        """periodic_jobs as the service's timers run them: each but
-        sending only in the process that leads it
-        (memcanal.service.coordination), sending in every process, each
-        action claimed by one."""
-        return [(interval, job if job == self.send_actions
+        """periodic_jobs as the service's timers run them
+        (memcanal.service.coordination): sending in every process, each
+        action claimed by one; the per-host jobs in every process, on
+        the hosts it serves; the others only in the process that leads
+        them."""
+        everywhere = (self.send_actions, self.follow_up_actions,
+                      self.watch_hosts)
+        return [(interval, job if job in everywhere
                  else self.leases.guard(job.__name__, job))
                 for interval, job in self.periodic_jobs()]

@@ -182,7 +182,7 @@ def test_results_arrive_through_the_manager(conf, ctx, host):
                results=[])
     jobs = [job.__name__ for _, job in service_manager.periodic_jobs()]
     assert jobs == ['mark_gone_instances', 'send_actions',
-                    'follow_up_actions', 'watch_hosts', 'optimize',
+                    'fail_unanswered_actions', 'follow_up_actions', 'watch_hosts', 'optimize',
                     'run_retention']
 
 
