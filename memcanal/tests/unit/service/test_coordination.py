@@ -107,7 +107,8 @@ def test_jobs_that_must_run_once_are_led_the_others_run_everywhere(
     service_manager = manager.ServiceManager(conf)
     timers = dict((job.__qualname__, job)
                   for _, job in service_manager.timers())
-    everywhere = ('send_actions', 'follow_up_actions', 'watch_hosts')
+    everywhere = ('record_service', 'send_actions', 'follow_up_actions',
+                  'watch_hosts')
     for name in everywhere:
         assert timers['ServiceManager.' + name] == getattr(service_manager,
                                                            name)
