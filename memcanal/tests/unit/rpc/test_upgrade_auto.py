@@ -22,17 +22,11 @@ from memcanal.tests.unit.db import test_decisions
 from memcanal.tests.unit.db.test_decisions import ctx  # noqa: F401
 from memcanal.tests.unit.db.test_decisions import host  # noqa: F401
 from memcanal.tests.unit.rpc import test_apis
+from memcanal.tests.unit.rpc.test_apis import transport  # noqa: F401
 from memcanal.tests.unit.rpc import test_upgrade_levels as levels
 
 SAMPLE = {'uuid': 'vm-1', 'wss': {'shards': 4096},
           'wss_bounds': {'shards': [1024, 8192]}}
-
-
-@pytest.fixture
-def transport(conf):
-    rpc.init(conf, url='fake://')
-    yield
-    rpc.cleanup()
 
 
 class ServiceAt19(test_apis.Recorder):
@@ -73,7 +67,7 @@ def registered_then_reported(endpoint):
 
 
 def test_an_auto_agent_caps_at_the_oldest_service_its_service_answers(
-        transport):
+        transport):  # noqa: F811
     caps, sent, calls, cap = registered_then_reported(ServiceAt19('1.6'))
     assert caps == ['1.9', '1.6'] and cap == '1.6'
     [(_, _, registered), (_, _, reported)] = calls
@@ -84,14 +78,15 @@ def test_an_auto_agent_caps_at_the_oldest_service_its_service_answers(
     assert 'wss_bounds' not in reported['report']['instances'][0]
 
 
-def test_an_auto_agent_sends_all_a_new_service_reads(transport):
+def test_an_auto_agent_sends_all_a_new_service_reads(
+        transport):  # noqa: F811
     caps, sent, calls, cap = registered_then_reported(ServiceAt19('1.9'))
     assert cap == '1.9' and sent == ['1.7']
     assert calls[1][2]['report']['instances'][0] == SAMPLE
 
 
 def test_an_auto_agent_takes_a_service_that_cannot_say_for_the_oldest(
-        transport):
+        transport):  # noqa: F811
     """A service before 1.9 refuses the registration at 1.9; the agent
     registers again at 1.5 (signed: the oldest version the service
     reads), and caps there."""
