@@ -170,10 +170,13 @@ class JobLeases:
             if self._coordinator is None:
                 return []
             try:
-                members = set(self._coordinator.get_members(GROUP).get())
+                try:
+                    members = set(self._coordinator.get_members(GROUP).get())
+                except coordination.GroupNotCreated:
+                    members = set()     # e.g. Redis restarted empty
                 if me not in members:
-                    # Taken for dead after a stall (or the backend lost
-                    # the group): join again.
+                    # Taken for dead after a stall, or the group lost:
+                    # join again.
                     _join(self._coordinator)
                     members.add(me)
             except Exception:

@@ -189,3 +189,17 @@ def test_follow_up_resends_only_the_served_hosts_decisions(conf, backend):
         assert seen == [{'host': 'compute-1'}, {'host': 'compute-2'}]
     finally:
         service_manager.leases.stop()
+
+
+def test_a_process_taken_for_dead_joins_again(backend):
+    first, second = leases(backend, 'a'), leases(backend, 'b')
+    try:
+        assert len(first.served(HOSTS)) < len(HOSTS)
+        # Its membership removed, as after a stall past its timeout.
+        first._coordinator.leave_group(coordination.GROUP).get()
+        assert second.served(HOSTS) == HOSTS
+        assert len(first.served(HOSTS)) < len(HOSTS)
+        assert len(second.served(HOSTS)) < len(HOSTS)
+    finally:
+        second.stop()
+        first.stop()
