@@ -35,7 +35,9 @@ and when one joins it takes a share, each moving only the hosts that
 change hands. For the moment two processes see different members, a
 host may be served by both or neither for a tick: what they do is safe
 twice (a resend is applied once by the agent's journal) or waits for
-the next tick.
+the next tick. A backend without groups (MySQL) has no ring: there the
+per-host work is a job like the others, and the holder of its lock
+serves every host.
 
 Without a backend every process runs every job and serves every host,
 as before: a single process, or several an operator keeps from running
@@ -46,6 +48,7 @@ import threading
 
 from oslo_log import log as logging
 from oslo_utils import encodeutils
+import tooz
 from tooz import coordination
 from tooz import hashring
 
@@ -54,6 +57,9 @@ LOCK_PREFIX = 'memcanal-job-'
 # The tooz group every service process joins: its live members share
 # the hosts.
 GROUP = b'memcanal-service'
+# The job whose lock's holder serves every host on a backend without
+# groups.
+HOSTS_JOB = 'hosts'
 
 
 class JobLeases:
@@ -69,6 +75,8 @@ class JobLeases:
         # logged.
         self._ring = (frozenset(), None)
         self._share = None
+        # Whether the backend has groups (MySQL has not).
+        self._grouped = True
         # Until start(), and after stop(), nothing connects.
         self._stopped = True
         # Timers of several jobs may tick at once in their own threads.
@@ -93,7 +101,7 @@ class JobLeases:
             self.backend_url, encodeutils.safe_encode(self.member_id))
         try:
             coordinator.start(start_heart=True)
-            _join(coordinator)
+            self._grouped = _join(coordinator)
         except Exception:
             LOG.error('Cannot reach the coordination backend; this '
                       'process runs no coordinated job until it can',
@@ -169,26 +177,39 @@ class JobLeases:
                 self._connect()
             if self._coordinator is None:
                 return []
-            try:
-                try:
-                    members = set(self._coordinator.get_members(GROUP).get())
-                except coordination.GroupNotCreated:
-                    members = set()     # e.g. Redis restarted empty
-                if me not in members:
-                    # Taken for dead after a stall, or the group lost:
-                    # join again.
-                    _join(self._coordinator)
-                    members.add(me)
-            except Exception:
-                LOG.warning('Coordination backend unavailable; no host '
-                            'served here this time', exc_info=True)
-                return []
-            ring = self._ring_of(members)
-            mine = [item for item in items if me in ring.get_nodes(
-                encodeutils.safe_encode(key(item)))]
-            if log:
+            grouped = self._grouped
+            if grouped:
+                members = self._members(me)
+                if members is None:
+                    return []
+                ring = self._ring_of(members)
+                mine = [item for item in items if me in ring.get_nodes(
+                    encodeutils.safe_encode(key(item)))]
+        if not grouped:
+            members = [me]
+            mine = items if self.leads(HOSTS_JOB) else []
+        if log:
+            with self._mutex:
                 self._log_share(members, len(mine), len(items))
         return mine
+
+    def _members(self, me):
+        """The group's live members, this process among them (joined
+        again if it was taken for dead after a stall, or the group was
+        lost); None if the backend cannot say."""
+        try:
+            try:
+                members = set(self._coordinator.get_members(GROUP).get())
+            except coordination.GroupNotCreated:
+                members = set()     # e.g. Redis restarted empty
+            if me not in members:
+                _join(self._coordinator)
+                members.add(me)
+        except Exception:
+            LOG.warning('Coordination backend unavailable; no host '
+                        'served here this time', exc_info=True)
+            return None
+        return members
 
     def _ring_of(self, members):
         members = frozenset(members)
@@ -217,17 +238,21 @@ class JobLeases:
 
 
 def _join(coordinator):
-    """Join the service processes' group, made by the first to come."""
+    """Join the service processes' group, made by the first to come;
+    False if the backend has no groups."""
     try:
         coordinator.create_group(GROUP).get()
     except coordination.GroupAlreadyExist:
         pass
+    except tooz.NotImplemented:
+        return False
     try:
         coordinator.join_group(GROUP).get()
     except coordination.MemberAlreadyExist:
         # A process restarted under the same host name before its
         # previous membership expired: that membership is its own.
         pass
+    return True
 
 
 def _still_owner(lock):

@@ -7,6 +7,8 @@ runs every job and serves every host."""
 import time
 
 import pytest
+import tooz
+from tooz.drivers import file as file_driver
 
 from memcanal.service import coordination
 from memcanal.service import manager
@@ -203,3 +205,19 @@ def test_a_process_taken_for_dead_joins_again(backend):
     finally:
         second.stop()
         first.stop()
+
+
+def test_without_groups_the_holder_of_the_hosts_lock_serves_all(
+        backend, monkeypatch):
+    """MySQL's tooz driver has locks but no groups."""
+    def no_groups(self, group_id):
+        raise tooz.NotImplemented('not implemented')
+    monkeypatch.setattr(file_driver.FileDriver, 'create_group', no_groups)
+    first, second = leases(backend, 'a'), leases(backend, 'b')
+    try:
+        assert first.served(HOSTS) == HOSTS
+        assert second.served(HOSTS) == []
+        first.stop()
+        assert second.served(HOSTS) == HOSTS
+    finally:
+        second.stop()
