@@ -1,7 +1,9 @@
-"""Reports stored per second by 1, 2 and 4 service processes, per database.
+"""Reports stored per second by 1, 2 and 4 service processes, per
+database, and the hosts they hold at a report interval.
 
     .venv/bin/python benchmarks/ingest.py [--reports 2000] [--hosts 16]
-        [--vms 8] [--processes 1,2,4] [--databases sqlite,mysql,postgresql]
+        [--vms 8] [--processes 1 2 4] [--databases sqlite,mysql,postgresql]
+        [--report-interval 60] [--backend-url redis://127.0.0.1:6379]
         [--transport-url rabbit://guest:guest@127.0.0.1:5672/]
         [--mysql-url mysql+pymysql://root@127.0.0.1:3306/]
         [--postgresql-url postgresql+psycopg2://postgres@127.0.0.1/postgres]
@@ -28,7 +30,14 @@ counted or stored; "stored" is counted in the database's rows
 Prints a table of both rates and their ratio per database and process
 count, the CPU time the consuming processes took per report (raw and
 memcanal: what one process holds does not depend on how busy the machine
-is), and the services' own counters. Exits 1 if a database is missing
+is), and the services' own counters; then, at ``--report-interval``
+(an agent's report every 60 s by default), the hosts of ``--vms`` VMs
+the processes held: all of them together (the rate stored times the
+interval, on this machine as loaded), per process, and per core a
+process would have to itself (the interval over a process's CPU per
+report). ``--backend-url`` gives the service processes a tooz backend
+([coordination] backend_url), as several would run: the periodic jobs
+led by one, the per-host ones split over them. Exits 1 if a database is missing
 rows, holds one twice, or a service counted a report failed or rejected.
 
 Everything shares the machine: this process casting takes about a core,
@@ -84,6 +93,8 @@ control_exchange = {exchange}
 log_file = {log_file}
 [database]
 connection = {db_url}
+[coordination]
+{backend}
 """
 
 
@@ -103,6 +114,7 @@ class CountingEndpoint:
 
 
 def serve(kind, config_file, topic, server, counter, ready, stop, results):
+
     """A child process: serve ``topic`` until ``stop``; put the service's
     counters and the CPU time it took on ``results``.
 
@@ -113,13 +125,16 @@ def serve(kind, config_file, topic, server, counter, ready, stop, results):
     ingest.collect_less()
     common.parse_args([sys.argv[0], '--config-file', config_file],
                       default_config_files=[])
+    # Each process is its own member of the coordination group.
+    CONF.set_override('host', server)
     if kind == 'raw':
         endpoint, timers = CountingEndpoint(counter), ()
     else:
         endpoint = service_manager.ServiceManager(CONF)
-        timers = endpoint.periodic_jobs()
-    service = rpc_service.RPCService(topic, server, [endpoint],
-                                     timers=timers, conf=CONF)
+        timers = endpoint.timers()
+    service = rpc_service.RPCService(
+        topic, server, [endpoint], timers=timers, conf=CONF,
+        lifecycle=[endpoint.leases] if kind != 'raw' else ())
     service.start()
     started = time.process_time()
     ready.set()
@@ -304,8 +319,20 @@ class Bench:
                 transport_url=self.args.transport_url,
                 exchange=self.exchange, db_url=db_url,
                 log_file=os.path.join(self.state_dir,
-                                      'run-%d.log' % self.runs)))
+                                      'run-%d.log' % self.runs),
+                backend=self.backend()))
         return path, 'memcanal-bench-%d' % self.runs
+
+    def backend(self):
+        """[coordination] backend_url, a namespace of its own per run on
+        Redis; none without --backend-url."""
+        url = self.args.backend_url
+        if not url:
+            return ''
+        if url.startswith('redis'):
+            url += '%snamespace=memcanal-bench-%d-%s' % (
+                '&' if '?' in url else '?', self.runs, self.exchange)
+        return 'backend_url = %s' % url
 
     def reports(self, host_uuids):
         per_host = self.args.reports // len(host_uuids)
@@ -375,6 +402,22 @@ class Bench:
         return 2 if self.args.redeliver else 1
 
 
+def print_held(held, args):
+    """Hosts of --vms VMs held at --report-interval: (database, process
+    count, reports stored per second, CPU seconds per report of all the
+    processes)."""
+    print('\nHosts of %d VMs held at a report every %g s' % (
+        args.vms, args.report_interval))
+    print('%-11s %5s %12s %12s %16s' % (
+        'database', 'procs', 'hosts (all)', 'per process',
+        'per process-core'))
+    for kind, count, rate, cpu in held:
+        print('%-11s %5d %12d %12d %16d' % (
+            kind, count, rate * args.report_interval,
+            rate * args.report_interval / count,
+            args.report_interval / cpu if cpu else 0), flush=True)
+
+
 def print_log_problems(state_dir):
     """The services' warnings and errors, before their logs go."""
     for name in sorted(os.listdir(state_dir)):
@@ -391,7 +434,10 @@ def main():
     parser.add_argument('--reports', type=int)
     parser.add_argument('--hosts', type=int, default=16)
     parser.add_argument('--vms', type=int, default=8)
-    parser.add_argument('--processes')
+    parser.add_argument('--processes', nargs='+',
+                        help='process counts, e.g. 1 2 3 (or 1,2,3)')
+    parser.add_argument('--report-interval', type=float, default=60.0)
+    parser.add_argument('--backend-url')
     parser.add_argument('--databases', default='sqlite,mysql,postgresql')
     parser.add_argument('--transport-url',
                         default='rabbit://guest:guest@127.0.0.1:5672/')
@@ -404,8 +450,10 @@ def main():
     parser.add_argument('--reduced', action='store_true')
     args = parser.parse_args()
     args.reports = args.reports or (200 if args.reduced else 2000)
-    args.processes = args.processes or ('1,2' if args.reduced else '1,2,4')
-    processes = [int(p) for p in args.processes.split(',')]
+    args.processes = args.processes or (['1,2'] if args.reduced
+                                        else ['1,2,4'])
+    processes = [int(p) for group in args.processes
+                 for p in group.split(',')]
     databases = args.databases.split(',')
 
     with tempfile.TemporaryDirectory(prefix='memcanal-bench-') as state_dir:
@@ -431,6 +479,7 @@ def main():
             'database', 'procs', 'raw msgs/s', 'stored/s', 'ratio',
             'raw CPU', 'CPU', 'service counters'), flush=True)
         failed = False
+        held = []
         try:
             for count in processes:
                 raw_rate, complete, raw_cpu = bench.raw(count)
@@ -448,6 +497,8 @@ def main():
                                       for item in totals.items()),
                              ''.join('  FAILED: %s' % p for p in problems)),
                           flush=True)
+                    held.append((kind, count, rate / bench.copies, cpu))
+            print_held(held, args)
         except BaseException:
             failed = True
             raise

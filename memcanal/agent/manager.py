@@ -117,7 +117,8 @@ class AgentManager:
                 info.memory_total_bytes, info.memory_reserved_bytes,
                 self.conf.agent.report_interval,
                 timeout=self.conf.agent.register_timeout,
-                hypervisor_type=self.driver.hypervisor_type)
+                hypervisor_type=self.driver.hypervisor_type,
+                agent_version=self.target.version)
         except messaging.RemoteError as error:
             # The service refused it: this host registered with another
             # key before (its log says which).
@@ -134,8 +135,9 @@ class AgentManager:
             return False
         self.host_uuid = host['uuid']
         self.sequence.resume_after(host['last_sequence'])
-        LOG.info('Registered %s as %s; reports continue after %d',
-                 self.host, self.host_uuid, self.sequence.last)
+        LOG.info('Registered %s as %s; reports continue after %d; '
+                 'service RPC version cap %s', self.host, self.host_uuid,
+                 self.sequence.last, self.service_api.version_cap)
         return True
 
     def build_report(self):

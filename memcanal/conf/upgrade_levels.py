@@ -3,7 +3,10 @@
 
 from oslo_config import cfg
 
-VERSION_PATTERN = r'^\d+\.\d+$'
+# Caps from the versions the other side's processes report
+# (memcanal.db.rpc_versions), nova's ``auto``.
+AUTO = 'auto'
+VERSION_PATTERN = r'^(\d+\.\d+|auto)$'
 
 upgrade_levels_group = cfg.OptGroup(
     'upgrade_levels', title='RPC version caps for rolling upgrades',
@@ -12,21 +15,29 @@ upgrade_levels_group = cfg.OptGroup(
          'the RPC version a client sends to the processes named, nova\'s '
          '[upgrade_levels] pattern. Set them on the upgraded processes '
          'until every process of the other side runs the new release, '
-         'then remove them and restart (doc/upgrades.md). Unset: the '
-         'newest version this release speaks.')
+         'then remove them and restart (doc/upgrades.md). ``auto``: '
+         'the oldest version the other side\'s processes reported '
+         '(processes of a release before it are taken as the oldest '
+         'version still spoken). Unset: the newest version this release '
+         'speaks.')
 
 upgrade_levels_opts = [
     cfg.StrOpt('agent', regex=VERSION_PATTERN,
                help='Highest version of the service -> agent RPC API '
                     '(memcanal.rpc.agent_api) memcanal-service sends, '
                     'e.g. 1.2: the version of the oldest agent still '
-                    'running.'),
+                    'running; auto: the oldest version the registered '
+                    'hosts\' agents reported, read again every minute '
+                    '(an agent that reported none: 1.2).'),
     cfg.StrOpt('service', regex=VERSION_PATTERN,
                help='Highest version of the agent -> service RPC API '
                     '(memcanal.rpc.service_api) memcanal-agent sends, '
                     'e.g. 1.5: the version of the oldest service process '
                     'still running (agents upgraded first; the usual order '
-                    'upgrades the services first and needs no cap here).'),
+                    'upgrades the services first and needs no cap here); '
+                    'auto: the oldest version of the running service '
+                    'processes, as the service answers the agent\'s '
+                    'registration (a service that does not say: 1.5).'),
 ]
 
 

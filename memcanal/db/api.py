@@ -226,7 +226,7 @@ def _report_dict(report):
 @context_manager.writer
 def register_host(context, name, memory_total_bytes, memory_reserved_bytes,
                   report_interval=None, public_key=None,
-                  hypervisor_type=None):
+                  hypervisor_type=None, agent_version=None):
     """Create or refresh the host called ``name``; its registration is a
     heartbeat.
 
@@ -236,7 +236,9 @@ def register_host(context, name, memory_total_bytes, memory_reserved_bytes,
     HostKeyMismatch, and nothing of it changes. (Only callers inside the
     service, which speak for no agent, pass None.) ``hypervisor_type`` is
     what the agent registered the host as (memcanal.hypervisors); None
-    keeps what the host had.
+    keeps what the host had. ``agent_version`` is the agent API version
+    its agent serves (memcanal.db.rpc_versions); None (an agent before
+    service RPC 1.9) forgets the one it had, as that agent was replaced.
 
     Returns the host's uuid and the highest report sequence stored for it,
     so a restarted agent continues numbering after what was stored, and
@@ -261,6 +263,7 @@ def register_host(context, name, memory_total_bytes, memory_reserved_bytes,
     host.report_interval = report_interval
     if hypervisor_type is not None:
         host.hypervisor_type = hypervisor_type
+    host.agent_version = agent_version
     host.last_heartbeat_at = now
     context.session.flush()
     return {'uuid': host.uuid, 'last_sequence': host.last_sequence,

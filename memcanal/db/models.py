@@ -67,6 +67,24 @@ class Host(TimestampMixin, Base):
     # What its agent registered the host as ('qemu', 'xen', 'simulated':
     # memcanal.hypervisors); None for hosts from before, taken as nova's.
     hypervisor_type = sa.Column(sa.String(32), nullable=True)
+    # The agent API version (memcanal.rpc.agent_api) its agent serves, as
+    # it registered it (service RPC 1.9); None: an older agent.
+    agent_version = sa.Column(sa.String(16), nullable=True)
+
+
+class Service(TimestampMixin, Base):
+    """A memcanal-service process and the service API version it serves,
+    refreshed while it runs (updated_at): what agents under
+    ``[upgrade_levels] service = auto`` cap their messages at."""
+
+    __tablename__ = 'services'
+    __table_args__ = (
+        sa.UniqueConstraint('name', name='uniq_services0name'),
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    name = sa.Column(sa.String(255), nullable=False)
+    rpc_version = sa.Column(sa.String(16), nullable=False)
 
 
 class Instance(TimestampMixin, Base):

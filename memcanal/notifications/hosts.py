@@ -4,9 +4,9 @@ A host's state is derived from its heartbeats whenever it is read
 (memcanal.db.api.host_state), never stored, so no row changes when a
 host goes down: HostWatch reads the hosts every periodic interval and
 notifies the changes since its previous read. Each service process
-watches on its own, so with several processes each notifies a change
-(the consumer sees the same uuid and state more than once), until
-coordination runs the job on one.
+watches the hosts it serves (memcanal.service.coordination: a hash
+ring over the live processes), so each change is notified once, but
+for the tick in which a host changes hands.
 """
 
 from memcanal.db import api as db_api
@@ -40,12 +40,12 @@ class HostWatch:
     def __init__(self):
         self._states = None
 
-    def check(self, context):
-        """Notify the hosts whose state changed since the previous
-        check (none on the first); returns them."""
+    def check(self, hosts):
+        """Notify the ``hosts`` (as db_api.list_hosts returns them: those
+        this process serves) whose state changed since the previous
+        check (none of a host it did not watch then); returns them."""
         if notifier.NOTIFIER is None:
             return []
-        hosts = db_api.list_hosts(context)
         known = self._states or {}
         changed = [host for host in hosts
                    if known.get(host['uuid'], host['state'])

@@ -27,12 +27,16 @@ class AgentAPI:
     most at ``version_cap`` ([upgrade_levels] agent; None: VERSION)."""
 
     VERSION = '1.2'
+    # The oldest version the service sends to (every message is signed
+    # since): what an agent that does not say its version is taken for
+    # under [upgrade_levels] agent = auto.
+    OLDEST = '1.2'
 
     def __init__(self, signing_key, version_cap=None):
         target = messaging.Target(topic=rpc.AGENT_TOPIC,
                                   version=self.VERSION)
-        self.client = rpc.get_client(target,
-                                     version_cap=version_cap or self.VERSION)
+        self.version_cap = version_cap or self.VERSION
+        self.client = rpc.get_client(target, version_cap=self.version_cap)
         self.signing_key = signing_key
 
     def apply_decision(self, ctxt, host, decision_uuid, actions):

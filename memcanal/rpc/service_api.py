@@ -26,6 +26,11 @@ API version history:
         the target (``lagged``) and how long the agent waited
         (``settle_seconds``); results without them (older agents) are
         taken as before. Upgrade the service before its agents.
+* 1.9 - register_host takes the ``agent_version`` the agent serves
+        (memcanal.rpc.agent_api), stored for ``[upgrade_levels] agent =
+        auto``, and answers the oldest ``service_version`` of the
+        running service processes, which an agent under
+        ``[upgrade_levels] service = auto`` caps its messages at.
 
 Each method is sent at the oldest version that carries it as this
 release sends it (1.5: signed), register_host with a hypervisor type at
@@ -33,10 +38,17 @@ release sends it (1.5: signed), register_host with a hypervisor type at
 ``[upgrade_levels] service`` (an agent upgraded before the service)
 still reaches an older service: under a cap below 1.7 its reports go
 without the intervals, below 1.6 its registration without the type.
+
+Under ``auto`` an agent registers at 1.9 and caps what it sends next at
+the ``service_version`` the service answers; a service before 1.9
+refuses the registration (UnsupportedVersion), and the agent registers
+again at 1.5 and caps there: a service that cannot say its version is
+taken for the oldest that reads signed messages.
 """
 
 import oslo_messaging as messaging
 
+from memcanal.conf import upgrade_levels
 from memcanal import rpc
 from memcanal.rpc import signing
 
@@ -54,44 +66,71 @@ class ServiceAPI:
     with ``host_key`` (an Ed25519PrivateKey: [agent] host_key), at most
     at ``version_cap`` ([upgrade_levels] service; None: VERSION)."""
 
-    VERSION = '1.8'
+    VERSION = '1.9'
     # Every message is signed since 1.5; the service refuses others.
     SIGNED = '1.5'
 
     def __init__(self, host, host_key, version_cap=None):
-        target = messaging.Target(topic=rpc.SERVICE_TOPIC,
-                                  version=self.VERSION)
-        self.client = rpc.get_client(target,
-                                     version_cap=version_cap or self.VERSION)
+        self.auto = version_cap == upgrade_levels.AUTO
+        self._cap(self.VERSION if self.auto else version_cap or self.VERSION)
         self.host = host
         self.host_key = host_key
+
+    def _cap(self, version_cap):
+        target = messaging.Target(topic=rpc.SERVICE_TOPIC,
+                                  version=self.VERSION)
+        self.version_cap = version_cap
+        self.client = rpc.get_client(target, version_cap=version_cap)
 
     def _signed(self, method, **args):
         return signing.sign(self.host_key, method, dict(args, host=self.host))
 
     def register_host(self, ctxt, memory_total_bytes, memory_reserved_bytes,
-                      report_interval, timeout=None, hypervisor_type=None):
+                      report_interval, timeout=None, hypervisor_type=None,
+                      agent_version=None):
         """Register (or refresh) this host; returns its uuid and last
         sequence.
 
         A call, so the agent knows where to resume numbering its reports.
         A service before 1.6 (under a cap) is not told the hypervisor
-        type: it keeps the one it has.
+        type: it keeps the one it has; one before 1.9 not the
+        ``agent_version``. Under ``auto``, caps what follows at the
+        service's answer.
         """
-        version = self.SIGNED
-        if hypervisor_type is not None and self.client.can_send_version(
-                '1.6'):
-            version = '1.6'
-        else:
-            hypervisor_type = None
-        cctxt = self.client.prepare(version=version, timeout=timeout,
-                                    retry=RETRIES)
         args = dict(name=self.host, memory_total_bytes=memory_total_bytes,
                     memory_reserved_bytes=memory_reserved_bytes,
                     report_interval=report_interval,
-                    public_key=signing.public_text(self.host_key))
-        if hypervisor_type is not None:
-            args['hypervisor_type'] = hypervisor_type
+                    public_key=signing.public_text(self.host_key),
+                    hypervisor_type=hypervisor_type,
+                    agent_version=agent_version)
+        if self.auto:
+            self._cap(self.VERSION)
+            try:
+                registered = self._register(ctxt, timeout, args)
+            except (messaging.UnsupportedVersion, messaging.RemoteError) as e:
+                if (isinstance(e, messaging.RemoteError)
+                        and e.exc_type != 'UnsupportedVersion'):
+                    raise
+                self._cap(self.SIGNED)
+                return self._register(ctxt, timeout, args)
+            self._cap(registered.get('service_version') or self.SIGNED)
+            return registered
+        return self._register(ctxt, timeout, args)
+
+    def _register(self, ctxt, timeout, args):
+        """register_host at the newest version the cap allows for what
+        ``args`` carry, without the arguments it does not allow."""
+        version = self.SIGNED
+        args = dict(args)
+        for newer, argument in (('1.6', 'hypervisor_type'),
+                                ('1.9', 'agent_version')):
+            if args[argument] is None or not self.client.can_send_version(
+                    newer):
+                del args[argument]
+            else:
+                version = newer
+        cctxt = self.client.prepare(version=version, timeout=timeout,
+                                    retry=RETRIES)
         return cctxt.call(ctxt, 'register_host', **self._signed(
             'register_host', **args))
 

@@ -34,8 +34,10 @@ import oslo_messaging as messaging
 from oslo_utils import timeutils
 
 from memcanal.agent import paging
+from memcanal.conf import upgrade_levels
 from memcanal.db import action_delivery
 from memcanal.db import decisions as decisions_db
+from memcanal.db import rpc_versions
 from memcanal import estimation
 from memcanal.rpc import agent_api
 from memcanal.service import lease_tokens
@@ -44,6 +46,10 @@ from memcanal.service import placement
 
 LOG = logging.getLogger(__name__)
 AGENT, NOVA, PLACEMENT = 'agent', 'nova', 'placement'
+# Seconds [upgrade_levels] agent = auto keeps the agents' oldest version
+# before it reads them again: an agent of an older release that
+# registers meanwhile may miss what it cannot read for that long.
+AUTO_CAP_SECONDS = 60.0
 NO_SIGNING_KEY = ('The service has no [service] signing_key: it cannot '
                   'sign actions, and agents apply no other.')
 
@@ -60,19 +66,40 @@ class ActionDispatcher:
         self.conf = conf
         self.signing_key = signing_key
         self._agent_api = None
+        # ``auto``'s cap and when it was read (time.monotonic()).
+        self._auto = None
         self._migrator = migrator
         self._updater = updater
         # When this service last sent each unanswered action again
         # (time.monotonic()); a restarted service sends them at once.
         self._resent_at = {}
 
-    @property
-    def agent_api(self):
-        # Made on first use, once the service's transport exists.
+    def agent_api(self, context):
+        """The client to the agents, capped at [upgrade_levels] agent
+        (``auto``: self._auto_cap). Made on first use, once the
+        service's transport exists."""
+        cap = self.conf.upgrade_levels.agent
+        if cap == upgrade_levels.AUTO:
+            cap = self._auto_cap(context)
+            if self._agent_api is not None and (
+                    self._agent_api.version_cap != cap):
+                LOG.info('Agent RPC version cap now %s', cap)
+                self._agent_api = None
         if self._agent_api is None:
-            self._agent_api = agent_api.AgentAPI(
-                self.signing_key, self.conf.upgrade_levels.agent)
+            self._agent_api = agent_api.AgentAPI(self.signing_key, cap)
         return self._agent_api
+
+    def _auto_cap(self, context):
+        """The oldest agent API version the registered hosts' agents
+        serve (memcanal.db.rpc_versions), read again every
+        AUTO_CAP_SECONDS; the newest without hosts."""
+        now = time.monotonic()
+        if self._auto is None or now - self._auto[1] >= AUTO_CAP_SECONDS:
+            self._auto = (rpc_versions.oldest(
+                rpc_versions.agent_versions(context),
+                unknown=agent_api.AgentAPI.OLDEST)
+                or agent_api.AgentAPI.VERSION, now)
+        return self._auto[0]
 
     @property
     def migrator(self):
@@ -137,7 +164,7 @@ class ActionDispatcher:
             self._fail(context, batch, 'No lease token: %s' % error)
             return False
         try:
-            self.agent_api.apply_decision(
+            self.agent_api(context).apply_decision(
                 context, host, batch['decision_uuid'], actions)
         except messaging.RPCVersionCapError as error:
             self._fail(context, batch, '[upgrade_levels] agent is below '
@@ -212,18 +239,19 @@ class ActionDispatcher:
                 action_delivery.unclaim(context, claimed)
         return sent
 
-    def follow_up(self, context):
+    def follow_up(self, context, served=list):
         """Follow nova's migrations and send again what no agent
-        answered: one service process at a time does it
+        answered, of the decisions ``served(batches)`` keeps: each
+        service process those of the hosts it serves
         (memcanal.service.coordination); returns how many decisions were
         sent again."""
-        self.follow_migrations(context)
-        return self.resend(context)
+        self.follow_migrations(context, served)
+        return self.resend(context, served)
 
-    def follow_migrations(self, context):
+    def follow_migrations(self, context, served=list):
         """Record the migrations nova finished or failed since."""
-        for batch in action_delivery.unanswered_actions(
-                context, timeutils.utcnow()):
+        for batch in served(action_delivery.unanswered_actions(
+                context, timeutils.utcnow())):
             if self.executor_of(batch) != NOVA:
                 continue
             outcomes = []
@@ -241,14 +269,16 @@ class ActionDispatcher:
                 action_delivery.record_results(
                     context, batch['decision_uuid'], outcomes)
 
-    def resend(self, context):
+    def resend(self, context, served=list):
         """Cast again the actions sent more than
         [optimizer] action_resend_interval ago that no agent answered, at
         most once per interval; returns how many decisions were sent."""
         interval = self.conf.optimizer.action_resend_interval
-        batches = [batch for batch in action_delivery.unanswered_actions(
-            context, timeutils.utcnow() - datetime.timedelta(
-                seconds=interval)) if self.executor_of(batch) == AGENT]
+        batches = [batch for batch in served(
+            action_delivery.unanswered_actions(
+                context, timeutils.utcnow() - datetime.timedelta(
+                    seconds=interval)))
+            if self.executor_of(batch) == AGENT]
         now = time.monotonic()
         unanswered = {action['uuid'] for batch in batches
                       for action in batch['actions']}

@@ -1,5 +1,6 @@
-"""Which memcanal-service process runs each periodic job that must run
-once: the holder of the job's tooz lock.
+"""Which memcanal-service process runs each periodic job: the holder of
+the job's tooz lock for a job that must run once, and for the per-host
+work, the process a hash ring over the live processes gives the host.
 
 Several service processes share the reports' queue (doc/scaling.md), and
 each runs the same periodic jobs. The optimizer and its planners,
@@ -23,28 +24,59 @@ could still both do in that moment is kept safe by the database: sending
 an action claims it (memcanal.db.action_delivery.claim), and the
 decision writers lock the hosts first (memcanal.db.decisions).
 
-Without a backend every process runs every job, as before: a single
-process, or several an operator keeps from running the same jobs.
+Work that is done host by host (following up a host's sent actions,
+watching it go down or up) is shared out instead: every process joins
+one tooz group, and a host is served by the member a consistent hash
+ring over the group's live members (tooz.hashring) gives it. The ring
+is rebuilt from the group's members at each tick, so when a process
+dies and its membership expires (Redis: the URL's ``timeout``; file:
+its ``timeout``, 10 s), its hosts go to the others at their next tick,
+and when one joins it takes a share, each moving only the hosts that
+change hands. For the moment two processes see different members, a
+host may be served by both or neither for a tick: what they do is safe
+twice (a resend is applied once by the agent's journal) or waits for
+the next tick. A backend without groups (MySQL) has no ring: there the
+per-host work is a job like the others, and the holder of its lock
+serves every host.
+
+Without a backend every process runs every job and serves every host,
+as before: a single process, or several an operator keeps from running
+the same jobs.
 """
 
 import threading
 
 from oslo_log import log as logging
 from oslo_utils import encodeutils
+import tooz
 from tooz import coordination
+from tooz import hashring
 
 LOG = logging.getLogger(__name__)
 LOCK_PREFIX = 'memcanal-job-'
+# The tooz group every service process joins: its live members share
+# the hosts.
+GROUP = b'memcanal-service'
+# The job whose lock's holder serves every host on a backend without
+# groups.
+HOSTS_JOB = 'hosts'
 
 
 class JobLeases:
-    """The jobs this process leads, one tooz lock each."""
+    """The jobs this process leads, one tooz lock each, and the hosts it
+    serves."""
 
     def __init__(self, backend_url, member_id):
         self.backend_url = backend_url
         self.member_id = member_id
         self._coordinator = None
         self._locks = {}
+        # The ring of the members last read, and what serves() last
+        # logged.
+        self._ring = (frozenset(), None)
+        self._share = None
+        # Whether the backend has groups (MySQL has not).
+        self._grouped = True
         # Until start(), and after stop(), nothing connects.
         self._stopped = True
         # Timers of several jobs may tick at once in their own threads.
@@ -69,6 +101,7 @@ class JobLeases:
             self.backend_url, encodeutils.safe_encode(self.member_id))
         try:
             coordinator.start(start_heart=True)
+            self._grouped = _join(coordinator)
         except Exception:
             LOG.error('Cannot reach the coordination backend; this '
                       'process runs no coordinated job until it can',
@@ -128,6 +161,71 @@ class JobLeases:
                             'run here this time', job, exc_info=True)
             return False
 
+    def served(self, items, key=str, log=False):
+        """Of ``items``, those whose host (``key(item)``, its name) this
+        process serves: all without a backend; with one, those the hash
+        ring over the group's live members gives it; none while the
+        backend cannot be reached (once this process's membership
+        expires, the others serve its hosts). ``log``: ``items`` are all
+        the hosts, and the process logs its share when it changes."""
+        items = list(items)
+        if not self.backend_url:
+            return items
+        me = encodeutils.safe_encode(self.member_id)
+        with self._mutex:
+            if not self._stopped:
+                self._connect()
+            if self._coordinator is None:
+                return []
+            grouped = self._grouped
+            if grouped:
+                members = self._members(me)
+                if members is None:
+                    return []
+                ring = self._ring_of(members)
+                mine = [item for item in items if me in ring.get_nodes(
+                    encodeutils.safe_encode(key(item)))]
+        if not grouped:
+            members = [me]
+            mine = items if self.leads(HOSTS_JOB) else []
+        if log:
+            with self._mutex:
+                self._log_share(members, len(mine), len(items))
+        return mine
+
+    def _members(self, me):
+        """The group's live members, this process among them (joined
+        again if it was taken for dead after a stall, or the group was
+        lost); None if the backend cannot say."""
+        try:
+            try:
+                members = set(self._coordinator.get_members(GROUP).get())
+            except coordination.GroupNotCreated:
+                members = set()     # e.g. Redis restarted empty
+            if me not in members:
+                _join(self._coordinator)
+                members.add(me)
+        except Exception:
+            LOG.warning('Coordination backend unavailable; no host '
+                        'served here this time', exc_info=True)
+            return None
+        return members
+
+    def _ring_of(self, members):
+        members = frozenset(members)
+        if self._ring[0] != members:
+            self._ring = (members, hashring.HashRing(members))
+        return self._ring[1]
+
+    def _log_share(self, members, mine, hosts):
+        share = (frozenset(members), mine, hosts)
+        if share != self._share:
+            self._share = share
+            LOG.info('This process (%s) serves %d of %d hosts; service '
+                     'processes: %s', self.member_id, mine, hosts,
+                     ', '.join(sorted(encodeutils.safe_decode(member)
+                                      for member in members)))
+
     def guard(self, job, callback):
         """``callback`` run only while this process leads ``job``; its
         result, or None."""
@@ -137,6 +235,24 @@ class JobLeases:
             return None
         run_if_leading.__qualname__ = callback.__qualname__
         return run_if_leading
+
+
+def _join(coordinator):
+    """Join the service processes' group, made by the first to come;
+    False if the backend has no groups."""
+    try:
+        coordinator.create_group(GROUP).get()
+    except coordination.GroupAlreadyExist:
+        pass
+    except tooz.NotImplemented:
+        return False
+    try:
+        coordinator.join_group(GROUP).get()
+    except coordination.MemberAlreadyExist:
+        # A process restarted under the same host name before its
+        # previous membership expired: that membership is its own.
+        pass
+    return True
 
 
 def _still_owner(lock):

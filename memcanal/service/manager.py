@@ -6,7 +6,8 @@ and marks down the hosts that stop reporting. Periodically it runs the
 optimizer (memcanal.service.optimizer), sends approved decisions to the
 agents (memcanal.service.actions) and records what they did
 (``actions_done``); of several service processes, one at a time runs
-each periodic job but sending (memcanal.service.coordination).
+each job that must run once, and each process does the per-host work
+of the hosts it serves (memcanal.service.coordination).
 
 Anyone holding the broker's credentials can put any message on the
 service's topic, so every message must be signed by the key of the host
@@ -18,6 +19,7 @@ sequences, its decisions' outcomes, and only its own VMs
 (memcanal.db.claims).
 """
 
+import re
 import time
 
 import oslo_messaging as messaging
@@ -27,6 +29,7 @@ from memcanal import context as memcanal_context
 from memcanal.db import action_delivery
 from memcanal.db import api as db_api
 from memcanal.db import retention
+from memcanal.db import rpc_versions
 from memcanal import exception
 from memcanal import hypervisors
 from memcanal.rpc import reports
@@ -52,12 +55,14 @@ BAD_SIGNATURE = 'rpc.bad_signature'    # not by the host's pinned key
 KEY_MISMATCH = 'rpc.key_mismatch'      # a registration by another key
 WRONG_HOST = 'rpc.wrong_host'          # about another host
 BAD_HYPERVISOR_TYPE = 'rpc.bad_hypervisor_type'  # not a type's name
+BAD_AGENT_VERSION = 'rpc.bad_agent_version'      # not an RPC version
 # Seconds a process trusts a host's pinned key from memory: a key an
 # operator had the service forget (memcanal-manage host forget-key) is
 # refused by every service process within this. Reading it for every
 # report took a database transaction each, and on SQLite the write lock:
 # a third of the service's time per report.
 IDENTITY_SECONDS = 60.0
+VERSION = re.compile(r'^\d{1,4}\.\d{1,4}$')
 
 
 def signing_key(conf):
@@ -74,7 +79,12 @@ def signing_key(conf):
 class ServiceManager:
     """Endpoint for memcanal.rpc.service_api.ServiceAPI (version 1.x)."""
 
-    target = messaging.Target(version='1.8')
+    target = messaging.Target(version='1.9')
+    # The service API versions agents may send since every message is
+    # signed: what a service process that does not record its version
+    # (a release before 1.9) is taken for under [upgrade_levels] service
+    # = auto.
+    OLDEST = '1.5'
 
     def __init__(self, conf):
         self.conf = conf
@@ -169,17 +179,21 @@ class ServiceManager:
     def register_host(self, context, name, memory_total_bytes,
                       memory_reserved_bytes, report_interval=None,
                       host=None, public_key=None, signature=None,
-                      hypervisor_type=None):
+                      hypervisor_type=None, agent_version=None):
         """Register a host, or refresh it; only its own agent can: the
         registration must be signed by the key it carries, which the
         host's first registration pins (trust on first use). Agents
-        since RPC 1.6 say their ``hypervisor_type``."""
+        since RPC 1.6 say their ``hypervisor_type``, since 1.9 the
+        ``agent_version`` they serve, and are answered the oldest
+        service version running (memcanal.db.rpc_versions)."""
         args = {'name': name, 'memory_total_bytes': memory_total_bytes,
                 'memory_reserved_bytes': memory_reserved_bytes,
                 'report_interval': report_interval, 'host': host,
                 'public_key': public_key, signing.SIGNATURE: signature}
         if hypervisor_type is not None:
             args['hypervisor_type'] = hypervisor_type
+        if agent_version is not None:
+            args['agent_version'] = agent_version
         if signature is None:
             code, detail = UNSIGNED, 'the registration is not signed'
         elif host != name or not signing.verify(public_key,
@@ -191,12 +205,17 @@ class ServiceManager:
                 and hypervisors.TYPE_PATTERN.match(hypervisor_type)):
             code, detail = BAD_HYPERVISOR_TYPE, (
                 'hypervisor type %.40r is not a name' % (hypervisor_type,))
+        elif agent_version is not None and not (
+                isinstance(agent_version, str)
+                and VERSION.match(agent_version)):
+            code, detail = BAD_AGENT_VERSION, (
+                'agent version %.40r is not a version' % (agent_version,))
         else:
             try:
                 registered = db_api.register_host(
                     context, name, memory_total_bytes,
                     memory_reserved_bytes, report_interval, public_key,
-                    hypervisor_type)
+                    hypervisor_type, agent_version)
             except exception.HostKeyMismatch as error:
                 code, detail = KEY_MISMATCH, str(error)
             else:
@@ -218,7 +237,23 @@ class ServiceManager:
         LOG.info('Host %s registered as %s (last sequence %d)', name,
                  registered['uuid'], registered['last_sequence'])
         return {'uuid': registered['uuid'],
-                'last_sequence': registered['last_sequence']}
+                'last_sequence': registered['last_sequence'],
+                'service_version': rpc_versions.oldest(
+                    rpc_versions.service_versions(
+                        context, self._service_live_seconds()),
+                    unknown=self.OLDEST) or self.target.version}
+
+    def _service_live_seconds(self):
+        """How long a service process counts as running after it last
+        recorded itself: a few of its refreshes, and a minute at least
+        (controllers' clocks differ a little)."""
+        return max(60, 3 * self.conf.service.periodic_interval)
+
+    def record_service(self):
+        """Periodic, in every process: record that it runs and the
+        service API version it serves (memcanal.db.rpc_versions)."""
+        rpc_versions.record_service(memcanal_context.get_admin_context(),
+                                    self.conf.host, self.target.version)
 
     @messaging.expose
     def report(self, context, report, host=None, signature=None):
@@ -359,8 +394,13 @@ class ServiceManager:
         LOG.info('Decision %s is %s', decision_uuid, decision['state'])
 
     def watch_hosts(self):
-        """Periodic: notify hosts that went down or came back up."""
-        return self.host_watch.check(memcanal_context.get_admin_context())
+        """Periodic, in every process, for the hosts it serves: notify
+        those that went down or came back up. Lists every host, so its
+        share is logged here when it changes."""
+        hosts = self.leases.served(
+            db_api.list_hosts(memcanal_context.get_admin_context()),
+            key=lambda host: host['name'], log=True)
+        return self.host_watch.check(hosts)
 
     def optimize(self):
         """Periodic: migrations off hot hosts first (the hosts they
@@ -387,12 +427,20 @@ class ServiceManager:
         return self.dispatcher.send_pending(
             memcanal_context.get_admin_context())
 
+    def fail_unanswered_actions(self):
+        """Periodic, in one process: fail the actions never answered
+        (one statement for all hosts)."""
+        return self.dispatcher.fail_unanswered(
+            memcanal_context.get_admin_context())
+
     def follow_up_actions(self):
-        """Periodic, in one process: fail the actions never answered,
-        follow nova's migrations, send again the unanswered ones."""
-        context = memcanal_context.get_admin_context()
-        self.dispatcher.fail_unanswered(context)
-        return self.dispatcher.follow_up(context)
+        """Periodic, in every process, for the decisions of the hosts it
+        serves: follow nova's migrations, send again the unanswered
+        actions."""
+        return self.dispatcher.follow_up(
+            memcanal_context.get_admin_context(),
+            served=lambda batches: self.leases.served(
+                batches, key=lambda batch: batch['host']))
 
     def run_retention(self):
         """Periodic: fold old reports into the history, expire it, archive
@@ -411,9 +459,12 @@ class ServiceManager:
 
     def periodic_jobs(self):
         """(interval, callable) pairs the service runs."""
-        jobs = [(self.conf.service.periodic_interval,
+        jobs = [(self.conf.service.periodic_interval, self.record_service),
+                (self.conf.service.periodic_interval,
                  self.mark_gone_instances),
                 (self.conf.service.periodic_interval, self.send_actions),
+                (self.conf.service.periodic_interval,
+                 self.fail_unanswered_actions),
                 (self.conf.service.periodic_interval,
                  self.follow_up_actions),
                 (self.conf.service.periodic_interval, self.watch_hosts)]
@@ -424,10 +475,13 @@ class ServiceManager:
         return jobs
 
     def timers(self):
-        """periodic_jobs as the service's timers run them: each but
-        sending only in the process that leads it
-        (memcanal.service.coordination), sending in every process, each
-        action claimed by one."""
-        return [(interval, job if job == self.send_actions
+        """periodic_jobs as the service's timers run them
+        (memcanal.service.coordination): sending in every process, each
+        action claimed by one; the per-host jobs in every process, on
+        the hosts it serves; the others only in the process that leads
+        them."""
+        everywhere = (self.record_service, self.send_actions,
+                      self.follow_up_actions, self.watch_hosts)
+        return [(interval, job if job in everywhere
                  else self.leases.guard(job.__name__, job))
                 for interval, job in self.periodic_jobs()]

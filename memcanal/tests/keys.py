@@ -41,12 +41,13 @@ class Agent:
         return getattr(manager, method)(context, **self.args(method, **args))
 
     def register(self, manager, context, memory_total_bytes=2 ** 34,
-                 memory_reserved_bytes=0, report_interval=60.0):
+                 memory_reserved_bytes=0, report_interval=60.0, **newer):
+        """``newer``: arguments of later RPC versions (agent_version)."""
         return self.call(manager, context, 'register_host', name=self.name,
                          memory_total_bytes=memory_total_bytes,
                          memory_reserved_bytes=memory_reserved_bytes,
                          report_interval=report_interval,
-                         public_key=signing.public_text(self.key))
+                         public_key=signing.public_text(self.key), **newer)
 
     def report(self, manager, context, report):
         return self.call(manager, context, 'report', report=report)

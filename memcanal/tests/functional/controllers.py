@@ -29,6 +29,8 @@ from memcanal.rpc import signing
 
 BIN = os.path.dirname(sys.executable)
 JOB_TAKEN = re.compile(r'This process \((\S+)\) now runs job (\S+)')
+HOST_SHARE = re.compile(r'This process \((\S+)\) serves (\d+) of (\d+) '
+                        r'hosts; service processes: (.*)$')
 OPTIMIZER_RUN = re.compile(r'Optimizer run: (\d+) decisions, ([\d.]+) s CPU')
 # What the agent logs when a decision's action arrives again after it
 # applied it: a second send.
@@ -137,6 +139,19 @@ class Cloud:
                       for name in os.listdir(self.state_dir)
                       if name.startswith('controller-')
                       and name.endswith('.log'))
+
+    def host_shares(self):
+        """{controller: (hosts it serves, of how many, [the service
+        processes it sees])}, as each last logged it."""
+        shares = {}
+        for name in self.controller_names():
+            for line in self.log_text(name).splitlines():
+                match = HOST_SHARE.search(line)
+                if match:
+                    shares[name] = (int(match.group(2)),
+                                    int(match.group(3)),
+                                    match.group(4).split(', '))
+        return shares
 
     def optimizer_runs(self):
         """{controller: [(decisions, CPU seconds) per run]}."""

@@ -32,7 +32,7 @@ def serve(topic, server, endpoint):
 
 
 class Recorder:
-    target = messaging.Target(version='1.8')
+    target = messaging.Target(version='1.9')
 
     def __init__(self):
         self.calls = []

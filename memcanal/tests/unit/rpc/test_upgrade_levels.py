@@ -130,9 +130,10 @@ def test_a_cap_below_signed_decisions_fails_them(transport, conf, ctx,
                for action in failed['actions'])
 
 
-def test_a_cap_must_be_a_version(conf):
+def test_a_cap_must_be_a_version_or_auto(conf):
     with pytest.raises(ValueError):
-        conf.set_override('service', 'auto', 'upgrade_levels')
+        conf.set_override('service', 'latest', 'upgrade_levels')
+    conf.set_override('service', 'auto', 'upgrade_levels')
 
 
 def test_a_capped_agent_leaves_the_intervals_out_of_its_reports(transport):

@@ -1,8 +1,14 @@
-"""Job leases (memcanal.service.coordination) on tooz's file backend:
-one process at a time runs a job, another takes it over once the first
-lets it go, and without a backend every process runs every job."""
+"""Job leases and host shares (memcanal.service.coordination) on tooz's
+file backend: one process at a time runs a job, another takes it over
+once the first lets it go; the hosts are split over the live processes
+and a stopped one's go to the others; without a backend every process
+runs every job and serves every host."""
+
+import time
 
 import pytest
+import tooz
+from tooz.drivers import file as file_driver
 
 from memcanal.service import coordination
 from memcanal.service import manager
@@ -97,19 +103,121 @@ def test_guarded_jobs_run_only_where_they_lead(backend, conf):
         first.stop()
 
 
-def test_every_job_but_sending_is_led(conf, backend):
+def test_jobs_that_must_run_once_are_led_the_others_run_everywhere(
+        conf, backend):
     conf.set_override('backend_url', backend, 'coordination')
     service_manager = manager.ServiceManager(conf)
     timers = dict((job.__qualname__, job)
                   for _, job in service_manager.timers())
-    assert timers['ServiceManager.send_actions'] == (
-        service_manager.send_actions)
-    led = [name for name, job in timers.items()
-           if job != service_manager.send_actions]
+    everywhere = ('record_service', 'send_actions', 'follow_up_actions',
+                  'watch_hosts')
+    for name in everywhere:
+        assert timers['ServiceManager.' + name] == getattr(service_manager,
+                                                           name)
+    led = [name for name in timers
+           if name.split('.')[1] not in everywhere]
     assert sorted(led) == sorted(
         'ServiceManager.' + name for name in (
-            'mark_gone_instances', 'follow_up_actions', 'watch_hosts',
-            'optimize', 'run_retention'))
+            'mark_gone_instances', 'fail_unanswered_actions', 'optimize',
+            'run_retention'))
     assert all(timers[name] != getattr(service_manager,
                                        name.split('.')[1])
                for name in led)
+
+
+HOSTS = ['compute-%d' % index for index in range(60)]
+
+
+def test_without_a_backend_every_process_serves_every_host():
+    assert leases(None, 'a').served(HOSTS) == HOSTS
+
+
+def test_hosts_are_split_over_the_live_processes(backend):
+    processes = [leases(backend, name) for name in 'abc']
+    try:
+        shares = [set(process.served(HOSTS)) for process in processes]
+        # Each host served by one process, every process some.
+        assert sorted(h for share in shares for h in share) == sorted(HOSTS)
+        assert all(shares)
+        # A stopped process's hosts go to the others; theirs stay.
+        processes[0].stop()
+        after = [set(process.served(HOSTS)) for process in processes[1:]]
+        assert after[0] | after[1] == set(HOSTS)
+        assert not after[0] & after[1]
+        assert shares[1] <= after[0] and shares[2] <= after[1]
+        # It takes its share back when it comes back.
+        processes[0].start()
+        assert set(processes[0].served(HOSTS)) == shares[0]
+        assert set(processes[1].served(HOSTS)) == shares[1]
+    finally:
+        for process in processes:
+            process.stop()
+
+
+def test_a_dead_processs_hosts_go_to_the_others_once_it_expires(tmp_path):
+    # timeout=1: a member whose heartbeat stopped is gone after 1 s.
+    url = 'file://%s?timeout=1' % tmp_path
+    first, second = leases(url, 'a'), leases(url, 'b')
+    try:
+        assert len(second.served(HOSTS)) < len(HOSTS)
+        # Killed: no leaving, its heartbeat just stops.
+        first._coordinator.heart.stop()
+        first._coordinator.heart.wait()
+        first._coordinator = None
+        deadline = time.monotonic() + 30
+        while len(second.served(HOSTS)) < len(HOSTS):
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+    finally:
+        second.stop()
+
+
+def test_an_unreachable_backend_serves_no_host():
+    assert leases('file:///etc/passwd/memcanal', 'a').served(HOSTS) == []
+
+
+def test_follow_up_resends_only_the_served_hosts_decisions(conf, backend):
+    service_manager = manager.ServiceManager(conf)
+    service_manager.leases = leases(backend, 'a')
+    seen = []
+
+    def follow_up(context, served):
+        seen.extend(served([{'host': 'compute-1'}, {'host': 'compute-2'}]))
+        return 0
+    service_manager.dispatcher.follow_up = follow_up
+    try:
+        service_manager.follow_up_actions()
+        # Alone in the ring: every host's.
+        assert seen == [{'host': 'compute-1'}, {'host': 'compute-2'}]
+    finally:
+        service_manager.leases.stop()
+
+
+def test_a_process_taken_for_dead_joins_again(backend):
+    first, second = leases(backend, 'a'), leases(backend, 'b')
+    try:
+        assert len(first.served(HOSTS)) < len(HOSTS)
+        # Its membership removed, as after a stall past its timeout.
+        first._coordinator.leave_group(coordination.GROUP).get()
+        assert second.served(HOSTS) == HOSTS
+        assert len(first.served(HOSTS)) < len(HOSTS)
+        assert len(second.served(HOSTS)) < len(HOSTS)
+    finally:
+        second.stop()
+        first.stop()
+
+
+def test_without_groups_the_holder_of_the_hosts_lock_serves_all(
+        backend, monkeypatch):
+    """MySQL's tooz driver has locks but no groups."""
+    def no_groups(self, group_id):
+        raise tooz.NotImplemented('not implemented')
+    monkeypatch.setattr(file_driver.FileDriver, 'create_group', no_groups)
+    first, second = leases(backend, 'a'), leases(backend, 'b')
+    try:
+        assert first.served(HOSTS) == HOSTS
+        assert second.served(HOSTS) == []
+        first.stop()
+        assert second.served(HOSTS) == HOSTS
+    finally:
+        second.stop()

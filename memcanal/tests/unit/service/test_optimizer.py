@@ -181,7 +181,8 @@ def test_results_arrive_through_the_manager(conf, ctx, host):
     agent.call(service_manager, ctx, 'actions_done', decision_uuid=WEB,
                results=[])
     jobs = [job.__name__ for _, job in service_manager.periodic_jobs()]
-    assert jobs == ['mark_gone_instances', 'send_actions',
+    assert jobs == ['record_service', 'mark_gone_instances',
+                    'send_actions', 'fail_unanswered_actions',
                     'follow_up_actions', 'watch_hosts', 'optimize',
                     'run_retention']
 
