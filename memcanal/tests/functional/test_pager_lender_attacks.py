@@ -112,7 +112,8 @@ def test_a_tls_store_added_by_the_control_socket(build, lender,
                 'owner %d, not %d' % (owner + 1, owner)}
         assert command('store %s %s' % (spec, base64.b64encode(
             lender.token(owner)).decode())) == {
-                'event': 'store', 'copies': 1, 'stores': [spec]}
+                'event': 'store', 'copies': 1, 'stores': [spec],
+                'swap_to': [spec]}
         send('quit')
         assert pager.wait(30) == 0
     finally:
@@ -187,7 +188,8 @@ def test_a_newer_lease_of_its_lender_is_used_at_once(build, lender, vms,
     refused = vm.process.command('swapout 0 %d' % vm.pages)
     assert refused['dropped'] == 0 and refused['put_failed'][0] > 0, refused
     spec = 'tls:%s' % lender.name
-    stores = {'event': 'store', 'copies': 2, 'stores': [spec, vm.file]}
+    stores = {'event': 'store', 'copies': 2, 'stores': [spec, vm.file],
+              'swap_to': [spec, vm.file]}
     # Not a newer lease of this VM's: refused, the lease it has kept.
     assert vm.process.command('store %s %s' % (spec, base64.b64encode(
         lender.token(vm.owner + 1, quota_pages=vm.pages)).decode())) == {
@@ -200,3 +202,25 @@ def test_a_newer_lease_of_its_lender_is_used_at_once(build, lender, vms,
     assert vm.check() == 0
     stats = vm.stats()
     assert stats['served'] == [vm.pages, 0] and stats['lost'] == 0, stats
+
+
+def test_pages_come_back_from_the_lender_in_runs(build, lender, vms,
+                                                 short_tmp_path):
+    """Issue #35: a swap-out to the lender alone (swapto), then a
+    swapin of everything brings the pages back a run a request, each
+    copy opened: the guest's words are all there, none from the file,
+    which took no page."""
+    key = pager_tests.key_file(os.path.join(short_tmp_path, 'vm.key'))
+    vm = pagers.Vm(build, os.path.join(short_tmp_path, 'vm'), lender, key)
+    vms.append(vm)
+    spec = 'tls:%s' % lender.name
+    assert vm.process.command('swapto %s' % spec)['swap_to'] == [spec]
+    vm.swap_out()
+    assert os.stat(vm.file).st_blocks == 0
+    fetched = vm.process.command('swapin 0 %d' % vm.pages)['fetched']
+    stats = vm.stats()
+    assert fetched == vm.pages and stats['out_pages'] == 0, stats
+    assert stats['served'] == [vm.pages, 0] and stats['swapped_in'] == (
+        vm.pages), stats
+    assert vm.check() == 0
+    assert vm.stats()['lost'] == 0
