@@ -13,7 +13,9 @@
  * keeps the page) are answered with UFFDIO_CONTINUE, write-protected for
  * a read of a sampled or SWAPPING page, so that its next write is a WP
  * fault: seen by the sampler, or cancelling the swap-out.  Every fault
- * is recorded by the sampler (sampler.c), if there is one.
+ * is recorded by the sampler (sampler.c), if there is one; pages brought
+ * in without a fault (read-ahead, swap-in) are left unmapped while it
+ * samples, so that their first access is a fault too (bring_in).
  *
  * A copy is opened with the tag and version the swap-out kept (crypt.c):
  * one that does not open (forged, another page's or VM's, an older
@@ -136,6 +138,38 @@ static void continue_page(struct pager *p, uint64_t pg, int wp)
 			perror("pager: UFFDIO_CONTINUE");
 		return;
 	}
+}
+
+/*
+ * pg's data into its memfd without mapping it: a page brought in ahead of
+ * any access (read-ahead, swap-in) while sampling.  Its first access is
+ * then a MINOR fault, recorded like a zapped page's; mapped, it would go
+ * unseen (a sampled page's in any interval, every page's in a full pass).
+ * 0, or -1 if the memfd refused it.
+ */
+static int place(struct pager *p, uint64_t pg, const void *buf)
+{
+	ssize_t n = pwrite(region_of(p, pg)->memfd, buf, PAGER_PAGE,
+			   file_offset(p, pg));
+
+	if (n == (ssize_t)PAGER_PAGE)
+		return 0;
+	if (n >= 0)
+		errno = EIO;
+	perror("pager: pwrite memfd");
+	return -1;
+}
+
+/*
+ * pg's data back in: mapped (write-protected if wp) for a fault, whose
+ * thread UFFDIO_COPY wakes; without a fault, only placed in the memfd
+ * while sampling (mapped if that fails: the data must not be lost).
+ */
+static void bring_in(struct pager *p, uint64_t pg, const void *buf,
+		     int fault, int wp)
+{
+	if (fault || !p->sampler || place(p, pg, buf))
+		copy_in(p, pg, buf, wp);
 }
 
 static void log_event(struct event_log *log, uint64_t pg)
@@ -296,10 +330,10 @@ static int run_store(struct pager *p, uint64_t pg)
 /*
  * The OUT pages from `from` on, up to max (at most READ_AHEAD), whose
  * copy would come from store i (run_store: not those the pool has, nor
- * those an earlier store holds), in one get_run, opened and copied in
- * (not sampled ones: their next access must be seen).  Stops at the
- * first copy that does not open.  Returns how many came in, the first
- * `from`'s.
+ * those an earlier store holds), in one get_run, opened and brought in
+ * without a fault (bring_in: unmapped while sampling, so the sampler
+ * still sees each one's first access).  Stops at the first copy that
+ * does not open.  Returns how many came in, the first `from`'s.
  */
 static uint64_t bring_run(struct pager *p, int i, uint64_t from,
 			  uint64_t max)
@@ -308,7 +342,7 @@ static uint64_t bring_run(struct pager *p, int i, uint64_t from,
 	uint64_t n = 0;
 
 	while (n < max && n < READ_AHEAD && from + n < p->npages &&
-	       p->ps.state[from + n] == PG_OUT && !sampled(p, from + n) &&
+	       p->ps.state[from + n] == PG_OUT &&
 	       run_store(p, from + n) == i)
 		n++;
 	if (!n || !s->get_run)
@@ -328,7 +362,7 @@ static uint64_t bring_run(struct pager *p, int i, uint64_t from,
 			return k;
 		if (p->pool.shared)
 			p->pool.slot_of[pg] = NO_SLOT;
-		copy_in(p, pg, buf, 0);
+		bring_in(p, pg, buf, 0, 0);
 		p->ps.state[pg] = PG_IN;   /* after the copy, as fetch */
 		p->pages_out--;
 		release_copies(p, pg);
@@ -360,7 +394,7 @@ static int fetch(struct pager *p, uint64_t pg, int fault, int wp)
 		memset(p->fault_buf, 0, PAGER_PAGE);
 		p->st.lost++;
 	}
-	copy_in(p, pg, p->fault_buf, wp);
+	bring_in(p, pg, p->fault_buf, fault, wp);
 	if (fault && src >= 0)
 		add_sample(p, src, now_ns() - t0);
 	if (fault)
@@ -558,9 +592,7 @@ long pager_swap_in(struct pager *p, uint64_t first, uint64_t count)
 		 * per run: faults go first. */
 		pthread_mutex_lock(&p->lock);
 		n = 0;
-		/* A sampled page is left to fault: mapped now, the
-		 * guest's next access to it would go unseen. */
-		if (p->ps.state[pg] == PG_OUT && !sampled(p, pg)) {
+		if (p->ps.state[pg] == PG_OUT) {
 			i = run_store(p, pg);
 			if (i >= 0)
 				n = bring_run(p, i, pg, first + count - pg);

@@ -265,7 +265,9 @@ long pager_swap_out(struct pager *p, const uint64_t *pages, size_t n);
 
 /*
  * Bring the OUT pages among first..first+count-1 back in without a
- * fault (prefetch).  Returns the number of pages brought in.
+ * fault (prefetch): while sampling, into the memfd only, so that each
+ * one's first access still faults (MINOR) and is recorded.  Returns the
+ * number of pages brought in.
  */
 long pager_swap_in(struct pager *p, uint64_t first, uint64_t count);
 
