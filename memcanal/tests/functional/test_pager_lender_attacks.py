@@ -224,3 +224,31 @@ def test_pages_come_back_from_the_lender_in_runs(build, lender, vms,
         vm.pages), stats
     assert vm.check() == 0
     assert vm.stats()['lost'] == 0
+
+
+@pytest.mark.parametrize('first, lost', [
+    ('lender', 'emptied'), ('lender', 'down'), ('file', 'truncated')])
+def test_a_swapin_falls_back_to_the_next_store_page_by_page(
+        build, lender, vms, short_tmp_path, first, lost):
+    """Issue #35: every page a swapin brings back comes from whichever
+    store holds it. The first store, read a run a request, lost every
+    page (the lender restarted empty, or the file truncated) or is down:
+    its run reads fail and each page comes from the next store, none
+    lost."""
+    key = pager_tests.key_file(os.path.join(short_tmp_path, 'vm.key'))
+    order = ('lender', 'file') if first == 'lender' else ('file', 'lender')
+    vm = pagers.Vm(build, os.path.join(short_tmp_path, 'a'), lender, key,
+                   order=order, guest_mb=4)
+    vms.append(vm)
+    vm.swap_out()
+    if first == 'file':
+        os.truncate(vm.file, 0)
+    else:
+        lender.stop()
+        if lost == 'emptied':
+            restart(lender)
+    fetched = vm.process.command('swapin 0 %d' % vm.pages)['fetched']
+    stats = vm.stats()
+    assert fetched == vm.pages and stats['out_pages'] == 0, stats
+    assert stats['served'] == [0, vm.pages] and stats['lost'] == 0, stats
+    assert vm.check() == 0
