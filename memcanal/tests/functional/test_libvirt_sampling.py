@@ -537,24 +537,23 @@ def paged_out_again(host):
 
 
 def paged_back_in(host):
-    """Page the whole VM back in: every page out comes back but those
-    of the pager's sample, which stay out until the guest touches them
-    (the pager must see that access). The pager's stats."""
+    """Page the whole VM back in: every page out comes back, those of
+    the pager's sample too (in its memfd, unmapped: the pager still sees
+    the guest's next access). The pager's stats."""
     pager = host.pager()
     resize = host.hypervisor.apply_memory_target(host.uuid, GUEST_MB * MiB,
                                                  'paging')
     [info] = host.hypervisor.list_instances()
     stats = pager.client.command('stats')
     print('paged back in', resize, info, stats)
-    assert info.paged_bytes <= stats['sampling']['sampled_pages'] * 4096
+    assert info.paged_bytes == 0 and stats['out_pages'] == 0, stats
     assert stats['lost'] == 0
     return stats
 
 
 def page_back_in_from_the_memory_server(host):
     """The local store's copies gone, the whole VM as the target:
-    every page comes back from the memory server, those of the sample
-    as the guest's check touches them."""
+    every page comes back from the memory server."""
     os.truncate(host.pager().record.stores[0][len('file:'):], 0)
     stats = paged_back_in(host)
     assert stats['served'][1] > DATA_MB * 256 // 2, stats
