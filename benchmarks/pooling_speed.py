@@ -49,7 +49,6 @@ import json
 import os
 import sys
 import tempfile
-import threading
 import time
 
 import numpy as np
@@ -91,31 +90,19 @@ class Timers:
                        'calls': self.calls[name]} for name in self.seconds}
 
 
-class Freed:
-    """The guest's memfd KiB every 5 ms while in the with block."""
+class Freed(memserver_load.Watcher):
+    """The guest's memfd KiB every 5 ms while in the with block, with
+    when each was read."""
+
+    period = 0.005
 
     def __init__(self, memfds):
+        super().__init__()
         self.memfds = memfds
-        self.samples = []
-        self.done = threading.Event()
-        self.watcher = threading.Thread(target=self.watch)
 
-    def kib(self):
-        return sum(os.fstat(fd).st_blocks // 2 for fd in self.memfds)
-
-    def watch(self):
-        while True:
-            self.samples.append((time.monotonic(), self.kib()))
-            if self.done.wait(0.005):
-                return
-
-    def __enter__(self):
-        self.watcher.start()
-        return self
-
-    def __exit__(self, *exc_info):
-        self.done.set()
-        self.watcher.join()
+    def sample(self):
+        return (time.monotonic(),
+                sum(os.fstat(fd).st_blocks // 2 for fd in self.memfds))
 
     def freed_s(self, started, share=0.95):
         """Seconds from ``started`` until ``share`` of what was freed
