@@ -47,21 +47,6 @@ static int file_get(struct pager_store *s, uint64_t page, void *buf)
 	return 0;
 }
 
-/* npages pages in one pread (read-ahead, swapin's runs): all or none. */
-static int file_get_run(struct pager_store *s, uint64_t page, void *buf,
-			size_t npages)
-{
-	struct file_store *f = (struct file_store *)s;
-	ssize_t n = pread(f->fd, buf, npages * PAGER_PAGE, page * PAGER_PAGE);
-
-	if (n != (ssize_t)(npages * PAGER_PAGE)) {
-		if (n >= 0)
-			errno = EIO;
-		return -1;
-	}
-	return 0;
-}
-
 static int file_del(struct pager_store *s, uint64_t page, size_t npages)
 {
 	struct file_store *f = (struct file_store *)s;
@@ -92,7 +77,6 @@ struct pager_store *pager_file_store(const char *path)
 	}
 	f->s = (struct pager_store){ .name = strdup(path), .kind = "file",
 		.put = file_put,
-		.get = file_get, .get_run = file_get_run, .del = file_del,
-		.destroy = file_destroy };
+		.get = file_get, .del = file_del, .destroy = file_destroy };
 	return &f->s;
 }

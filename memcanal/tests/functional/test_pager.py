@@ -574,35 +574,6 @@ def test_sampling_while_paging_loses_nothing(sampled):
     assert stats['sources']['file']['faults'] > 0, stats
 
 
-def test_pages_read_ahead_or_swapped_in_fault_on_their_first_access(
-        sampled):
-    """Issue #35: pages the pager brings in without a fault (read ahead
-    after a sequential fault, a swapin) are not mapped while it samples:
-    the guest's first access to each still faults, so every page it
-    touches after all went out is seen in its interval, sampled or not,
-    exactly as with one fault a page."""
-    process = sampled(0.1, guest=('-m', '16', '-r', '2', '-t', '1', '-p',
-                                  '100'))
-    process.command('tick')
-    for k, swapin in ((1, False), (2, True)):
-        out = process.command('swapout 0 %d' % process.pages)
-        assert out['dropped'] > process.pages // 2, out
-        if swapin:
-            fetched = process.command('swapin 0 %d' % process.pages)
-            assert fetched['fetched'] == out['out_pages'], fetched
-        touched, written = process.phase(k)
-        seen, seen_written, _ = process.interval()
-        np.testing.assert_array_equal(seen, touched)
-        np.testing.assert_array_equal(seen_written & process.sample,
-                                      written & process.sample)
-    stats = process.command('stats')
-    assert stats['read_ahead'] > process.pages // 4, stats
-    assert stats['swapped_in'] > process.pages // 2, stats
-    assert stats['lost'] == 0, stats
-    process.send('check')
-    assert process.answer() == {'check': 0}
-
-
 def blocked(process):
     """The guest's answer does not come: its threads wait on faults."""
     with pytest.raises(pytest.fail.Exception, match='no .* within'):

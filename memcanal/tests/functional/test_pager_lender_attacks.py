@@ -17,6 +17,7 @@ import subprocess
 import uuid
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
+import numpy as np
 import pytest
 
 from memcanal.agent import paging
@@ -251,4 +252,34 @@ def test_a_swapin_falls_back_to_the_next_store_page_by_page(
     stats = vm.stats()
     assert fetched == vm.pages and stats['out_pages'] == 0, stats
     assert stats['served'] == [0, vm.pages] and stats['lost'] == 0, stats
+    assert vm.check() == 0
+
+
+def test_pages_read_ahead_or_swapped_in_fault_on_their_first_access(
+        build, lender, vms, short_tmp_path):
+    """Issue #35: pages the pager brings in from the lender without a
+    fault (read ahead after a sequential fault, a swapin) are not mapped
+    while it samples: the guest's first access to each still faults, so
+    every page it touches after all went out is seen in its interval,
+    sampled or not, exactly as with one fault a page."""
+    key = pager_tests.key_file(os.path.join(short_tmp_path, 'vm.key'))
+    vm = pagers.Vm(build, os.path.join(short_tmp_path, 'a'), lender, key,
+                   order=('lender',), guest_mb=16, rate=0.1,
+                   guest=('-r', '2', '-t', '1', '-p', '100'))
+    vms.append(vm)
+    process = vm.process
+    process.command('tick')
+    for k, swapin in ((1, False), (2, True)):
+        out = vm.swap_out()
+        if swapin:
+            fetched = process.command('swapin 0 %d' % vm.pages)
+            assert fetched['fetched'] == out['out_pages'], fetched
+        touched, written = process.phase(k)
+        seen, seen_written, _ = process.interval()
+        np.testing.assert_array_equal(seen, touched)
+        np.testing.assert_array_equal(seen_written & process.sample,
+                                      written & process.sample)
+    stats = vm.stats()
+    assert stats['read_ahead'] > vm.pages // 4, stats
+    assert stats['swapped_in'] == vm.pages and stats['lost'] == 0, stats
     assert vm.check() == 0
