@@ -73,14 +73,10 @@ import re
 import sys
 import tempfile
 import time
-import types
 
 import numpy as np
-from oslo_config import cfg
 
-from memcanal.agent import adaptive
 from memcanal.agent import paging
-from memcanal.conf import sampling as sampling_conf
 from memcanal import estimation
 from memcanal.estimation import mrc
 from memcanal.estimation import sampling
@@ -90,7 +86,8 @@ import guest_corpus
 import sampled_guest
 
 SYNC_TIMEOUT = 30.0
-PLUGIN_OPTIONS = dict(mode='prl', handler_base_ns=0, ring_logs=32768)
+PLUGIN_OPTIONS = dict(mode='prl', handler_base_ns=0, ring_logs=32768,
+                      code='on')
 MiB = 2 ** 20
 
 
@@ -325,6 +322,13 @@ def summary(rows, rate, settle):
         'interval_vs_lru_first_touch_below_wss1': mean(
             r.lru_first_below for r in settled),
         'curve_intervals_counted': len(settled),
+        # Per interval, to recount the figures against another reference:
+        # memtrace's pages, the estimate and its interval, the sampled
+        # pages seen and those memtrace did not see, the rate.
+        'per_interval': [[r.exact, round(r.sampled, 1),
+                          None if r.low is None else round(r.low, 1),
+                          None if r.high is None else round(r.high, 1),
+                          r.seen, r.extra, r.rate] for r in rows],
         'exact_wss_pages': mean(r.exact for r in rows),
         'extra_pages': mean(r.extra for r in rows),
         'missed_pages': mean(r.missed for r in rows),
@@ -487,39 +491,11 @@ class Analysis:
         self._executor.shutdown()
 
 
-class AutoRate:
-    """The agent's adaptive rate on the benchmark's pager: every interval
-    the pager closes feeds a SampledAccesses as the agent's collector's
-    does, memcanal.agent.adaptive plans the next rate from it with
-    [sampling]'s defaults, and a change goes to the pager as
-    ``resample``, which takes it from its next interval."""
-
-    def __init__(self, pages, interval_s, window, curve_intervals,
-                 max_reuse, resalt_every=0):
-        conf = cfg.ConfigOpts()
-        sampling_conf.register_opts(conf)
-        conf([], default_config_files=[])
-        conf.set_override('resalt_every', resalt_every, 'sampling')
-        self.rate = adaptive.initial_rate(conf.sampling)
-        self.rates = adaptive.SamplingRates(conf.sampling)
-        self.view = types.SimpleNamespace(sampled=sampling.SampledAccesses(
-            pages, self.rate, interval_s=interval_s,
-            window_intervals=window, curve_intervals=curve_intervals,
-            max_reuse=max_reuse))
-
-    def step(self, client, interval):
-        self.view.sampled.add_interval(
-            interval.touched, interval.written, interval.full,
-            interval.seconds, interval.rate, interval.salt)
-        change = self.rates.plan({'guest': self.view}).get('guest')
-        if change is not None:
-            client.command('resample %r %d' % change)
-
-
 def measure(guest, comparison, interval, timeout, auto=None):
     """Intervals of ``interval`` seconds from the command's start to its
     end (the last one shorter); memtrace's counters at the start and at
-    the end. ``auto``: an AutoRate that sets the pager's rate."""
+    the end. ``auto``: a sampled_guest.AutoRate that sets the pager's
+    rate."""
     boundaries = Boundaries(guest)
     analysis = Analysis(comparison, guest.ram_bytes)
     try:
@@ -621,9 +597,11 @@ def main(argv=None):
         build = args.build or services.build_pager(
             pathlib.Path(scratch) / 'build')
         pages = sampled_guest.GUEST_MB * MiB // 4096
-        auto = AutoRate(pages, args.interval, args.window,
-                        args.curve_intervals, args.max_reuse,
-                        args.resalt_every) if args.auto else None
+        auto = sampled_guest.AutoRate(
+            pages, args.interval, window_intervals=args.window,
+            curve_intervals=args.curve_intervals, max_reuse=args.max_reuse,
+            overrides=dict(resalt_every=args.resalt_every)) if args.auto \
+            else None
         rate = auto.rate if auto else args.rate
         comparison = Comparison(
             pages, rate, args.salt, args.interval, args.window,
