@@ -238,6 +238,17 @@ def percent(figure):
                                   100 * high)
 
 
+def sampling_options(overrides=None):
+    """The [sampling] options at their defaults but ``overrides`` (by
+    name)."""
+    conf = cfg.ConfigOpts()
+    sampling_conf.register_opts(conf)
+    conf([], default_config_files=[])
+    for name, value in (overrides or {}).items():
+        conf.set_override(name, value, 'sampling')
+    return conf.sampling
+
+
 class AutoRate:
     """The agent's adaptive rate on a benchmark's pager: every interval
     the pager closes feeds a SampledAccesses as the agent's collector's
@@ -247,13 +258,9 @@ class AutoRate:
     from its next interval. ``estimator``: SampledAccesses' options."""
 
     def __init__(self, pages, interval_s, overrides=None, **estimator):
-        conf = cfg.ConfigOpts()
-        sampling_conf.register_opts(conf)
-        conf([], default_config_files=[])
-        for name, value in (overrides or {}).items():
-            conf.set_override(name, value, 'sampling')
-        self.rate = adaptive.initial_rate(conf.sampling)
-        self.rates = adaptive.SamplingRates(conf.sampling)
+        options = sampling_options(overrides)
+        self.rate = adaptive.initial_rate(options)
+        self.rates = adaptive.SamplingRates(options)
         self.view = types.SimpleNamespace(sampled=sampling.SampledAccesses(
             pages, self.rate, interval_s=interval_s, **estimator))
 

@@ -175,11 +175,13 @@ class Comparison:
     ``pages`` pages sampled at ``rate`` with ``salt``."""
 
     def __init__(self, pages, rate, salt=mrc.DEFAULT_SALT, interval_s=1.0,
-                 window=12, curve_intervals=12, max_reuse=12):
+                 window=12, curve_intervals=12, max_reuse=12,
+                 systematic_pages=0.0):
         options = dict(interval_s=interval_s, window_intervals=window,
                        curve_intervals=curve_intervals, max_reuse=max_reuse)
         self.rate = rate
-        self.sampled = sampling.SampledAccesses(pages, rate, salt, **options)
+        self.sampled = sampling.SampledAccesses(
+            pages, rate, salt, systematic_pages=systematic_pages, **options)
         self.exact = sampling.SampledAccesses(pages, 1.0, salt, **options)
         self.lru = LruStack(pages, curve_intervals)
         self.rows = []
@@ -264,6 +266,11 @@ def median(values):
     return float(np.median(values)) if values else None
 
 
+def quantiles(values, percents):
+    return [float(np.percentile(values, p)) for p in percents] \
+        if values else None
+
+
 def covered(row):
     """Whether the interval's stated 95 % interval holds memtrace's
     working set (None for an interval without either)."""
@@ -331,6 +338,10 @@ def summary(rows, rate, settle):
                           r.seen, r.extra, r.rate] for r in rows],
         'exact_wss_pages': mean(r.exact for r in rows),
         'extra_pages': mean(r.extra for r in rows),
+        # What the sampler counts beyond the reference, in pages of the
+        # whole guest (its extra over the rate): the systematic term.
+        'extra_scaled_p50_p95_max': quantiles(
+            [r.extra / (r.rate or rate) for r in rows], (50, 95, 100)),
         'missed_pages': mean(r.missed for r in rows),
         'zap_ms_p50': float(np.median([r.zap_ms for r in rows]))
         if rows else None,
@@ -541,6 +552,11 @@ def parse_args(argv=None):
     parser.add_argument('--resalt-every', type=int, default=0,
                         help='with --rate auto: a new salt every N '
                              'intervals ([sampling] resalt_every)')
+    parser.add_argument('--systematic-pages', type=float,
+                        default=sampled_guest.sampling_options()
+                        .systematic_pages,
+                        help='[sampling] systematic_pages (default: its '
+                             'default)')
     parser.add_argument('--interval', type=float, default=1.0,
                         help='seconds per interval (default 1)')
     parser.add_argument('--salt', type=lambda text: int(text, 0),
@@ -605,7 +621,7 @@ def main(argv=None):
         rate = auto.rate if auto else args.rate
         comparison = Comparison(
             pages, rate, args.salt, args.interval, args.window,
-            args.curve_intervals, args.max_reuse)
+            args.curve_intervals, args.max_reuse, args.systematic_pages)
         vm = sampled_guest.SampledGuest(
             build, guest, scratch, args.guest_command,
             sampled_guest.pager_options(rate, args.salt,
@@ -641,6 +657,7 @@ def report(args, comparison, console, before, after):
     if args.auto:
         result['rate'] = 'auto'
     result['workload'] = args.workload
+    result['systematic_pages'] = args.systematic_pages
     delta = {key: after[key] - before[key] for key in after}
     result.update(
         command=args.guest_command, interval_s=args.interval,
