@@ -101,10 +101,12 @@ def test_rrww_on_a_real_guest(qemu_agent, conf):
 
 @pytest.mark.parametrize('options, logs', [
     ({'mode': 'prl'}, 'prl'),
+    ({'mode': 'prl', 'code': 'on'}, 'prl'),
     ({'mode': 'pml', 'epoch_ms': 250}, 'pml'),
 ])
 def test_plugin_modes(short_tmp_path, options, logs):
-    """mode chooses the logs; epoch_ms starts dirty epochs on its own."""
+    """mode chooses the logs; epoch_ms starts dirty epochs on its own;
+    code=on logs the pages of the code TCG translates, past the TLB."""
     guest = services.require_test_guest()
     console, counters = guest_runs.run_unattended(
         'qemu-system-x86_64', guest, 'WWRR', 16, 1,
@@ -119,3 +121,7 @@ def test_plugin_modes(short_tmp_path, options, logs):
         assert counters['epochs'] >= 8
     else:
         assert counters['epochs'] == 0
+        # Without code=on every entry of PRL's log was a TLB miss.
+        code_pages = (counters['prl_logged'] + counters['prl_missed']
+                      - counters['tlb_misses'])
+        assert (code_pages > 0) == (options.get('code') == 'on')
