@@ -44,8 +44,8 @@
  * found from the instruction's host address in the mapping of a memfd
  * holding the guest's RAM (/proc/self/maps: the file offset is the
  * guest-physical address of a RAM of one block from 0, as a pc
- * machine's below 4 GiB is); code elsewhere (the BIOS ROM) is not
- * logged. Still unseen: the guest's page tables that QEMU walks on its
+ * machine's below 4 GiB is); code elsewhere (the BIOS ROM; all of it
+ * when the RAM is not a memfd) is not logged. Still unseen: the guest's page tables that QEMU walks on its
  * TLB misses, and device (DMA) accesses.
  */
 #include <errno.h>
@@ -143,6 +143,11 @@ static atomic_bool stopping;
  * the guest RAM's memfd mapping: host start, end, file offset. */
 static __thread struct vcpu *current_vcpu;
 static uintptr_t ram_start, ram_end, ram_offset;
+/* Mappings found not to be the RAM's memfd (a ROM's; the whole RAM when
+ * it is not in a memfd), so that maps is read once for each. */
+#define OTHER_MAPPINGS 64
+static uintptr_t other_start[OTHER_MAPPINGS], other_end[OTHER_MAPPINGS];
+static unsigned others;
 
 static uint64_t now_ns(void)
 {
@@ -472,27 +477,39 @@ static void on_memory(unsigned int index, qemu_plugin_meminfo_t info,
         log_pml(v, page);
 }
 
-/* The memfd mapping of QEMU's own address space that holds ``host``;
- * false if none does. */
+/* Whether ``host`` lies in the memfd mapping of QEMU's own address
+ * space that holds the RAM (which it then becomes); a mapping that is
+ * not is remembered as such. */
 static bool find_ram(uintptr_t host)
 {
     char line[512];
-    FILE *maps = fopen("/proc/self/maps", "r");
+    FILE *maps;
     bool found = false;
+    unsigned i;
 
+    for (i = 0; i < others; i++)
+        if (other_start[i] <= host && host < other_end[i])
+            return false;
+    maps = fopen("/proc/self/maps", "r");
     if (!maps)
         return false;
-    while (!found && fgets(line, sizeof(line), maps)) {
+    while (fgets(line, sizeof(line), maps)) {
         uintptr_t start, end, offset;
 
         if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %*s %" SCNxPTR,
-                   &start, &end, &offset) == 3 && start <= host
-                && host < end && strstr(line, "/memfd:")) {
+                   &start, &end, &offset) != 3 || host < start
+                || host >= end)
+            continue;
+        if (strstr(line, "/memfd:")) {
             ram_start = start;
             ram_end = end;
             ram_offset = offset;
             found = true;
+        } else if (others < OTHER_MAPPINGS) {
+            other_start[others] = start;
+            other_end[others++] = end;
         }
+        break;
     }
     fclose(maps);
     return found;

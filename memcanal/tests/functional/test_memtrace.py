@@ -106,11 +106,13 @@ def test_rrww_on_a_real_guest(qemu_agent, conf):
 ])
 def test_plugin_modes(short_tmp_path, options, logs):
     """mode chooses the logs; epoch_ms starts dirty epochs on its own;
-    code=on logs the pages of the code TCG translates, past the TLB."""
+    code=on logs the pages of the code TCG translates, past the TLB (of
+    a RAM in a memfd, as a paged guest's is)."""
     guest = services.require_test_guest()
     console, counters = guest_runs.run_unattended(
         'qemu-system-x86_64', guest, 'WWRR', 16, 1,
-        short_tmp_path + '/guest.console', options)
+        short_tmp_path + '/guest.console', options,
+        memfd='code' in options)
     assert 'wsswork: done' in console
     other = 'pml' if logs == 'prl' else 'prl'
     assert counters[logs + '_events'] > 0
