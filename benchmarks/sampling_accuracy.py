@@ -48,9 +48,11 @@ once the curve's window is full). It ends with one JSON line:
 ``curve_mae``, ``interval_vs_lru_mae`` and the rest.
 
 What each side cannot see. memtrace sees the guest's data loads and
-stores only: not instruction fetches (TCG reads a code page once, when it
-translates it; the sampler sees that read), not the guest page tables
-QEMU's softmmu walks, nor QEMU's own accesses for devices; a page that
+stores, and with ``code=on`` the pages TCG reads code from when it
+translates them (the read the sampler sees); not the guest page tables
+QEMU's softmmu walks, nor QEMU's own accesses for devices, for which the
+stated intervals carry [sampling] systematic_pages (doc/estimation.md,
+"The reference"); a page that
 stays among the TLB's last four for a whole interval (none of the
 workloads here) and the references in a partly filled log at a boundary
 (at most 511, counted in the next interval) are misplaced. The sampler
