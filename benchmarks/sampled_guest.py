@@ -1,7 +1,8 @@
 """The test guest under QEMU TCG running a shell command of one's own,
 its RAM handed to a memcanal-pager driven from the benchmark, traced by
-memtrace or not: what benchmarks/sampling_accuracy.py and
-benchmarks/sampling_cost.py boot.
+memtrace or not: what benchmarks/sampling_accuracy.py,
+benchmarks/sampling_cost.py and benchmarks/corpus_cost.py boot, with
+what they measure it by.
 
 The command runs from an /init of its own (rdinit=/sampling-run, an
 archive appended to the test guest's initramfs), between two console
@@ -13,19 +14,27 @@ benchmark sends ``tick``, so that they end when the benchmark looks.
 import gzip
 import os
 import pathlib
+import statistics
 import subprocess
 import sys
 import time
+import types
 
+from oslo_config import cfg
+
+from memcanal.agent import adaptive
 from memcanal.agent.drivers import memtrace
 from memcanal.agent import guest_runs
 from memcanal.agent.drivers import qemu
 from memcanal.agent import pager_client
 from memcanal.conf import qemu as qemu_conf
+from memcanal.conf import sampling as sampling_conf
 from memcanal.estimation import mrc
+from memcanal.estimation import sampling
 from memcanal.tests.functional import test_guest_paging
 
 GUEST_MB = 256
+GUEST_PAGES = GUEST_MB * 2 ** 20 // 4096
 INSTANCE = '00000000-0000-0000-0000-000000000024'
 START, DONE = 'sampling-run: start', 'sampling-run: done'
 BOOT_TIMEOUT = 180.0
@@ -178,3 +187,89 @@ def pager_options(rate, salt=mrc.DEFAULT_SALT, full_pass_every=0):
     return ['--sample-rate', repr(rate), '--sample-salt', str(salt),
             '--sample-interval-ms', '0',
             '--full-pass-every', str(full_pass_every)]
+
+
+# What a boot costs: its processes' CPU, the figures over rounds.
+
+def cpu_seconds(pid):
+    """User and system time of process ``pid`` so far."""
+    with open('/proc/%d/stat' % pid) as stat:
+        fields = stat.read().rsplit(')', 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
+def thread_times(pid):
+    """{thread id: (seconds running, seconds waiting for a CPU)} of
+    process ``pid`` (/proc/PID/task/TID/schedstat)."""
+    times = {}
+    for tid in os.listdir('/proc/%d/task' % pid):
+        try:
+            with open('/proc/%d/task/%s/schedstat' % (pid, tid)) as stat:
+                run, wait = stat.read().split()[:2]
+        except OSError:                  # the thread ended
+            continue
+        times[int(tid)] = (int(run) / 1e9, int(wait) / 1e9)
+    return times
+
+
+def vcpu_times(before, after):
+    """(run, wait) seconds between two thread_times of QEMU of its vCPU
+    thread: the one that ran most (a TCG guest of one vCPU)."""
+    deltas = [(after[tid][0] - before[tid][0], after[tid][1]
+               - before[tid][1]) for tid in after if tid in before]
+    return max(deltas)
+
+
+def spread(values):
+    """{median, range} of per-round figures."""
+    values = [value for value in values if value is not None]
+    if not values:
+        return None
+    return {'median': statistics.median(values),
+            'range': [min(values), max(values)]}
+
+
+def percent(figure):
+    """A spread of shares as percent: median (low..high)."""
+    if figure is None:
+        return '-'
+    low, high = figure['range']
+    return '%.2f (%.2f..%.2f)' % (100 * figure['median'], 100 * low,
+                                  100 * high)
+
+
+def sampling_options(overrides=None):
+    """The [sampling] options at their defaults but ``overrides`` (by
+    name)."""
+    conf = cfg.ConfigOpts()
+    sampling_conf.register_opts(conf)
+    conf([], default_config_files=[])
+    for name, value in (overrides or {}).items():
+        conf.set_override(name, value, 'sampling')
+    return conf.sampling
+
+
+class AutoRate:
+    """The agent's adaptive rate on a benchmark's pager: every interval
+    the pager closes feeds a SampledAccesses as the agent's collector's
+    does, memcanal.agent.adaptive plans the next rate from it with
+    [sampling]'s defaults (but ``overrides``, [sampling] options by
+    name), and a change goes to the pager as ``resample``, which takes it
+    from its next interval. ``estimator``: SampledAccesses' options."""
+
+    def __init__(self, pages, interval_s, overrides=None, **estimator):
+        options = sampling_options(overrides)
+        self.rate = adaptive.initial_rate(options)
+        self.rates = adaptive.SamplingRates(options)
+        self.view = types.SimpleNamespace(sampled=sampling.SampledAccesses(
+            pages, self.rate, interval_s=interval_s, **estimator))
+
+    def step(self, client, interval):
+        """Feed the pager's ``interval`` (a driver.AccessInterval); send
+        the next rate if it changes."""
+        self.view.sampled.add_interval(
+            interval.touched, interval.written, interval.full,
+            interval.seconds, interval.rate, interval.salt)
+        change = self.rates.plan({'guest': self.view}).get('guest')
+        if change is not None:
+            client.command('resample %r %d' % change)

@@ -48,9 +48,11 @@ once the curve's window is full). It ends with one JSON line:
 ``curve_mae``, ``interval_vs_lru_mae`` and the rest.
 
 What each side cannot see. memtrace sees the guest's data loads and
-stores only: not instruction fetches (TCG reads a code page once, when it
-translates it; the sampler sees that read), not the guest page tables
-QEMU's softmmu walks, nor QEMU's own accesses for devices; a page that
+stores, and with ``code=on`` the pages TCG reads code from when it
+translates them (the read the sampler sees); not the guest page tables
+QEMU's softmmu walks, nor QEMU's own accesses for devices, for which the
+stated intervals carry [sampling] systematic_pages (doc/estimation.md,
+"The reference"); a page that
 stays among the TLB's last four for a whole interval (none of the
 workloads here) and the references in a partly filled log at a boundary
 (at most 511, counted in the next interval) are misplaced. The sampler
@@ -73,14 +75,10 @@ import re
 import sys
 import tempfile
 import time
-import types
 
 import numpy as np
-from oslo_config import cfg
 
-from memcanal.agent import adaptive
 from memcanal.agent import paging
-from memcanal.conf import sampling as sampling_conf
 from memcanal import estimation
 from memcanal.estimation import mrc
 from memcanal.estimation import sampling
@@ -90,7 +88,8 @@ import guest_corpus
 import sampled_guest
 
 SYNC_TIMEOUT = 30.0
-PLUGIN_OPTIONS = dict(mode='prl', handler_base_ns=0, ring_logs=32768)
+PLUGIN_OPTIONS = dict(mode='prl', handler_base_ns=0, ring_logs=32768,
+                      code='on')
 MiB = 2 ** 20
 
 
@@ -178,11 +177,13 @@ class Comparison:
     ``pages`` pages sampled at ``rate`` with ``salt``."""
 
     def __init__(self, pages, rate, salt=mrc.DEFAULT_SALT, interval_s=1.0,
-                 window=12, curve_intervals=12, max_reuse=12):
+                 window=12, curve_intervals=12, max_reuse=12,
+                 systematic_pages=0.0):
         options = dict(interval_s=interval_s, window_intervals=window,
                        curve_intervals=curve_intervals, max_reuse=max_reuse)
         self.rate = rate
-        self.sampled = sampling.SampledAccesses(pages, rate, salt, **options)
+        self.sampled = sampling.SampledAccesses(
+            pages, rate, salt, systematic_pages=systematic_pages, **options)
         self.exact = sampling.SampledAccesses(pages, 1.0, salt, **options)
         self.lru = LruStack(pages, curve_intervals)
         self.rows = []
@@ -267,6 +268,11 @@ def median(values):
     return float(np.median(values)) if values else None
 
 
+def quantiles(values, percents):
+    return [float(np.percentile(values, p)) for p in percents] \
+        if values else None
+
+
 def covered(row):
     """Whether the interval's stated 95 % interval holds memtrace's
     working set (None for an interval without either)."""
@@ -325,8 +331,19 @@ def summary(rows, rate, settle):
         'interval_vs_lru_first_touch_below_wss1': mean(
             r.lru_first_below for r in settled),
         'curve_intervals_counted': len(settled),
+        # Per interval, to recount the figures against another reference:
+        # memtrace's pages, the estimate and its interval, the sampled
+        # pages seen and those memtrace did not see, the rate.
+        'per_interval': [[r.exact, round(r.sampled, 1),
+                          None if r.low is None else round(r.low, 1),
+                          None if r.high is None else round(r.high, 1),
+                          r.seen, r.extra, r.rate] for r in rows],
         'exact_wss_pages': mean(r.exact for r in rows),
         'extra_pages': mean(r.extra for r in rows),
+        # What the sampler counts beyond the reference, in pages of the
+        # whole guest (its extra over the rate): the systematic term.
+        'extra_scaled_p50_p95_max': quantiles(
+            [r.extra / (r.rate or rate) for r in rows], (50, 95, 100)),
         'missed_pages': mean(r.missed for r in rows),
         'zap_ms_p50': float(np.median([r.zap_ms for r in rows]))
         if rows else None,
@@ -487,39 +504,11 @@ class Analysis:
         self._executor.shutdown()
 
 
-class AutoRate:
-    """The agent's adaptive rate on the benchmark's pager: every interval
-    the pager closes feeds a SampledAccesses as the agent's collector's
-    does, memcanal.agent.adaptive plans the next rate from it with
-    [sampling]'s defaults, and a change goes to the pager as
-    ``resample``, which takes it from its next interval."""
-
-    def __init__(self, pages, interval_s, window, curve_intervals,
-                 max_reuse, resalt_every=0):
-        conf = cfg.ConfigOpts()
-        sampling_conf.register_opts(conf)
-        conf([], default_config_files=[])
-        conf.set_override('resalt_every', resalt_every, 'sampling')
-        self.rate = adaptive.initial_rate(conf.sampling)
-        self.rates = adaptive.SamplingRates(conf.sampling)
-        self.view = types.SimpleNamespace(sampled=sampling.SampledAccesses(
-            pages, self.rate, interval_s=interval_s,
-            window_intervals=window, curve_intervals=curve_intervals,
-            max_reuse=max_reuse))
-
-    def step(self, client, interval):
-        self.view.sampled.add_interval(
-            interval.touched, interval.written, interval.full,
-            interval.seconds, interval.rate, interval.salt)
-        change = self.rates.plan({'guest': self.view}).get('guest')
-        if change is not None:
-            client.command('resample %r %d' % change)
-
-
 def measure(guest, comparison, interval, timeout, auto=None):
     """Intervals of ``interval`` seconds from the command's start to its
     end (the last one shorter); memtrace's counters at the start and at
-    the end. ``auto``: an AutoRate that sets the pager's rate."""
+    the end. ``auto``: a sampled_guest.AutoRate that sets the pager's
+    rate."""
     boundaries = Boundaries(guest)
     analysis = Analysis(comparison, guest.ram_bytes)
     try:
@@ -565,6 +554,11 @@ def parse_args(argv=None):
     parser.add_argument('--resalt-every', type=int, default=0,
                         help='with --rate auto: a new salt every N '
                              'intervals ([sampling] resalt_every)')
+    parser.add_argument('--systematic-pages', type=float,
+                        default=sampled_guest.sampling_options()
+                        .systematic_pages,
+                        help='[sampling] systematic_pages (default: its '
+                             'default)')
     parser.add_argument('--interval', type=float, default=1.0,
                         help='seconds per interval (default 1)')
     parser.add_argument('--salt', type=lambda text: int(text, 0),
@@ -621,13 +615,15 @@ def main(argv=None):
         build = args.build or services.build_pager(
             pathlib.Path(scratch) / 'build')
         pages = sampled_guest.GUEST_MB * MiB // 4096
-        auto = AutoRate(pages, args.interval, args.window,
-                        args.curve_intervals, args.max_reuse,
-                        args.resalt_every) if args.auto else None
+        auto = sampled_guest.AutoRate(
+            pages, args.interval, window_intervals=args.window,
+            curve_intervals=args.curve_intervals, max_reuse=args.max_reuse,
+            overrides=dict(resalt_every=args.resalt_every)) if args.auto \
+            else None
         rate = auto.rate if auto else args.rate
         comparison = Comparison(
             pages, rate, args.salt, args.interval, args.window,
-            args.curve_intervals, args.max_reuse)
+            args.curve_intervals, args.max_reuse, args.systematic_pages)
         vm = sampled_guest.SampledGuest(
             build, guest, scratch, args.guest_command,
             sampled_guest.pager_options(rate, args.salt,
@@ -663,6 +659,7 @@ def report(args, comparison, console, before, after):
     if args.auto:
         result['rate'] = 'auto'
     result['workload'] = args.workload
+    result['systematic_pages'] = args.systematic_pages
     delta = {key: after[key] - before[key] for key in after}
     result.update(
         command=args.guest_command, interval_s=args.interval,

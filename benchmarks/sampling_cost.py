@@ -40,6 +40,10 @@ and run SampledAccesses (working set, window, curve) on it, as the
 agent does. Per boot, the pager's MINOR fault service p50/p99 (reading
 the fault to UFFDIO_CONTINUE), arming times and RSS from its ``stats``.
 Ends with one JSON line. Takes about three minutes a round.
+
+With ``--workload NAME`` it measures instead what sampling at the
+agent's defaults costs one of benchmarks/guest_corpus.py's programs:
+benchmarks/corpus_cost.py.
 """
 
 import argparse
@@ -57,9 +61,10 @@ from memcanal.agent import paging
 from memcanal.estimation import sampling
 from memcanal.tests.functional import services
 
+import corpus_cost
+import guest_corpus
 import sampled_guest
 
-GUEST_PAGES = sampled_guest.GUEST_MB * 2 ** 20 // 4096
 DEFAULT_INTERVAL = 10.0
 PHASE_START = re.compile(r'^wsswork: phase=\w\w start$')
 POLL = 0.01
@@ -154,35 +159,6 @@ def workload(modes, size_mb, order, seconds):
         -(-len(modes) // 2), size_mb, order, seconds)
 
 
-def cpu_seconds(pid):
-    """User and system time of process ``pid`` so far."""
-    with open('/proc/%d/stat' % pid) as stat:
-        fields = stat.read().rsplit(')', 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
-
-
-def thread_times(pid):
-    """{thread id: (seconds running, seconds waiting for a CPU)} of
-    process ``pid`` (/proc/PID/task/TID/schedstat)."""
-    times = {}
-    for tid in os.listdir('/proc/%d/task' % pid):
-        try:
-            with open('/proc/%d/task/%s/schedstat' % (pid, tid)) as stat:
-                run, wait = stat.read().split()[:2]
-        except OSError:                  # the thread ended
-            continue
-        times[int(tid)] = (int(run) / 1e9, int(wait) / 1e9)
-    return times
-
-
-def vcpu_times(before, after):
-    """(run, wait) seconds between two thread_times of QEMU of its vCPU
-    thread: the one that ran most (a TCG guest of one vCPU)."""
-    deltas = [(after[tid][0] - before[tid][0], after[tid][1]
-               - before[tid][1]) for tid in after if tid in before]
-    return max(deltas)
-
-
 def rss_kib(pid):
     with open('/proc/%d/status' % pid) as status:
         for line in status:
@@ -212,7 +188,7 @@ def drive(vm, kind, modes, timeout):
     pending = list(modes)
     phases, agent = [], []
     estimator = kind.rate and sampling.SampledAccesses(
-        GUEST_PAGES, kind.rate, interval_s=DEFAULT_INTERVAL)
+        sampled_guest.GUEST_PAGES, kind.rate, interval_s=DEFAULT_INTERVAL)
     pid = vm.pager and vm.pager.pid
     current = None
     if not vm.wait_for(sampled_guest.START,
@@ -226,17 +202,18 @@ def drive(vm, kind, modes, timeout):
                 current = dict(mode=mode, interval=interval, ticks=0,
                                next_tick=time.monotonic(),
                                started=time.monotonic(),
-                               cpu=pid and cpu_seconds(pid),
-                               threads=thread_times(vm.qemu.pid))
+                               cpu=pid and sampled_guest.cpu_seconds(pid),
+                               threads=sampled_guest.thread_times(vm.qemu.pid))
             elif (found := guest_runs.THROUGHPUT_LINE.match(line)):
                 wall = time.monotonic() - current['started']
                 phases.append(Phase(
                     kind.name, current['mode'], current['interval'],
                     found.group(1), int(found.group(3)), int(found.group(4)),
                     current['ticks'], wall,
-                    pid and (cpu_seconds(pid) - current['cpu']) / wall,
-                    *vcpu_times(current['threads'],
-                                thread_times(vm.qemu.pid))))
+                    pid and (sampled_guest.cpu_seconds(pid)
+                             - current['cpu']) / wall,
+                    *sampled_guest.vcpu_times(current['threads'],
+                                sampled_guest.thread_times(vm.qemu.pid))))
                 current = None
             elif line.startswith(sampled_guest.DONE):
                 # The guest waits a little before it powers off.
@@ -272,15 +249,6 @@ def run_boot(build, guest, scratch, kind, modes, args):
 def median(values):
     values = [value for value in values if value is not None]
     return statistics.median(values) if values else None
-
-
-def spread(values):
-    """{median, range} of per-round figures."""
-    values = [value for value in values if value is not None]
-    if not values:
-        return None
-    return {'median': statistics.median(values),
-            'range': [min(values), max(values)]}
 
 
 METRICS = ('ops_per_us', 'ready_ops_per_us')
@@ -329,7 +297,7 @@ def round_figures(boots, intervals):
 
 
 def slowdowns(ratios):
-    return spread([1 - ratio for ratio in ratios])
+    return sampled_guest.spread([1 - ratio for ratio in ratios])
 
 
 def summarise(rounds, boots_by_round, intervals):
@@ -353,8 +321,10 @@ def summarise(rounds, boots_by_round, intervals):
                 'slowdown': slowdowns([f['ops_per_us'] for f in per_round]),
                 'ready_slowdown': slowdowns([f['ready_ops_per_us']
                                              for f in per_round]),
-                'extra_blocked': spread([f['blocked'] for f in per_round]),
-                'pager_cpu': spread([f['pager_cpu'] for f in per_round]),
+                'extra_blocked': sampled_guest.spread(
+                    [f['blocked'] for f in per_round]),
+                'pager_cpu': sampled_guest.spread(
+                    [f['pager_cpu'] for f in per_round]),
                 'agent_cpu': median(agent) / interval if agent else None}
         result['kinds'][name] = {
             'intervals': by_interval,
@@ -375,14 +345,6 @@ def milliseconds(stats, key):
     return median(s.get(key) and s[key] / 1e3 for s in stats)
 
 
-def percent(figure):
-    if figure is None:
-        return '-'
-    low, high = figure['range']
-    return '%.2f (%.2f..%.2f)' % (100 * figure['median'], 100 * low,
-                                  100 * high)
-
-
 def number(value, form='%.2f'):
     return '-' if value is None else form % value
 
@@ -392,6 +354,7 @@ def table(result, plain_ops):
     lines = ['%-24s %5s %22s %22s %22s %22s %7s' % (
         '', 'intvl', 'slowdown % (range)', 'not counting CPU wait',
         'vCPU blocked +%', 'pager CPU %', 'agent %')]
+    percent = sampled_guest.percent
     for name, figures in result['kinds'].items():
         for interval, f in figures['intervals'].items():
             lines.append('%-24s %4gs %22s %22s %22s %22s %7s' % (
@@ -439,9 +402,25 @@ def parse_args(argv=None):
         'test-guest'))
     parser.add_argument('--build', help='a built hypervisor-patches/pager '
                         '(default: built into a scratch directory)')
+    corpus = parser.add_argument_group('ordinary programs')
+    corpus.add_argument('--workload', choices=sorted(guest_corpus.WORKLOADS),
+                        help='one of guest_corpus\'s programs, sampled at '
+                             'the adaptive rate (--rate auto) against a '
+                             'baseline boot without sampling')
+    corpus.add_argument('--rate', default='auto', choices=('auto',),
+                        help='with --workload: the agent\'s adaptive rate')
+    corpus.add_argument('--repeat', type=int, default=2,
+                        help='times the workload runs per boot')
+    corpus.add_argument('--interval', type=float, default=DEFAULT_INTERVAL,
+                        help='seconds per interval (default 10)')
+    corpus.add_argument('--vm-fault-budget', type=float,
+                        help='[sampling] vm_fault_budget (default: its '
+                             'default)')
+    corpus.add_argument('--timeout', type=float, default=1800)
     args = parser.parse_args(argv)
-    if args.rounds < 1 or args.full_pass_every < 1:
-        parser.error('--rounds and --full-pass-every must be positive')
+    if min(args.rounds, args.full_pass_every, args.repeat) < 1:
+        parser.error('--rounds, --full-pass-every and --repeat must be '
+                     'positive')
     if args.phase_seconds <= 0 or args.short_interval <= 0:
         parser.error('--phase-seconds and --short-interval must be '
                      'positive')
@@ -450,6 +429,8 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.workload:
+        return corpus_cost.main(args)
     guest = sampled_guest.guest_or_exit(args.guest_dir)
     intervals = (DEFAULT_INTERVAL, args.short_interval)
     rounds, boots_by_round = [], []

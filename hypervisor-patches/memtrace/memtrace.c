@@ -33,7 +33,20 @@
  * handler_base_ns=1000, epoch_ms=0 (a new dirty epoch every so often;
  * 0: only when the consumer asks), socket=PATH, wait=on|off (hold the
  * guest until a consumer connects; default on), max_gpa_gb=64 (the
- * dirty bitmap's reach), uuid=, memory_mb= (passed on to the consumer).
+ * dirty bitmap's reach), uuid=, memory_mb= (passed on to the consumer),
+ * code=on|off (default off; see on_translate).
+ *
+ * code=on also puts into the PRL log, past the TLB, each guest page TCG
+ * reads code from when it translates a block. The plugin sees no
+ * instruction fetch (a translated block runs without reading its page
+ * again), but the translation's read is the hypervisor's access to the
+ * page, the one a sampler that unmaps guest pages sees. The page is
+ * found from the instruction's host address in the mapping of a memfd
+ * holding the guest's RAM (/proc/self/maps: the file offset is the
+ * guest-physical address of a RAM of one block from 0, as a pc
+ * machine's below 4 GiB is); code elsewhere (the BIOS ROM; all of it
+ * when the RAM is not a memfd) is not logged. Still unseen: the guest's page tables that QEMU walks on its
+ * TLB misses, and device (DMA) accesses.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -42,6 +55,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -112,7 +126,7 @@ static int mode = MODE_PRL | MODE_PML;
 static unsigned log_entries = 512, tlb_entries = 64, ring_logs = 2048;
 static unsigned n_vcpus;
 static uint64_t handler_base_ns = 1000, epoch_ns, dirty_words;
-static bool wait_for_consumer = true;
+static bool wait_for_consumer = true, log_code;
 static const char *socket_path, *instance_uuid = "";
 static uint64_t memory_mb;
 static struct vcpu *vcpus;
@@ -123,6 +137,17 @@ static atomic_uint_fast64_t epochs, beyond_bitmap;
 static int listen_fd = -1, consumer_fd = -1;
 static pthread_t handler_thread;
 static atomic_bool stopping;
+
+/* code=on: the vCPU whose thread translates (set by its references; one
+ * thread per vCPU or one for all, either way the last one run here), and
+ * the guest RAM's memfd mapping: host start, end, file offset. */
+static __thread struct vcpu *current_vcpu;
+static uintptr_t ram_start, ram_end, ram_offset;
+/* Mappings found not to be the RAM's memfd (a ROM's; the whole RAM when
+ * it is not in a memfd), so that maps is read once for each. */
+#define OTHER_MAPPINGS 64
+static uintptr_t other_start[OTHER_MAPPINGS], other_end[OTHER_MAPPINGS];
+static unsigned others;
 
 static uint64_t now_ns(void)
 {
@@ -436,6 +461,7 @@ static void on_memory(unsigned int index, qemu_plugin_meminfo_t info,
     uint64_t page;
 
     (void)unused;
+    current_vcpu = v;
     if (mode == MODE_OFF)
         return;
     hwaddr = qemu_plugin_get_hwaddr(info, vaddr);
@@ -451,6 +477,67 @@ static void on_memory(unsigned int index, qemu_plugin_meminfo_t info,
         log_pml(v, page);
 }
 
+/* Whether ``host`` lies in the memfd mapping of QEMU's own address
+ * space that holds the RAM (which it then becomes); a mapping that is
+ * not is remembered as such. */
+static bool find_ram(uintptr_t host)
+{
+    char line[512];
+    FILE *maps;
+    bool found = false;
+    unsigned i;
+
+    for (i = 0; i < others; i++)
+        if (other_start[i] <= host && host < other_end[i])
+            return false;
+    maps = fopen("/proc/self/maps", "r");
+    if (!maps)
+        return false;
+    while (fgets(line, sizeof(line), maps)) {
+        uintptr_t start, end, offset;
+
+        if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %*s %" SCNxPTR,
+                   &start, &end, &offset) != 3 || host < start
+                || host >= end)
+            continue;
+        if (strstr(line, "/memfd:")) {
+            ram_start = start;
+            ram_end = end;
+            ram_offset = offset;
+            found = true;
+        } else if (others < OTHER_MAPPINGS) {
+            other_start[others] = start;
+            other_end[others++] = end;
+        }
+        break;
+    }
+    fclose(maps);
+    return found;
+}
+
+/* code=on: the guest pages of a block being translated, each once, into
+ * the translating vCPU's PRL log. */
+static void log_code_pages(struct qemu_plugin_tb *tb, size_t count)
+{
+    struct vcpu *v = current_vcpu ? current_vcpu : &vcpus[0];
+    uint64_t last = UINT64_MAX;
+    size_t i;
+
+    for (i = 0; i < count; i++) {
+        uintptr_t host = (uintptr_t)qemu_plugin_insn_haddr(
+            qemu_plugin_tb_get_insn(tb, i));
+        uint64_t page;
+
+        if (!host || ((host < ram_start || host >= ram_end)
+                      && !find_ram(host)))
+            continue;
+        page = (host - ram_start + ram_offset) >> PAGE_SHIFT;
+        if (page != last)
+            log_prl(v, page);
+        last = page;
+    }
+}
+
 static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
     size_t count = qemu_plugin_tb_n_insns(tb), i;
@@ -459,6 +546,8 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         qemu_plugin_register_vcpu_mem_cb(qemu_plugin_tb_get_insn(tb, i),
                                          on_memory, QEMU_PLUGIN_CB_NO_REGS,
                                          QEMU_PLUGIN_MEM_RW, NULL);
+    if (log_code && (mode & MODE_PRL))
+        log_code_pages(tb, count);
 }
 
 /* The last logs and counters to the consumer, and the counters to
@@ -545,6 +634,8 @@ static bool parse_option(const char *option)
         wait_for_consumer = strcmp(value, "off") != 0;
     } else if (IS("uuid")) {
         instance_uuid = value;
+    } else if (IS("code")) {
+        log_code = !strcmp(value, "on");
     } else if (IS("memory_mb")) {
         memory_mb = strtoull(value, NULL, 10);
     } else {

@@ -160,7 +160,8 @@ class InstanceCollector:
             max(1, math.ceil(options.prl_stability_window / interval_s
                              - 1e-9)),
             self.page_size, options.sampling_window,
-            options.sampling_max_reuse, intervals.CONFIDENCE)
+            options.sampling_max_reuse, intervals.CONFIDENCE,
+            self._conf.sampling.systematic_pages)
 
     def _report_sampled(self, summary):
         """The sampled working sets, curve and their 95 % intervals

@@ -143,10 +143,12 @@ def log_totals(intervals, phases=None):
 
 
 def run_unattended(binary, guest, order, size_mb, phase_seconds, console,
-                   plugin_options=None, memory_mb=256, timeout=300.0):
+                   plugin_options=None, memory_mb=256, timeout=300.0,
+                   memfd=False):
     """Run the workload with no agent: without the plugin (None), or with
-    it and ``plugin_options`` but no consumer. Returns the console's text
-    and the plugin's counters, which it prints when QEMU exits."""
+    it and ``plugin_options`` but no consumer; the RAM in a shared memfd
+    if ``memfd``. Returns the console's text and the plugin's counters,
+    which it prints when QEMU exits."""
     plugin = None
     if plugin_options is not None:
         plugin = qemu.plugin_argument(guest['memtrace.so'], **plugin_options)
@@ -155,7 +157,7 @@ def run_unattended(binary, guest, order, size_mb, phase_seconds, console,
         '%s %s' % (qemu_conf.GUEST_APPEND, workload_argument(
             order, size_mb, phase_seconds)),
         memory_mb, 1, '00000000-0000-0000-0000-000000000000', console,
-        plugin)
+        plugin, memfd=memfd)
     finished = subprocess.run(command, stdin=subprocess.DEVNULL,
                               capture_output=True, text=True,
                               timeout=timeout, check=True)

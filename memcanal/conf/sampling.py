@@ -58,6 +58,17 @@ sampling_opts = [
                     'that stays does not repeat interval after interval; '
                     'the window\'s and the curve\'s estimates then start '
                     'over. 0: never.'),
+    cfg.FloatOpt('systematic_pages', default=40.0, min=0.0,
+                 help='Pages an interval\'s sampled working set may count '
+                      'beyond the guest\'s own loads, stores and code: '
+                      'the guest\'s page tables the MMU walks and '
+                      'devices\' DMA, which the sampler sees and the '
+                      'guest\'s accesses do not make. The low end of every '
+                      'sampled working set\'s 95 % interval reaches this '
+                      'much lower (doc/estimation.md, "The reference": '
+                      'at most 30 to 41 pages an interval measured on a '
+                      'small guest); the estimate and the high end, which '
+                      'demand is taken from, do not move. 0: none.'),
     cfg.FloatOpt('interval', min=0.1,
                  help='Seconds between two zaps of the sample: the '
                       'working set is counted per interval, and a reuse '

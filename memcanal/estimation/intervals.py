@@ -17,7 +17,12 @@ sampled pages of a set of ``W`` pages are a binomial draw,
   fixed number of pages without replacement) is not how a hash sample
   is drawn: its size varies. Its ``1 - r`` is the finite-population
   correction: at rate 1 the interval is the count itself. The lower
-  bound is at least ``n``: those pages were seen.
+  bound is at least ``n``: those pages were seen. ``systematic``
+  pages lower still: a measured term, not a sampling error
+  ([sampling] systematic_pages): what a sampler counts beyond the
+  guest's own loads, stores and code, the guest's page tables the MMU
+  walks and devices' DMA, which a working set of those accesses
+  (memtrace's, doc/estimation.md) does not hold.
 - ``ratio_interval``: the band of a fault-rate curve's ratio at one
   size, a ratio of two sums over the sampled pages (misses over first
   touches), whose pages are the sample's units, not its events: the
@@ -46,9 +51,10 @@ def z_score(confidence=CONFIDENCE):
     return statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
 
 
-def count_interval(count, rate, confidence=CONFIDENCE):
+def count_interval(count, rate, confidence=CONFIDENCE, systematic=0.0):
     """(low, high) of the pages a hashed sample at ``rate`` holding
-    ``count`` of them stands for, floats (arrays for an array count)."""
+    ``count`` of them stands for, floats (arrays for an array count);
+    the low end ``systematic`` pages lower, not below 0."""
     if not 0.0 < rate <= 1.0:
         raise ValueError('the sampling rate must be in (0, 1]')
     count = np.asarray(count, float)
@@ -56,16 +62,19 @@ def count_interval(count, rate, confidence=CONFIDENCE):
     spread = z * z * rate * (1.0 - rate)
     middle = 2.0 * count * rate + spread
     root = np.sqrt(spread * (4.0 * count * rate + spread))
-    low = np.maximum((middle - root) / (2.0 * rate * rate), count)
+    low = np.maximum(np.maximum((middle - root) / (2.0 * rate * rate),
+                                count) - systematic, 0.0)
     high = (middle + root) / (2.0 * rate * rate)
     return low, high
 
 
-def bytes_interval(count, rate, page_size, confidence=CONFIDENCE):
+def bytes_interval(count, rate, page_size, confidence=CONFIDENCE,
+                   systematic=0.0):
     """[low, high] in bytes, as a report carries them, of the memory
-    ``count`` sampled pages at ``rate`` stand for; the estimate itself,
-    rounded as SampledAccesses rounds it, lies within."""
-    low, high = count_interval(count, rate, confidence)
+    ``count`` sampled pages at ``rate`` stand for (count_interval's
+    ``systematic``); the estimate itself, rounded as SampledAccesses
+    rounds it, lies within."""
+    low, high = count_interval(count, rate, confidence, systematic)
     return [int(math.floor(float(low))) * page_size,
             int(math.ceil(float(high))) * page_size]
 

@@ -109,7 +109,8 @@ class SampledAccesses:
     which ``window_wss_bytes`` and ``written_wss_bytes`` take the union
     of the intervals' pages; ``curve_intervals`` the intervals whose
     touches ``curve`` counts, and ``max_reuse`` the longest reuse time in
-    intervals it tells apart.
+    intervals it tells apart. ``systematic_pages`` lowers the low end of
+    the working sets' intervals (intervals.count_interval).
 
     The curve, for T = 1 .. max_reuse intervals:
 
@@ -132,7 +133,7 @@ class SampledAccesses:
     def __init__(self, pages, rate, salt=mrc.DEFAULT_SALT, interval_s=10.0,
                  window_intervals=1, page_size=estimation.PAGE_SIZE,
                  curve_intervals=12, max_reuse=12,
-                 confidence=intervals.CONFIDENCE):
+                 confidence=intervals.CONFIDENCE, systematic_pages=0.0):
         _check_rate(rate)
         if (pages < 0 or interval_s <= 0 or window_intervals < 1
                 or curve_intervals < 1 or max_reuse < 1):
@@ -148,6 +149,9 @@ class SampledAccesses:
         self.curve_intervals = int(curve_intervals)
         self.max_reuse = int(max_reuse)
         self.confidence = confidence
+        if systematic_pages < 0:
+            raise ValueError('systematic_pages must not be negative')
+        self.systematic_pages = float(systematic_pages)
         # A curve over curve_intervals needs the pages of max_reuse - 1
         # intervals before it, and no reuse longer than their sum.
         self._reach = self.curve_intervals + self.max_reuse
@@ -226,7 +230,8 @@ class SampledAccesses:
             return None
         last = self._intervals[-1]
         return intervals.bytes_interval(last.touched.size, last.rate,
-                                        self.page_size, self.confidence)
+                                        self.page_size, self.confidence,
+                                        self.systematic_pages)
 
     def recent_low_pages(self, count=3):
         """The lowest lower bound, in pages, of the working sets of the
@@ -263,7 +268,8 @@ class SampledAccesses:
             return None
         count, rate = self._union(kind)
         return (intervals.bytes_interval(count, rate, self.page_size,
-                                         self.confidence), count)
+                                         self.confidence,
+                                         self.systematic_pages), count)
 
     def touches_per_s(self):
         """First touches per second of the whole VM over the curve's

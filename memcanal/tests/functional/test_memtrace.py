@@ -101,14 +101,18 @@ def test_rrww_on_a_real_guest(qemu_agent, conf):
 
 @pytest.mark.parametrize('options, logs', [
     ({'mode': 'prl'}, 'prl'),
+    ({'mode': 'prl', 'code': 'on'}, 'prl'),
     ({'mode': 'pml', 'epoch_ms': 250}, 'pml'),
 ])
 def test_plugin_modes(short_tmp_path, options, logs):
-    """mode chooses the logs; epoch_ms starts dirty epochs on its own."""
+    """mode chooses the logs; epoch_ms starts dirty epochs on its own;
+    code=on logs the pages of the code TCG translates, past the TLB (of
+    a RAM in a memfd, as a paged guest's is)."""
     guest = services.require_test_guest()
     console, counters = guest_runs.run_unattended(
         'qemu-system-x86_64', guest, 'WWRR', 16, 1,
-        short_tmp_path + '/guest.console', options)
+        short_tmp_path + '/guest.console', options,
+        memfd='code' in options)
     assert 'wsswork: done' in console
     other = 'pml' if logs == 'prl' else 'prl'
     assert counters[logs + '_events'] > 0
@@ -119,3 +123,7 @@ def test_plugin_modes(short_tmp_path, options, logs):
         assert counters['epochs'] >= 8
     else:
         assert counters['epochs'] == 0
+        # Without code=on every entry of PRL's log was a TLB miss.
+        code_pages = (counters['prl_logged'] + counters['prl_missed']
+                      - counters['tlb_misses'])
+        assert (code_pages > 0) == (options.get('code') == 'on')

@@ -373,6 +373,38 @@ def test_sampling_cost_arguments():
             cost.parse_args(wrong)
 
 
+def test_sampling_cost_runs_a_corpus_workload_at_the_adaptive_rate():
+    cost = benchmark('sampling_cost')
+    args = cost.parse_args(['--workload', 'sort'])
+    assert (args.workload, args.rate, args.repeat, args.interval,
+            args.vm_fault_budget) == ('sort', 'auto', 2, 10.0, None)
+    for wrong in (['--workload', 'nothing'], ['--workload', 'sort',
+                                              '--repeat', '0'],
+                  ['--workload', 'sort', '--rate', '0.1']):
+        with pytest.raises(SystemExit):
+            cost.parse_args(wrong)
+
+
+def test_corpus_cost_figures_compare_each_round_with_its_baseline():
+    corpus = benchmark('corpus_cost')
+    pairs = [(corpus.Run(False, 100.0, 10.0, 0.1, 0.0, 0, [], 5),
+              corpus.Run(True, 101.0, 11.0, 1.01, 0.202, 9, [1.0, 0.5],
+                         2020)),
+             (corpus.Run(False, 50.0, 0.0, 0.1, 0.0, 0, [], 5),
+              corpus.Run(True, 52.0, 1.0, 0.52, 0.052, 4, [0.5], 520))]
+    figures = corpus.corpus_figures(pairs)
+    assert figures['slowdown']['range'] == pytest.approx(
+        [1 - 100 / 101, 1 - 50 / 52])
+    assert figures['ready_slowdown']['range'] == pytest.approx(
+        [0.0, 1 - 50 / 51])
+    assert figures['pager_cpu']['median'] == pytest.approx(0.01)
+    assert figures['agent_cpu']['median'] == pytest.approx(0.0015)
+    assert figures['agent_ms_per_interval']['range'] == pytest.approx(
+        [10.4, 20.2])
+    assert figures['faults_per_s']['range'] == pytest.approx([10, 20])
+    assert figures['rate_mean']['range'] == pytest.approx([0.5, 0.75])
+
+
 def test_sampling_cost_schedule_alternates_on_and_off():
     cost = benchmark('sampling_cost')
     pager = cost.Kind('1 %', 0.01)
@@ -443,14 +475,14 @@ def test_sampling_cost_ratios_within_a_boot():
 
 
 def test_sampling_cost_reads_a_process_schedule():
-    cost = benchmark('sampling_cost')
-    threads = cost.thread_times(os.getpid())
+    guest = benchmark('sampled_guest')
+    threads = guest.thread_times(os.getpid())
     assert threading.get_native_id() in threads
-    run, wait = cost.vcpu_times({1: (1.0, 1.0), 2: (5.0, 0.0)},
-                                {1: (1.5, 3.0), 2: (9.0, 0.5), 3: (9, 9)})
+    run, wait = guest.vcpu_times({1: (1.0, 1.0), 2: (5.0, 0.0)},
+                                 {1: (1.5, 3.0), 2: (9.0, 0.5), 3: (9, 9)})
     assert (run, wait) == (4.0, 0.5)
-    assert cost.cpu_seconds(os.getpid()) > 0
-    assert cost.rss_kib(os.getpid()) > 0
+    assert guest.cpu_seconds(os.getpid()) > 0
+    assert benchmark('sampling_cost').rss_kib(os.getpid()) > 0
 
 
 def test_trace_reader_files_hold_the_same_trace(tmp_path):
@@ -506,7 +538,8 @@ def test_sampling_accuracy_takes_a_workload_and_the_auto_rate():
 
 def test_the_auto_rate_follows_the_working_set_and_coverage_counts():
     accuracy = benchmark('sampling_accuracy')
-    auto = accuracy.AutoRate(1 << 16, 1.0, 12, 12, 12)
+    auto = benchmark('sampled_guest').AutoRate(
+        1 << 16, 1.0, window_intervals=12, curve_intervals=12, max_reuse=12)
     assert auto.rate == 1.0       # max_rate: the first interval large
     client = mock.Mock()
     pages = np.random.default_rng(0).permutation(1 << 16)[:600]

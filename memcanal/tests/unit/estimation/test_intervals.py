@@ -48,6 +48,18 @@ def test_count_interval_is_never_below_the_pages_seen():
     assert np.all(low >= [1, 2, 5]) and np.all(high > [2, 4, 10])
 
 
+def test_count_interval_s_systematic_term_lowers_the_low_end_only():
+    low, high = intervals.count_interval(np.array([37, 5]), 1.0,
+                                         systematic=20)
+    np.testing.assert_array_equal(low, [17, 0])     # never below 0
+    np.testing.assert_array_equal(high, [37, 5])
+    plain = intervals.count_interval(300, 0.5)
+    lowered = intervals.count_interval(300, 0.5, systematic=20)
+    assert lowered == (plain[0] - 20, plain[1])
+    assert intervals.bytes_interval(37, 1.0, 4096, systematic=20) == [
+        17 * 4096, 37 * 4096]
+
+
 def test_count_interval_narrows_with_the_rate():
     wide = np.subtract(*intervals.count_interval(10, 0.01)[::-1])
     narrow = np.subtract(*intervals.count_interval(500, 0.5)[::-1])

@@ -370,6 +370,22 @@ def test_at_rate_one_the_bounds_are_the_estimates():
                                   band.curve.miss_ratios)
 
 
+def test_systematic_pages_lower_the_working_sets_low_ends():
+    sets = zipf_sets(2, count=30)
+    plain, _ = fed(sets, 1.0)
+    lowered, _ = fed(sets, 1.0, systematic_pages=25)
+    assert lowered.wss_bytes() == plain.wss_bytes()
+    assert lowered.wss_bounds() == [plain.wss_bytes() - 25 * PAGE,
+                                    plain.wss_bytes()]
+    (low, high), _ = lowered.window_bounds()
+    assert (low, high) == (lowered.window_wss_bytes() - 25 * PAGE,
+                           lowered.window_wss_bytes())
+    # The rate is chosen for the sample's own error.
+    assert lowered.recent_low_pages() == plain.recent_low_pages()
+    with pytest.raises(ValueError):
+        accesses(0.5, systematic_pages=-1)
+
+
 def test_the_curve_band_holds_the_exact_curve():
     sets = zipf_sets(9, count=30)
     exact, _ = fed(sets, 1.0)
