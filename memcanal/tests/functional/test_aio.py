@@ -102,7 +102,7 @@ def test_aio_on_embedded_defaults(tmp_path):
     # instance_gone_after (10 intervals in memcanal-aio), and the
     # summary counts only those that reported in this run.
     again = run_aio(tmp_path / 'state', services.free_port(), '--vms', '1',
-                    duration=14)
+                    duration=18)
     output, _ = again.communicate(timeout=60)
     assert again.returncode == 0, output
     check_summary(output, estimated=False, vms=1)

@@ -185,7 +185,8 @@ def test_redelivered_and_malformed_reports_over_rabbit(cloud, rabbit_client):
     assert [s for _i, s in stored_host_reports()] == [report['sequence']]
     again = register(rabbit_client)
     assert again == {'uuid': host['uuid'],
-                     'last_sequence': report['sequence']}
+                     'last_sequence': report['sequence'],
+                     'service_version': service_api.ServiceAPI.VERSION}
 
 
 def victim():
