@@ -15,17 +15,19 @@ from memcanal.db import models
 
 
 def _latest_reports(session, instance_ids):
-    """{instance id: (wss, mrc)} of each instance's newest report; one
-    query, reading instance_reports_instance_id_idx."""
+    """{instance id: (wss, wss_bounds, mrc)} of each instance's newest
+    report; one query, reading instance_reports_instance_id_idx."""
     if not instance_ids:
         return {}
     newest = (sa.select(sa.func.max(models.InstanceReport.id))
               .where(models.InstanceReport.instance_id.in_(instance_ids))
               .group_by(models.InstanceReport.instance_id))
-    return {row.instance_id: (row.wss or {}, row.mrc or {})
+    return {row.instance_id: (row.wss or {}, row.wss_bounds or {},
+                              row.mrc or {})
             for row in session.execute(
                 sa.select(models.InstanceReport.instance_id,
                           models.InstanceReport.wss,
+                          models.InstanceReport.wss_bounds,
                           models.InstanceReport.mrc)
                 .where(models.InstanceReport.id.in_(newest)))}
 
@@ -33,7 +35,8 @@ def _latest_reports(session, instance_ids):
 def _live_instances(session):
     """Every live instance (not marked deleted) with its host's name,
     the memory it has and its measured demand (as its host's demand
-    counts them), and its newest report's working sets and curves."""
+    counts them), and its newest report's working sets, their 95 %
+    intervals (sampled estimators only) and curves."""
     rows = session.execute(
         sa.select(models.Instance, models.Host.name)
         .join(models.Host, models.Instance.host_id == models.Host.id)
@@ -42,7 +45,7 @@ def _live_instances(session):
     latest = _latest_reports(session, [row.id for row, _name in rows])
     instances = []
     for row, host_name in rows:
-        wss, mrc = latest.get(row.id, ({}, {}))
+        wss, wss_bounds, mrc = latest.get(row.id, ({}, {}, {}))
         memory, need, _low = db_api.demands_of(row)
         instances.append({
             'uuid': row.uuid, 'host': host_name,
@@ -52,7 +55,8 @@ def _live_instances(session):
             'resident_bytes': row.resident_bytes,
             'paged_bytes': row.paged_bytes,
             'memory_bytes': memory, 'demand_bytes': need,
-            'wss': wss, 'mrc': db_api.stored_curves(mrc)})
+            'wss': wss, 'wss_bounds': wss_bounds,
+            'mrc': db_api.stored_curves(mrc)})
     return instances
 
 

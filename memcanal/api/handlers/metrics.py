@@ -111,6 +111,10 @@ def _instance_families(instances):
     wss = _gauge('instance_working_set_bytes', 'The VM\'s working set in '
                  'its newest report, by estimator.',
                  INSTANCE_LABELS + ['estimator'])
+    bounds = _gauge('instance_working_set_bound_bytes', 'The 95 % '
+                    'interval of a sampled working set in the VM\'s newest '
+                    'report, by estimator: its low and high ends.',
+                    INSTANCE_LABELS + ['estimator', 'bound'])
     demand = _gauge('instance_demand_bytes', 'What the VM measurably '
                     'needs, as its host\'s demand counts it: its working '
                     'set\'s upper bound plus the guest kernel, no more '
@@ -129,13 +133,16 @@ def _instance_families(instances):
         demand.add_metric(labels, instance['demand_bytes'])
         for estimator, value in sorted(instance['wss'].items()):
             wss.add_metric(labels + [estimator], value)
+        for estimator, ends in sorted(instance['wss_bounds'].items()):
+            for bound, value in zip(('low', 'high'), ends):
+                bounds.add_metric(labels + [estimator, bound], value)
         for method, points in sorted(instance['mrc'].items()):
             if points:
                 miss.add_metric(labels + [method], miss_ratio_at(
                     points, instance['memory_bytes']))
                 demand_miss.add_metric(labels + [method], miss_ratio_at(
                     points, instance['demand_bytes']))
-    families.extend([demand, wss, miss, demand_miss])
+    families.extend([demand, wss, bounds, miss, demand_miss])
     return families
 
 

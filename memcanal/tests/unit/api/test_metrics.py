@@ -91,6 +91,24 @@ def test_instances_by_estimator_and_curve(client, hosts, enabled):
                    for name, _ in samples)
 
 
+def test_a_sampled_working_set_with_its_interval(client, hosts, enabled):
+    """A sampled VM's working set comes with both ends of its 95 %
+    interval; an estimator without one has no bound series."""
+    data.store_sampled(hosts['host-b'], 2, data.HOST_B_INSTANCES, {data.A3})
+    samples, _ = scrape(client)
+    a3 = dict(instance=data.A3, host='host-b', project=data.PROJECT_A)
+    assert samples['memcanal_instance_working_set_bytes',
+                   labels(estimator='sampled', **a3)] == data.SAMPLED_WSS
+    for bound, value in zip(('low', 'high'), data.SAMPLED_BOUNDS):
+        assert samples['memcanal_instance_working_set_bound_bytes',
+                       labels(estimator='sampled', bound=bound,
+                              **a3)] == value
+    assert not any(
+        name == 'memcanal_instance_working_set_bound_bytes'
+        and dict(label_set)['instance'] != data.A3
+        for name, label_set in samples)
+
+
 def test_demand_and_the_miss_ratio_at_it(client, hosts, enabled):
     """A VM's demand is what its host's demand counts (its working set
     plus the kernel), and its curve is read there too: A1's 4 GiB are
