@@ -91,13 +91,17 @@ def test_logdirty_and_balloon_on_a_pvh_guest(xen):
     writing = set().union(*(interval['frames'] for interval in
                             intervals[:sequence.index('n')]))
     assert written <= writing, summary
-    passes = xen_host.parse_writer(xen.console('writer%d' % GUEST_MB))[
-        'passes']
-    if passes >= 2 * WRITE_S // INTERVAL_S:
-        # A whole pass in every interval: the log starts up to 2 s
-        # after the writer (the console is polled).
-        assert sequence.count('a') >= WRITE_S // INTERVAL_S - 3, (
-            passes, summary)
+    longest_s = xen_host.parse_writer(xen.console('writer%d' % GUEST_MB))[
+        'longest_s']
+    if longest_s <= INTERVAL_S / 2:
+        # No pass longer than half an interval: every interval of the
+        # writing phase held a whole pass, so each of them is 'all' but
+        # the phase's last (the writer stops in it). The pass rate alone
+        # does not say this: a loaded host starves the logged guest
+        # unevenly (CI: 310 passes in 20 s, the logged ones over 1 s).
+        writing_kinds = sequence[:sequence.index('n')]
+        assert writing_kinds[:-1] == 'a' * (len(writing_kinds) - 1), (
+            longest_s, summary)
     assert sequence.count('n') >= IDLE_S // INTERVAL_S - 3, summary
     for kind, extra in kinds:
         if kind != 'some':
@@ -247,16 +251,21 @@ def _check_the_cloud(xen, url):
                                 headers=API_VERSION)
         return response.ok and response.json()['latest_report']
 
+    def hot_wss():
+        return (latest('hot') or {'wss': {}})['wss'].get('xen_logdirty', 0)
+
+    # The agent's first reports may come while the hot guest still boots
+    # (CI: 119 pages, its kernel's): the writer's set shows once it
+    # writes.
     services.wait_for(
-        lambda: latest('cold') and 'xen_logdirty' in (latest('hot') or {
-            'wss': {}})['wss'], AGENT_UP_S,
+        lambda: latest('cold') and hot_wss() >= HOT_MB * MiB, AGENT_UP_S,
         'the agent in dom0 to report both guests, the writer with a '
-        'dirty-log working set', interval=POLL_S)
+        'dirty-log working set of its %d MiB' % HOT_MB, interval=POLL_S)
     [host] = requests.get(url + '/hosts', headers=API_VERSION).json()['hosts']
     print('host', host)
     assert (host['name'], host['hypervisor_type'], host['nova_managed']) == (
         'xen-1', 'xen', False)
-    wss = latest('hot')['wss']['xen_logdirty']
+    wss = hot_wss()
     print('hot', latest('hot')['wss'])
     assert HOT_MB * MiB <= wss < (HOT_MB + 8) * MiB
 

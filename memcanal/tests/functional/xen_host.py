@@ -108,15 +108,18 @@ def parse_logdirty(output):
 def parse_writer(console):
     """What memcanal-writer said on a guest's console: its pages' frames
     (``frames``), whether it reached each phase (``writing``, ``idle``,
-    ``done``), and how many passes it wrote (``passes``)."""
+    ``done``), how many passes it wrote (``passes``) and its longest pass
+    in seconds (``longest_s``)."""
     said = {'frames': None, 'writing': False, 'idle': False, 'done': False,
-            'passes': None}
+            'passes': None, 'longest_s': None}
     for line in console.splitlines():
         line = line.strip()
         if line.startswith('writer: pages='):
             said['frames'] = parse_runs(line.split('pfns=', 1)[1])
         elif line.startswith('writer: wrote passes='):
-            said['passes'] = int(line.split('=')[1].split()[0])
+            fields = dict(word.split('=') for word in line.split()[2:])
+            said['passes'] = int(fields['passes'])
+            said['longest_s'] = int(fields['longest_ns']) / 1e9
         elif line in ('writer: writing', 'writer: idle', 'writer: done'):
             said[line.split(': ')[1]] = True
     return said

@@ -13,7 +13,7 @@ CONSOLE = '''[    0.000000] Linux version 6.1.0
 memcanal-domu: ready writer=16:20:10
 writer: pages=4 pfns=[[100, 3], [105, 1]]
 writer: writing
-writer: wrote passes=9 ns=20000
+writer: wrote passes=9 ns=20000 longest_ns=3000
 '''
 
 
@@ -30,12 +30,13 @@ def test_writer_console():
     assert said['frames'] == {100, 101, 102, 105}
     assert said['writing'] and not said['idle'] and not said['done']
     assert said['passes'] == 9
+    assert said['longest_s'] == 3e-6
 
 
 def test_writer_console_before_it_starts():
     said = xen_host.parse_writer('memcanal-domu: ready writer=\n')
     assert said == {'frames': None, 'writing': False, 'idle': False,
-                    'done': False, 'passes': None}
+                    'done': False, 'passes': None, 'longest_s': None}
 
 
 def test_classify():
