@@ -43,19 +43,24 @@ from memcanal.tests.functional import services
 CLIENT = os.path.join(services.MEMSERVER_SOURCE, 'memserver-client')
 
 
-class Peak:
-    """The peak (resident KiB, threads, descriptors) of process pid,
-    sampled every 50 ms while in the with block."""
+class Watcher:
+    """``sample()`` every ``period`` seconds in a thread while in the
+    with block (and once as it starts), into ``samples``."""
 
-    def __init__(self, pid):
-        self.pid = pid
-        self.samples = [memservers.process_status(pid)]
+    period = 0.05
+
+    def __init__(self):
+        self.samples = []
         self.done = threading.Event()
         self.watcher = threading.Thread(target=self.watch)
 
+    def sample(self):
+        raise NotImplementedError
+
     def watch(self):
-        while not self.done.wait(0.05):
-            self.samples.append(memservers.process_status(self.pid))
+        self.samples.append(self.sample())
+        while not self.done.wait(self.period):
+            self.samples.append(self.sample())
 
     def __enter__(self):
         self.watcher.start()
@@ -64,6 +69,18 @@ class Peak:
     def __exit__(self, *exc_info):
         self.done.set()
         self.watcher.join()
+
+
+class Peak(Watcher):
+    """The peak (resident KiB, threads, descriptors) of process pid,
+    sampled every 50 ms while in the with block."""
+
+    def __init__(self, pid):
+        super().__init__()
+        self.pid = pid
+
+    def sample(self):
+        return memservers.process_status(self.pid)
 
     def peak(self):
         return tuple(max(column) for column in zip(*self.samples))

@@ -30,7 +30,8 @@ struct daemon {
 	int handed_over, pidfd, quit;
 	struct pager_store *stores[PAGER_MAX_STORES];
 	char *specs[PAGER_MAX_STORES];   /* each store's, as it was given */
-	int nstores, copies;         /* copies 0: every store */
+	int nstores, copies;         /* copies 0: every store swapped to */
+	unsigned swap_to;            /* pager_swap_to's; 0: every store */
 	uint64_t owner;
 	const char *tls_ca;          /* the CA tls: stores' servers chain to */
 	uint8_t key[PAGER_KEY_SIZE]; /* opts.key until attached, then wiped */
@@ -73,8 +74,9 @@ void print_u64s(FILE *f, const char *key, const uint64_t *v, size_t n);
 void print_error(FILE *f, const char *what);
 void print_stats(FILE *f, struct daemon *d);
 void print_stores(FILE *f, struct daemon *d);
-/* The `store` answer: the stores; renewed: a store's newer lease. */
-void print_store(FILE *f, struct daemon *d, int renewed);
+/* The `store` or `swapto` answer (event): the stores; renewed: a
+ * store's newer lease. */
+void print_store(FILE *f, struct daemon *d, const char *event, int renewed);
 void print_attached(FILE *f, struct daemon *d, const char *event);
 void print_samples(FILE *f, struct daemon *d);
 

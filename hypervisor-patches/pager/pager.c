@@ -42,6 +42,10 @@ const char *const pager_source_names[PAGER_NSOURCES] = {
 	"pool", "file", "tcp",
 };
 
+const char *const pager_swap_phase_names[PAGER_SWAP_PHASES] = {
+	"mark", "read", "seal", "put", "validate",
+};
+
 int pager_write_protect(struct pager *p, uint64_t pg, uint64_t n, int on)
 {
 	for (uint64_t k; n; pg += k, n -= k) {
@@ -118,10 +122,12 @@ static int store_usable(struct pager *p, int i)
 	return up;
 }
 
-/* Count a batch's puts to store i: 1 done, 0 skipped, -1 failed. */
-static void put_done(struct pager *p, int i, int result)
+/* Count a batch's puts to store i: 1 done, 0 skipped, -1 failed; they
+ * took ns. */
+static void put_done(struct pager *p, int i, int result, uint64_t ns)
 {
 	pthread_mutex_lock(&p->lock);
+	p->st.put_ns[i] += ns;
 	if (result > 0)
 		pager_store_up(p, i);
 	else
@@ -190,16 +196,33 @@ static size_t run_len(const struct pager *p, const uint64_t *list, size_t i,
 	return j - i;
 }
 
+/* Every run to store s, at once where it can take them so. */
+static int put_runs(struct pager_store *s, const struct pager_run *runs,
+		    size_t nruns)
+{
+	if (s->put_runs)
+		return s->put_runs(s, runs, nruns);
+	for (size_t i = 0; i < nruns; i++)
+		if (s->put(s, runs[i].first, runs[i].buf, runs[i].count) < 0)
+			return -1;
+	return 0;
+}
+
 static long swap_batch(struct pager *p, uint64_t *pages, size_t n,
 		       struct cursor *cursor)
 {
 	uint8_t tags[BATCH][PAGER_TAG_SIZE];
-	size_t m = 0, r;
+	struct pager_run runs[BATCH];
+	size_t m = 0, r, nruns = 0;
 	unsigned ok = 0;
-	int nok = 0, copies = p->copies ? p->copies : p->nstores, sealed = 1;
+	unsigned to = p->swap_to ? p->swap_to : (1u << p->nstores) - 1;
+	int nok = 0, sealed = 1;
+	int copies = p->copies ? p->copies : __builtin_popcount(to);
 	long dropped = 0;
+	uint64_t t[PAGER_SWAP_PHASES + 1];
 
 	/* 1. mark */
+	t[0] = now_ns();
 	pthread_mutex_lock(&p->lock);
 	for (size_t i = 0; i < n; i++) {
 		uint64_t pg = pages[i];
@@ -228,6 +251,7 @@ static long swap_batch(struct pager *p, uint64_t *pages, size_t n,
 	pthread_mutex_unlock(&p->lock);
 
 	/* 2. copy: from the memfd itself, not through the mapping */
+	t[1] = now_ns();
 	for (size_t i = 0; i < m; i += r) {
 		char *buf = p->swap_buf + i * PAGER_PAGE;
 		size_t len;
@@ -245,21 +269,28 @@ static long swap_batch(struct pager *p, uint64_t *pages, size_t n,
 	/* Sealed in place: stores and the pool get ciphertext.  A marked
 	 * page's version changes only in a swap-out (swap_lock): read here
 	 * without the lock. */
+	t[2] = now_ns();
 	for (size_t i = 0; i < m && sealed; i++)
 		sealed = !page_seal(p->crypt, pages[i],
 				    p->ps.version[pages[i]],
 				    p->swap_buf + i * PAGER_PAGE, tags[i]);
+	t[3] = now_ns();
+	for (size_t i = 0; i < m; i += r) {
+		r = run_len(p, pages, i, m);
+		runs[nruns++] = (struct pager_run){ pages[i], r,
+			p->swap_buf + i * PAGER_PAGE };
+	}
 	for (int s = 0; s < p->nstores && sealed; s++) {
-		int good = store_usable(p, s);
+		int good;
+		uint64_t t_put = now_ns();
 
-		for (size_t i = 0; i < m && good > 0; i += r) {
-			r = run_len(p, pages, i, m);
-			if (p->stores[s]->put(p->stores[s], pages[i],
-					      p->swap_buf + i * PAGER_PAGE,
-					      r) < 0)
-				good = -1;
-		}
-		put_done(p, s, good);
+		if (!(to & (1u << s)))
+			continue;
+		good = store_usable(p, s);
+
+		if (good > 0)
+			good = put_runs(p->stores[s], runs, nruns) ? -1 : 1;
+		put_done(p, s, good, now_ns() - t_put);
 		if (good > 0) {
 			ok |= 1u << s;
 			nok++;
@@ -267,6 +298,7 @@ static long swap_batch(struct pager *p, uint64_t *pages, size_t n,
 	}
 
 	/* 3. validate and drop (kept in: too few copies, or unsealed) */
+	t[4] = now_ns();
 	pthread_mutex_lock(&p->lock);
 	if (nok < copies)
 		p->st.put_failed_batches++;
@@ -306,6 +338,9 @@ static long swap_batch(struct pager *p, uint64_t *pages, size_t n,
 	}
 	p->pages_out += dropped;
 	p->st.swapped_out += dropped;
+	t[5] = now_ns();
+	for (int phase = 0; phase < PAGER_SWAP_PHASES; phase++)
+		p->st.swap_ns[phase] += t[phase + 1] - t[phase];
 	pthread_mutex_unlock(&p->lock);
 	return dropped;
 }
@@ -321,7 +356,8 @@ long pager_swap_out(struct pager *p, const uint64_t *pages, size_t n)
 	memcpy(sorted, pages, n * sizeof(*sorted));
 	qsort(sorted, n, sizeof(*sorted), cmp_u64);
 	pthread_mutex_lock(&p->swap_lock);
-	if (!p->nstores || p->copies > p->nstores) {
+	if (!p->nstores || p->copies > __builtin_popcount(
+		    p->swap_to ? p->swap_to : (1u << p->nstores) - 1)) {
 		errno = ENODEV;
 		total = -1;
 		n = 0;
@@ -339,4 +375,17 @@ long pager_swap_out(struct pager *p, const uint64_t *pages, size_t n)
 	pthread_mutex_unlock(&p->swap_lock);
 	free(sorted);
 	return total;
+}
+
+int pager_swap_to(struct pager *p, unsigned stores)
+{
+	pthread_mutex_lock(&p->swap_lock);
+	if (stores >> p->nstores) {
+		pthread_mutex_unlock(&p->swap_lock);
+		errno = EINVAL;
+		return -1;
+	}
+	p->swap_to = stores;
+	pthread_mutex_unlock(&p->swap_lock);
+	return 0;
 }

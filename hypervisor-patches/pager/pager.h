@@ -34,6 +34,13 @@
  * fault thread, so an implementation shared by both must be
  * thread-safe.
  */
+/* count pages from page first, their data at buf (pager_store.put_runs). */
+struct pager_run {
+	uint64_t first;
+	size_t count;
+	const void *buf;
+};
+
 struct pager_store {
 	const char *name;
 	const char *kind;   /* "file" or "tcp": the fault latency source */
@@ -43,7 +50,15 @@ struct pager_store {
 	int down;
 	int (*put)(struct pager_store *s, uint64_t page, const void *buf,
 		   size_t npages);
+	/* Optional: put of every run, as one operation (a remote store
+	 * sends them all before waiting for any acknowledgement). */
+	int (*put_runs)(struct pager_store *s, const struct pager_run *runs,
+			size_t nruns);
 	int (*get)(struct pager_store *s, uint64_t page, void *buf);
+	/* Optional: npages pages from page, all or none (ENOENT: one is
+	 * missing), for the fault thread's read-ahead. */
+	int (*get_run)(struct pager_store *s, uint64_t page, void *buf,
+		       size_t npages);
 	int (*del)(struct pager_store *s, uint64_t page, size_t npages);
 	void (*destroy)(struct pager_store *s);
 };
@@ -68,6 +83,12 @@ extern const char *const pager_source_names[PAGER_NSOURCES];
 /* pager_fault_latency of MINOR faults (UFFDIO_CONTINUE), not a source. */
 #define PAGER_LAT_MINOR PAGER_NSOURCES
 
+/* The steps of a swap-out batch (pager.c), timed in pager_stats. */
+enum pager_swap_phase { PAGER_PHASE_MARK, PAGER_PHASE_READ,
+			PAGER_PHASE_SEAL, PAGER_PHASE_PUT,
+			PAGER_PHASE_VALIDATE, PAGER_SWAP_PHASES };
+extern const char *const pager_swap_phase_names[PAGER_SWAP_PHASES];
+
 struct pager_stats {
 	uint64_t swapped_out;       /* pages dropped from the memfd */
 	uint64_t cancelled;         /* marked pages written before validate */
@@ -84,6 +105,7 @@ struct pager_stats {
 	uint64_t pool_bad;          /* pool copies that did not open */
 	uint64_t sealed;            /* 1: copies are AES-256-GCM sealed */
 	uint64_t swapped_in;        /* brought back by pager_swap_in */
+	uint64_t read_ahead;        /* brought back after a sequential fault */
 	uint64_t pool_pages;        /* OUT pages whose data the pool holds */
 	uint64_t pool_capacity;     /* slots, shared by the pool's pagers */
 	uint64_t pool_recovered;    /* see pager_pool_recovered */
@@ -95,6 +117,10 @@ struct pager_stats {
 	uint64_t bad_sum[PAGER_MAX_STORES];
 	uint64_t put_failed[PAGER_MAX_STORES];
 	uint64_t skipped_down[PAGER_MAX_STORES]; /* not tried: backing off */
+	/* Where swap-outs spent their time, ns: each phase (below), and
+	 * each store's puts (part of PAGER_PHASE_PUT). */
+	uint64_t swap_ns[PAGER_SWAP_PHASES];
+	uint64_t put_ns[PAGER_MAX_STORES];
 };
 
 /*
@@ -217,6 +243,14 @@ int pager_add_store(struct pager *p, struct pager_store *s);
  * -1 (ENOENT: not a store of this pager). */
 int pager_store_renewed(struct pager *p, struct pager_store *s);
 
+/*
+ * The stores later swap-outs write to: bit i for store i (0: every
+ * store, the default), `copies` of them (0: all) acknowledging each
+ * page.  Pages out already keep their copies where they are.  0, or -1
+ * (EINVAL: a bit past the stores there are).
+ */
+int pager_swap_to(struct pager *p, unsigned stores);
+
 /* Pages in the index space; 1 if MINOR faults are registered. */
 uint64_t pager_npages(struct pager *p);
 int pager_has_minor(struct pager *p);
@@ -231,7 +265,9 @@ long pager_swap_out(struct pager *p, const uint64_t *pages, size_t n);
 
 /*
  * Bring the OUT pages among first..first+count-1 back in without a
- * fault (prefetch).  Returns the number of pages brought in.
+ * fault (prefetch): while sampling, into the memfd only, so that each
+ * one's first access still faults (MINOR) and is recorded.  Returns the
+ * number of pages brought in.
  */
 long pager_swap_in(struct pager *p, uint64_t first, uint64_t count);
 

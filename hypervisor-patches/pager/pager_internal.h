@@ -16,6 +16,12 @@
 enum { PG_IN = 0, PG_SWAPPING = 1, PG_OUT = 2 };
 
 #define BATCH 512
+/* A fault right after the last one's page (a sequential read) brings
+ * this many pages after it from the same store, in one get_run. */
+#define READ_AHEAD 16
+/* Copies of pages come back in, deleted in sorted runs once this many
+ * wait, or the fault thread has nothing else to do. */
+#define DELETE_BATCH 256
 #define MAX_SAMPLES (1 << 18)   /* per source, the latest kept */
 #define NO_SLOT UINT32_MAX
 #define LATENCIES (PAGER_NSOURCES + 1)    /* sources, then MINOR */
@@ -53,7 +59,9 @@ struct pager {
 	int nregions;
 	uint64_t npages, features, pid;
 	struct pager_store *stores[PAGER_MAX_STORES];
-	int nstores, copies;        /* copies 0: every store */
+	int nstores, copies;        /* copies 0: every store swapped to */
+	unsigned swap_to;           /* the stores swap-outs write to, a bit
+				     * each; 0: every store */
 	struct sampler *sampler;    /* set under the lock, once */
 
 	struct page_crypt *crypt;   /* seals copies (swap-out), opens
@@ -72,8 +80,17 @@ struct pager {
 	uint32_t *samples[LATENCIES];   /* fault service times, ns */
 	uint64_t nsamples[LATENCIES];
 
+	/* Under the lock: pages whose copies in store i go at the next
+	 * flush (fault.c), and how many. */
+	uint64_t deletes[PAGER_MAX_STORES][DELETE_BATCH];
+	size_t ndeletes[PAGER_MAX_STORES];
+	int deletes_waiting;        /* some ndeletes[i] > 0 (atomic reads) */
+	uint64_t last_fault;        /* the last page fetched on a fault, or
+				     * read ahead after it */
+
 	pthread_t thread;
 	char *fault_buf;            /* one page, fault thread only */
+	char *ahead_buf;            /* READ_AHEAD pages, fault thread only */
 	char *swap_buf;             /* BATCH pages, swap-out only */
 };
 
@@ -131,5 +148,7 @@ void pager_store_up(struct pager *p, int i);
 
 /* fault.c */
 void *pager_fault_thread(void *arg);
+/* Delete the copies of pages back in that wait for it, under the lock. */
+void pager_flush_deletes(struct pager *p);
 
 #endif

@@ -26,6 +26,11 @@
  *   swapout START COUNT   swap out pages START..START+COUNT-1 (indexes in
  *                         the regions concatenated; pages not resident
  *                         are skipped)
+ *   swapoutv START COUNT [START COUNT]...
+ *                         the same for every run given, in one swap-out
+ *                         (batches span runs) and one answer
+ *   swapto [SPEC]...      later swap-outs write to these stores only
+ *                         (none: every store, the default)
  *   swapin START COUNT    bring the OUT pages of that range back in
  *                         without a fault (prefetch)
  *   faults                the pages faulted in from OUT, and those whose
@@ -126,30 +131,55 @@ static void clip(struct pager *p, uint64_t *start, uint64_t *count)
 		*count = npages - *start;
 }
 
-static void swapout(FILE *f, struct daemon *d, uint64_t start,
-		    uint64_t count)
+/*
+ * Swap out the runs of `args` ("START COUNT" pairs, `swapoutv`'s; one
+ * pair for `swapout`) in one pager_swap_out: its batches span runs, so
+ * many short runs cost what one long one does, and one answer (with the
+ * stats, which are not free) for all of them.
+ */
+static void swapout(FILE *f, struct daemon *d, const char *event,
+		    const char *args)
 {
-	uint64_t *pages;
+	uint64_t *pages = NULL, asked = 0, runs = 0, start, count;
+	size_t cap = 0;
+	char *end;
 	double t0;
 	long dropped;
 
-	clip(d->p, &start, &count);
-	pages = malloc((count ? count : 1) * sizeof(*pages));
-	if (!pages)
-		die("malloc");
-	for (uint64_t n = 0; n < count; n++)
-		pages[n] = start + n;
+	for (;;) {
+		start = strtoull(args, &end, 10);
+		if (end == args)
+			break;
+		count = strtoull(end, (char **)&args, 10);
+		if ((const char *)end == args)
+			break;
+		clip(d->p, &start, &count);
+		if (asked + count > cap) {
+			cap = (asked + count) * 2;
+			pages = realloc(pages, cap * sizeof(*pages));
+			if (!pages)
+				die("realloc");
+		}
+		for (uint64_t n = 0; n < count; n++)
+			pages[asked++] = start + n;
+		runs++;
+	}
+	if (!runs) {
+		free(pages);
+		print_error(f, "bad command");
+		return;
+	}
 	t0 = now_s();
-	dropped = pager_swap_out(d->p, pages, count);
+	dropped = pager_swap_out(d->p, pages ? pages : &start, asked);
 	t0 = now_s() - t0;
 	free(pages);
 	if (dropped < 0 && errno == ENODEV) {
 		print_error(f, "swapout: fewer stores than copies");
 		return;
 	}
-	fprintf(f, "{\"event\": \"swapout\", \"asked\": %" PRIu64
-		", \"dropped\": %ld, \"seconds\": %.3f, \"mb_per_s\": %.1f",
-		count, dropped, t0,
+	fprintf(f, "{\"event\": \"%s\", \"runs\": %" PRIu64 ", \"asked\": %"
+		PRIu64 ", \"dropped\": %ld, \"seconds\": %.3f, \"mb_per_s\": "
+		"%.1f", event, runs, asked, dropped, t0,
 		dropped > 0 ? dropped * PAGER_PAGE / 1e6 / t0 : 0.0);
 	print_stats(f, d);
 }
@@ -183,7 +213,7 @@ static void add_store(FILE *f, struct daemon *d, const char *spec,
 			pager_store_renewed(d->p, s);
 	}
 	if (had >= 0) {
-		print_store(f, d, !!token);
+		print_store(f, d, "store", !!token);
 		return;
 	}
 	if (d->nstores == PAGER_MAX_STORES) {
@@ -204,11 +234,37 @@ static void add_store(FILE *f, struct daemon *d, const char *spec,
 		print_error(f, "store: refused");
 		return;
 	}
-	print_store(f, d, 0);
+	print_store(f, d, "store", 0);
 	return;
 refused:
 	snprintf(line, sizeof(line), "store: %s", why);
 	print_error(f, line);
+}
+
+/* `swapto [SPEC]...`: the stores later swap-outs write to, by their
+ * specs (none: every store). */
+static void swap_to(FILE *f, struct daemon *d, char *specs)
+{
+	unsigned stores = 0;
+	char line[LINE_MAX_LEN + 32];
+
+	for (char *spec = strtok(specs, " "); spec; spec = strtok(NULL, " ")) {
+		int i = find_store(d, spec);
+
+		if (i < 0) {
+			snprintf(line, sizeof(line), "swapto: no store %s",
+				 spec);
+			print_error(f, line);
+			return;
+		}
+		stores |= 1u << i;
+	}
+	if (pager_swap_to(d->p, stores)) {
+		print_error(f, "swapto: refused");
+		return;
+	}
+	d->swap_to = stores;
+	print_store(f, d, "swapto", 0);
 }
 
 static void tick(FILE *f, struct daemon *d)
@@ -275,13 +331,17 @@ static void command(struct daemon *d, char *line, FILE *f)
 		print_error(f, "not attached");
 	} else if (sscanf(line, "swapout %" SCNu64 " %" SCNu64, &start,
 			  &count) == 2) {
-		swapout(f, d, start, count);
+		swapout(f, d, "swapout", line + 7);
+	} else if (!strncmp(line, "swapoutv ", 9)) {
+		swapout(f, d, "swapoutv", line + 9);
 	} else if (sscanf(line, "swapin %" SCNu64 " %" SCNu64, &start,
 			  &count) == 2) {
 		clip(d->p, &start, &count);
 		fprintf(f, "{\"event\": \"swapin\", \"fetched\": %ld}\n",
 			pager_swap_in(d->p, start, count));
 		fflush(f);
+	} else if (!strcmp(line, "swapto") || !strncmp(line, "swapto ", 7)) {
+		swap_to(f, d, line + 6);
 	} else if (!strcmp(line, "faults")) {
 		faults(f, d->p);
 	} else if (!strcmp(line, "stats")) {

@@ -37,6 +37,7 @@ static void free_pager(struct pager *p)
 	free(p->cancels);
 	free(p->fault_buf);
 	free(p->swap_buf);
+	free(p->ahead_buf);
 	if (p->stopfd >= 0)
 		close(p->stopfd);
 	free(p);
@@ -115,8 +116,11 @@ static int alloc_pager(struct pager *p, const struct pager_opts *o,
 	if (!p->faults || !p->cancels || p->stopfd < 0 ||
 	    posix_memalign((void **)&p->fault_buf, PAGER_PAGE, PAGER_PAGE) ||
 	    posix_memalign((void **)&p->swap_buf, PAGER_PAGE,
-			   BATCH * PAGER_PAGE))
+			   BATCH * PAGER_PAGE) ||
+	    posix_memalign((void **)&p->ahead_buf, PAGER_PAGE,
+			   READ_AHEAD * PAGER_PAGE))
 		return -1;
+	p->last_fault = UINT64_MAX - 1;
 	return 0;
 }
 
@@ -331,7 +335,7 @@ int pager_has_minor(struct pager *p)
 	return !!(p->features & UFFD_FEATURE_MINOR_SHMEM);
 }
 
-struct sampler *pager_sampler(struct pager *p)
+static struct sampler *pager_sampler(struct pager *p)
 {
 	struct sampler *s;
 
@@ -341,19 +345,77 @@ struct sampler *pager_sampler(struct pager *p)
 	return s;
 }
 
-int pager_set_sampler(struct pager *p, struct sampler *s)
+int pager_start_sampling(struct pager *p, const struct pager_sampling *cfg,
+			 pager_zap_fn zap, void *arg)
 {
-	int rc = 0;
+	struct sampler *s = sampler_new(p->npages, cfg, zap, arg);
+	int taken = 0;
 
+	if (!s)
+		return -1;
 	pthread_mutex_lock(&p->lock);
 	if (!pager_has_minor(p) || p->sampler) {
 		errno = p->sampler ? EALREADY : ENOTSUP;
-		rc = -1;
 	} else {
 		p->sampler = s;
+		taken = 1;
 	}
 	pthread_mutex_unlock(&p->lock);
-	return rc;
+	if (!taken) {
+		sampler_free(s);
+		return -1;
+	}
+	return sampler_start(s);
+}
+
+int pager_sampling_stats(struct pager *p, struct pager_sampling_stats *st)
+{
+	struct sampler *s = pager_sampler(p);
+
+	if (s)
+		sampler_stats(s, st);
+	return !!s;
+}
+
+int pager_sample_tick(struct pager *p)
+{
+	struct sampler *s = pager_sampler(p);
+
+	if (!s) {
+		errno = ENOTSUP;
+		return -1;
+	}
+	sampler_tick(s);
+	return 0;
+}
+
+size_t pager_take_intervals(struct pager *p, struct pager_interval **out,
+			    uint64_t *overflow)
+{
+	struct sampler *s = pager_sampler(p);
+
+	*out = NULL;
+	*overflow = 0;
+	return s ? sampler_take_intervals(s, out, overflow) : 0;
+}
+
+size_t pager_sample_runs(struct pager *p, uint64_t **runs)
+{
+	struct sampler *s = pager_sampler(p);
+
+	*runs = NULL;
+	return s ? sampler_runs(s, runs) : 0;
+}
+
+int pager_resample(struct pager *p, double rate, uint64_t salt)
+{
+	struct sampler *s = pager_sampler(p);
+
+	if (!s) {
+		errno = ENOTSUP;
+		return -1;
+	}
+	return sampler_resample(s, rate, salt);
 }
 
 void pager_get_stats(struct pager *p, struct pager_stats *out)

@@ -93,6 +93,7 @@ void print_stats(FILE *f, struct daemon *d)
 		", \"pool_pages\": %" PRIu64 ", \"pool_capacity\": %" PRIu64
 		", \"pool_recovered\": %" PRIu64 ", \"memfd_kib\": %" PRIu64
 		", \"swapped_out\": %" PRIu64 ", \"swapped_in\": %" PRIu64
+		", \"read_ahead\": %" PRIu64
 		", \"cancelled\": %" PRIu64
 		", \"faults_missing\": %" PRIu64 ", \"faults_wp\": %" PRIu64
 		", \"faults_minor\": %" PRIu64 ", \"deferred\": %" PRIu64
@@ -103,7 +104,8 @@ void print_stats(FILE *f, struct daemon *d)
 		", \"fault_samples\": %zu, \"fault_p50_us\": %.1f"
 		", \"fault_p99_us\": %.1f",
 		out, out, st.pool_pages, st.pool_capacity, st.pool_recovered,
-		memfd_kib(&d->g), st.swapped_out, st.swapped_in, st.cancelled,
+		memfd_kib(&d->g), st.swapped_out, st.swapped_in,
+		st.read_ahead, st.cancelled,
 		st.faults_missing, st.faults_wp, st.faults_minor, st.deferred,
 		st.zero_fills, st.wp_on_out, st.put_failed_batches, st.lost,
 		st.sealed ? "true" : "false", st.pool_bad,
@@ -114,6 +116,14 @@ void print_stats(FILE *f, struct daemon *d)
 	print_u64s(f, "skipped_down", st.skipped_down, d->nstores);
 	print_u64s(f, "bad_sum", st.bad_sum, d->nstores);
 	print_u64s(f, "put_failed", st.put_failed, d->nstores);
+	fprintf(f, ", \"swapout_ms\": {");
+	for (int i = 0; i < PAGER_SWAP_PHASES; i++)
+		fprintf(f, "%s\"%s\": %.1f", i ? ", " : "",
+			pager_swap_phase_names[i], st.swap_ns[i] / 1e6);
+	fprintf(f, "}, \"put_ms\": [");
+	for (int i = 0; i < d->nstores; i++)
+		fprintf(f, "%s%.1f", i ? ", " : "", st.put_ns[i] / 1e6);
+	fprintf(f, "]");
 	fprintf(f, ", \"sources\": {");
 	for (int s = 0; s < PAGER_NSOURCES; s++) {
 		fprintf(f, "%s\"%s\": {\"faults\": %" PRIu64, s ? ", " : "",
@@ -134,16 +144,23 @@ void print_stats(FILE *f, struct daemon *d)
 
 void print_stores(FILE *f, struct daemon *d)
 {
+	unsigned to = d->swap_to ? d->swap_to : (1u << d->nstores) - 1;
+
 	fprintf(f, ", \"copies\": %d, \"stores\": [",
-		d->copies ? d->copies : d->nstores);
+		d->copies ? d->copies : __builtin_popcount(to));
 	for (int i = 0; i < d->nstores; i++)
 		fprintf(f, "%s\"%s\"", i ? ", " : "", d->stores[i]->name);
+	fprintf(f, "], \"swap_to\": [");
+	for (int i = 0, n = 0; i < d->nstores; i++)
+		if (to & (1u << i))
+			fprintf(f, "%s\"%s\"", n++ ? ", " : "",
+				d->stores[i]->name);
 	fprintf(f, "]");
 }
 
-void print_store(FILE *f, struct daemon *d, int renewed)
+void print_store(FILE *f, struct daemon *d, const char *event, int renewed)
 {
-	fprintf(f, "{\"event\": \"store\"");
+	fprintf(f, "{\"event\": \"%s\"", event);
 	print_stores(f, d);
 	fprintf(f, "%s}\n", renewed ? ", \"renewed\": true" : "");
 	fflush(f);

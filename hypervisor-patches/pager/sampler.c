@@ -23,6 +23,9 @@
  * `resample` takes a new
  * rate and salt for the next interval, and each interval says which it
  * had and whether its zap was of the whole sample.
+ *
+ * It knows nothing of the pager: pager_setup.c owns a pager's sampler
+ * and answers pager.h's sampling calls with it; fault.c records faults.
  */
 #define _GNU_SOURCE
 #include "sampler.h"
@@ -403,17 +406,28 @@ static void *sampler_thread(void *arg)
 	}
 }
 
-static struct sampler *sampler_new(uint64_t npages,
-				   const struct pager_sampling *cfg)
+struct sampler *sampler_new(uint64_t npages, const struct pager_sampling *cfg,
+			    pager_zap_fn zap, void *arg)
 {
-	struct sampler *s = calloc(1, sizeof(*s));
+	struct sampler *s;
 	size_t words = (npages + 63) / 64;
 
+	if (!(cfg->rate > 0 && cfg->rate <= 1) || !zap) {
+		errno = EINVAL;
+		return NULL;
+	}
+	s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
 	s->cfg = *cfg;
 	s->npages = npages;
-	s->stopfd = -1;
+	s->zap = zap;
+	s->zap_arg = arg;
+	s->stopfd = cfg->interval_ms ? eventfd(0, EFD_CLOEXEC) : -1;
+	if (cfg->interval_ms && s->stopfd < 0) {
+		free(s);
+		return NULL;
+	}
 	s->threshold = threshold_of(cfg->rate);
 	s->whole = 1;
 	pthread_mutex_init(&s->lock, NULL);
@@ -465,37 +479,14 @@ void sampler_record(struct sampler *s, uint64_t pg, int write)
 	pthread_mutex_unlock(&s->lock);
 }
 
-int pager_start_sampling(struct pager *p, const struct pager_sampling *cfg,
-			 pager_zap_fn zap, void *arg)
+int sampler_start(struct sampler *s)
 {
-	struct sampler *s;
-
-	if (!(cfg->rate > 0 && cfg->rate <= 1) || !zap) {
-		errno = EINVAL;
-		return -1;
-	}
-	s = sampler_new(pager_npages(p), cfg);
-	if (!s)
-		return -1;
-	s->zap = zap;
-	s->zap_arg = arg;
-	if (cfg->interval_ms) {
-		s->stopfd = eventfd(0, EFD_CLOEXEC);
-		if (s->stopfd < 0) {
-			sampler_free(s);
-			return -1;
-		}
-	}
-	if (pager_set_sampler(p, s)) {
-		sampler_free(s);
-		return -1;
-	}
 	/* Faults count from here; the first interval's zap arms it. */
 	arm(s);
-	if (cfg->interval_ms &&
+	if (s->cfg.interval_ms &&
 	    !pthread_create(&s->thread, NULL, sampler_thread, s))
 		s->threaded = 1;
-	return cfg->interval_ms && !s->threaded ? -1 : 0;
+	return s->cfg.interval_ms && !s->threaded ? -1 : 0;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -521,12 +512,8 @@ static void zap_percentiles(struct sampler *s, int full,
 	st->zap_p99_us[full] = v[n * 99 / 100] / 1e3;
 }
 
-int pager_sampling_stats(struct pager *p, struct pager_sampling_stats *st)
+void sampler_stats(struct sampler *s, struct pager_sampling_stats *st)
 {
-	struct sampler *s = pager_sampler(p);
-
-	if (!s)
-		return 0;
 	pthread_mutex_lock(&s->lock);
 	*st = (struct pager_sampling_stats){ .cfg = s->cfg,
 		.sampled_pages = s->sampled, .current = s->index,
@@ -536,31 +523,18 @@ int pager_sampling_stats(struct pager *p, struct pager_sampling_stats *st)
 	zap_percentiles(s, 0, st);
 	zap_percentiles(s, 1, st);
 	pthread_mutex_unlock(&s->lock);
-	return 1;
 }
 
-int pager_sample_tick(struct pager *p)
+void sampler_tick(struct sampler *s)
 {
-	struct sampler *s = pager_sampler(p);
-
-	if (!s) {
-		errno = ENOTSUP;
-		return -1;
-	}
 	tick(s);
-	return 0;
 }
 
-size_t pager_take_intervals(struct pager *p, struct pager_interval **out,
-			    uint64_t *overflow)
+size_t sampler_take_intervals(struct sampler *s, struct pager_interval **out,
+			      uint64_t *overflow)
 {
-	struct sampler *s = pager_sampler(p);
 	size_t n;
 
-	*out = NULL;
-	*overflow = 0;
-	if (!s)
-		return 0;
 	pthread_mutex_lock(&s->lock);
 	n = s->nqueue;
 	*out = malloc((n ? n : 1) * sizeof(**out));
@@ -577,14 +551,10 @@ size_t pager_take_intervals(struct pager *p, struct pager_interval **out,
 	return n;
 }
 
-size_t pager_sample_runs(struct pager *p, uint64_t **runs)
+size_t sampler_runs(struct sampler *s, uint64_t **runs)
 {
-	struct sampler *s = pager_sampler(p);
 	size_t n = 0;
 
-	*runs = NULL;
-	if (!s)
-		return 0;
 	pthread_mutex_lock(&s->tick_lock);
 	*runs = malloc((s->nruns ? s->nruns : 1) * 2 * sizeof(**runs));
 	if (*runs) {
@@ -595,14 +565,8 @@ size_t pager_sample_runs(struct pager *p, uint64_t **runs)
 	return n;
 }
 
-int pager_resample(struct pager *p, double rate, uint64_t salt)
+int sampler_resample(struct sampler *s, double rate, uint64_t salt)
 {
-	struct sampler *s = pager_sampler(p);
-
-	if (!s) {
-		errno = ENOTSUP;
-		return -1;
-	}
 	if (!(rate > 0 && rate <= 1)) {
 		errno = EINVAL;
 		return -1;

@@ -103,21 +103,17 @@ static void hang_up(struct memserver_store *m, struct memserver_conn *c)
 	errno = saved;
 }
 
-/*
- * One request on an open connection; body (len bytes) is sent after a
- * PUT or HELLO header or read after an OK GET reply.  Returns the
- * reply's status and count, or -1 when the connection failed (it is then
- * closed).  A server that refuses a request closes the connection.
- */
-static int exchange(struct memserver_store *m, struct memserver_conn *c,
-		    int op, uint64_t page, uint32_t count, void *body,
-		    size_t len, uint32_t *got)
+/* A request's header (and body: len bytes after a PUT or HELLO) sent on
+ * an open connection: 0, or -1 when the connection failed (it is then
+ * closed). */
+static int send_request(struct memserver_store *m, struct memserver_conn *c,
+			int op, uint64_t page, uint32_t count,
+			const void *body, size_t len)
 {
 	const struct memserver_transport *io = m->transport;
-	uint8_t req[32] = { 0 }, rep[16];
+	uint8_t req[32] = { 0 };
 	uint32_t magic = htole32(MAGIC), n = htole32(count);
 	uint64_t owner = htole64(m->owner), pg = htole64(page);
-	int sends_body = op == OP_PUT || op == OP_HELLO;
 
 	memcpy(req, &magic, 4);
 	req[4] = op;
@@ -125,8 +121,28 @@ static int exchange(struct memserver_store *m, struct memserver_conn *c,
 	memcpy(req + 16, &pg, 8);
 	memcpy(req + 24, &n, 4);
 	if (io->send(c, req, sizeof(req)) ||
-	    (sends_body && io->send(c, body, len)) ||
-	    io->recv(c, rep, sizeof(rep)))
+	    ((op == OP_PUT || op == OP_HELLO) && io->send(c, body, len))) {
+		hang_up(m, c);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The reply to a request sent (op, count pages), and an OK GET's body
+ * (len bytes) into body.  Returns the reply's status and count, or -1
+ * when the connection failed (it is then closed).  A server that
+ * refuses a request closes the connection.
+ */
+static int read_reply(struct memserver_store *m, struct memserver_conn *c,
+		      int op, uint32_t count, void *body, size_t len,
+		      uint32_t *got)
+{
+	const struct memserver_transport *io = m->transport;
+	uint8_t rep[16];
+	uint32_t magic, n;
+
+	if (io->recv(c, rep, sizeof(rep)))
 		goto broken;
 	memcpy(&magic, rep, 4);
 	memcpy(&n, rep + 8, 4);
@@ -149,6 +165,16 @@ protocol:
 broken:
 	hang_up(m, c);
 	return -1;
+}
+
+/* One request on an open connection, and its reply (read_reply). */
+static int exchange(struct memserver_store *m, struct memserver_conn *c,
+		    int op, uint64_t page, uint32_t count, void *body,
+		    size_t len, uint32_t *got)
+{
+	if (send_request(m, c, op, page, count, body, len))
+		return -1;
+	return read_reply(m, c, op, count, body, len, got);
 }
 
 /* c, connected and past its HELLO: 0, or -1 with errno set. */
@@ -216,19 +242,74 @@ static int request(struct memserver_store *m, struct memserver_conn *c,
 	return 0;
 }
 
+/*
+ * Every run's PUTs (at most MAX_BATCH pages each) sent before any reply
+ * is read: one round trip for a whole swap-out batch, however many runs
+ * it has, not one a run.  The replies (16 bytes each, a batch's fit in
+ * any socket buffer) are all read, in order, so the connection stays in
+ * step even when one says FULL.  ST_OK, another status (the first not
+ * OK), or -1 when the connection failed (then closed).
+ */
+static int put_window(struct memserver_store *m, const struct pager_run *runs,
+		      size_t nruns)
+{
+	struct memserver_conn *c = &m->put;
+	int status = ST_OK;
+	uint32_t got;
+
+	if (open_conn(m, c))
+		return -1;
+	for (size_t r = 0; r < nruns; r++)
+		for (size_t i = 0; i < runs[r].count; i += MAX_BATCH) {
+			size_t n = runs[r].count - i < MAX_BATCH ?
+				   runs[r].count - i : MAX_BATCH;
+
+			if (send_request(m, c, OP_PUT, runs[r].first + i, n,
+					 (const char *)runs[r].buf +
+					 i * PAGER_PAGE, n * PAGER_PAGE))
+				return -1;
+		}
+	for (size_t r = 0; r < nruns; r++)
+		for (size_t i = 0; i < runs[r].count; i += MAX_BATCH) {
+			size_t n = runs[r].count - i < MAX_BATCH ?
+				   runs[r].count - i : MAX_BATCH;
+			int st = read_reply(m, c, OP_PUT, n, NULL, 0, &got);
+
+			if (st < 0)
+				return -1;
+			if (status == ST_OK)
+				status = st;
+		}
+	return status;
+}
+
+static int tcp_put_runs(struct pager_store *s, const struct pager_run *runs,
+			size_t nruns)
+{
+	struct memserver_store *m = (struct memserver_store *)s;
+	int st, timed_out;
+
+	pthread_mutex_lock(&m->put.lock);
+	st = put_window(m, runs, nruns);
+	timed_out = st < 0 && (errno == EAGAIN || errno == ETIMEDOUT);
+	/* As request(): once more after a broken link, not after a
+	 * timeout.  PUTs are idempotent: the whole window again. */
+	if (st < 0 && !timed_out)
+		st = put_window(m, runs, nruns);
+	pthread_mutex_unlock(&m->put.lock);
+	if (st != ST_OK) {
+		errno = timed_out ? ETIMEDOUT : st < 0 ? ECONNRESET : ENOENT;
+		return -1;
+	}
+	return 0;
+}
+
 static int tcp_put(struct pager_store *s, uint64_t page, const void *buf,
 		   size_t npages)
 {
-	struct memserver_store *m = (struct memserver_store *)s;
+	struct pager_run run = { page, npages, buf };
 
-	for (size_t i = 0; i < npages; i += MAX_BATCH) {
-		size_t n = npages - i < MAX_BATCH ? npages - i : MAX_BATCH;
-
-		if (request(m, &m->put, OP_PUT, page + i, n,
-			    (char *)buf + i * PAGER_PAGE, n * PAGER_PAGE))
-			return -1;
-	}
-	return 0;
+	return tcp_put_runs(s, &run, 1);
 }
 
 static int tcp_get(struct pager_store *s, uint64_t page, void *buf)
@@ -236,6 +317,19 @@ static int tcp_get(struct pager_store *s, uint64_t page, void *buf)
 	struct memserver_store *m = (struct memserver_store *)s;
 
 	return request(m, &m->get, OP_GET, page, 1, buf, PAGER_PAGE);
+}
+
+static int tcp_get_run(struct pager_store *s, uint64_t page, void *buf,
+		       size_t npages)
+{
+	struct memserver_store *m = (struct memserver_store *)s;
+
+	if (npages > MAX_BATCH) {
+		errno = EINVAL;
+		return -1;
+	}
+	return request(m, &m->get, OP_GET, page, npages, buf,
+		       npages * PAGER_PAGE);
 }
 
 static int tcp_del(struct pager_store *s, uint64_t page, size_t npages)
@@ -309,7 +403,8 @@ struct pager_store *memserver_store_open(struct memserver_store *m,
 
 	snprintf(name, sizeof(name), "%s:%s:%s", prefix, m->host, m->port);
 	m->s = (struct pager_store){ .name = strdup(name), .kind = "tcp",
-		.put = tcp_put, .get = tcp_get, .del = tcp_del,
+		.put = tcp_put, .put_runs = tcp_put_runs, .get = tcp_get,
+		.get_run = tcp_get_run, .del = tcp_del,
 		.destroy = tcp_destroy };
 	pthread_mutex_init(&m->put.lock, NULL);
 	pthread_mutex_init(&m->get.lock, NULL);

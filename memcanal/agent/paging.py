@@ -36,6 +36,9 @@ FOUR_GIB_FRAME = (4 << 30) // PAGE
 # q35 keeps RAM below 4 GiB up to 2.75 GiB; from there on, 2 GiB below
 # it and the rest above (QEMU's pc_q35_init).
 Q35_ALL_LOW = 0xb0000000
+# The pager reads commands into a 4096-byte buffer (daemon.h's
+# LINE_MAX_LEN), newline included.
+LINE_LIMIT = 4000
 
 
 def owner_of(instance_uuid):
@@ -66,6 +69,22 @@ def expand(flat_runs):
     # Each page is its run's first plus its rank within the run.
     starts = np.repeat(firsts - (np.cumsum(counts) - counts), counts)
     return starts + np.arange(counts.sum())
+
+
+def swapoutv_lines(page_runs, limit=LINE_LIMIT):
+    """``swapoutv`` commands for ``page_runs`` [(first, count)], each
+    line shorter than ``limit`` characters (the pager's line buffer)."""
+    lines, words, length = [], [], len('swapoutv')
+    for first, count in page_runs:
+        word = '%d %d' % (first, count)
+        if words and length + 1 + len(word) >= limit:
+            lines.append(' '.join(['swapoutv'] + words))
+            words, length = [], len('swapoutv')
+        words.append(word)
+        length += 1 + len(word)
+    if words:
+        lines.append(' '.join(['swapoutv'] + words))
+    return lines
 
 
 def _low_pages(ram_bytes):
@@ -190,6 +209,7 @@ class GuestPager:
         self._events = []              # (pages, reads) since last interval
         self._faults_supported = True
         self._swapin_supported = True
+        self._swapoutv_supported = True
         self._samples_supported = True
         self._resample_supported = True
         # The sample the feed follows, (rate, salt).
@@ -378,13 +398,28 @@ class GuestPager:
         return previous
 
     def _swap_out(self, pages):
-        answers = self.client.commands(
-            ['swapout %d %d' % run for run in runs(pages)])
+        answers = self._swap_out_runs(runs(pages))
         self.detector.swapped_out(pages)
         self._events.append((np.sort(pages), False))
         dropped = sum(answer.get('dropped', 0) for answer in answers)
         self.swapped_out += dropped
         return dropped
+
+    def _swap_out_runs(self, page_runs):
+        """The pager's answers to swapping ``page_runs`` out: as few
+        ``swapoutv`` lines as its line limit allows (one swap-out each,
+        its batches spanning runs: a cold set in thousands of short runs
+        goes out as fast as one long run), or one ``swapout`` a run from
+        a pager without ``swapoutv`` (an older build)."""
+        if self._swapoutv_supported:
+            try:
+                return self.client.commands(swapoutv_lines(page_runs))
+            except pager_client.UnsupportedCommand:
+                LOG.info('memcanal-pager %s has no swapoutv command: one '
+                         'swapout a run', self.client.name)
+                self._swapoutv_supported = False
+        return self.client.commands(
+            ['swapout %d %d' % run for run in page_runs])
 
     def _swap_in(self, count):
         self._prefetch(self.detector.prefetch(count))

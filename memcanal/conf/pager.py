@@ -21,9 +21,20 @@ pager_opts = [
                help='Path of libmemcanal-uffd.so, preloaded into QEMU '
                     '(built beside the daemon). Needed to page guests.'),
     cfg.StrOpt('local_store_dir', default='$state_path/pages',
-               help='Directory of the local file store: every page paged '
-                    'out has a copy in <instance uuid>.pages here besides '
-                    'the memory servers\'.'),
+               help='Directory of the local file store, <instance '
+                    'uuid>.pages: where a paging action without a memory '
+                    'server pages out to, and pooled pages too with '
+                    'local_copy.'),
+    cfg.BoolOpt('local_copy', default=False,
+                help='Also keep a copy of each page a pooling action '
+                     'pages out to a memory server in the local file '
+                     'store: the fallback when the lender loses a page '
+                     '(a memory server may drop pages at any time: its '
+                     'operator\'s RECLAIM, a restart), at the cost of '
+                     'writing every page to the local disk too. Off: '
+                     'pooled pages are on the lender only, and a page it '
+                     'drops is lost to the guest (read as zeros, counted '
+                     'in the pager\'s lost).'),
     cfg.StrOpt('state_dir', default='$state_path/pagers',
                help='Directory of each guest\'s pager files, the '
                     'agent\'s alone (made 0700): the pager\'s state file '

@@ -165,7 +165,8 @@ class Record:
     are memory servers, by store (a pager taking over needs the same
     ones, in the same order), its process and its QEMU's (pid and start
     time, which a reused pid does not share), and the resident target
-    being kept. Its file is 0600, and its repr leaves the tokens out."""
+    being kept, and the stores swap-outs write to (None: every store).
+    Its file is 0600, and its repr leaves the tokens out."""
 
     uuid: str
     socket: str
@@ -175,6 +176,7 @@ class Record:
     qemu: list | None = None
     resident_target: int | None = None
     lease_tokens: dict = dataclasses.field(default_factory=dict, repr=False)
+    swap_to: list | None = None
 
     def save(self, conf):
         durable.write(pager_file(conf, self.uuid, RECORD),
@@ -315,6 +317,9 @@ class VmPager:
         if self.record.qemu != [pid, started]:
             self.record.qemu = [pid, started]
             self.record.save(self.conf)
+        if self.record.swap_to is not None:
+            # A pager taking over writes to every store until told.
+            self._swap_to(self.record.swap_to)
         self.guest = paging.GuestPager(
             self.client, paging.region_memfds(pid, regions), regions,
             self.conf.agent.report_interval, self.conf.pager.cold_after,
@@ -362,6 +367,31 @@ class VmPager:
             return
         self.record.lease_tokens[store] = token
         self.record.save(self.conf)
+
+    def swap_to(self, stores):
+        """Later swap-outs go to ``stores`` of the pager's (a pooling
+        action's memory servers: the lender only, unless [pager]
+        local_copy; the local file store if the pager refused them all),
+        and so do a pager's that takes over. Until a first action names
+        its stores, a pager writes to every store it has (the local one,
+        and those the qemu driver started it with)."""
+        placement = [store for store in self.record.stores
+                     if store in stores]
+        if stores and self.conf.pager.local_copy:
+            placement.append(local_store(self.conf, self.record.uuid))
+        if not placement:     # none, or every memory server refused
+            placement = [local_store(self.conf, self.record.uuid)]
+        self._swap_to(placement)
+        if self.record.swap_to != placement:
+            self.record.swap_to = placement
+            self.record.save(self.conf)
+
+    def _swap_to(self, placement):
+        try:
+            self.client.command(' '.join(['swapto'] + placement))
+        except pager_client.UnsupportedCommand as error:
+            LOG.warning('Paging %s to every store it has: %s',
+                        self.record.uuid, error)
 
     def keep_resident(self, target_bytes):
         """Remember the resident target, which collections keep."""
@@ -484,6 +514,8 @@ def set_resident(pager, target_bytes, stores, lease_tokens, timeout):
                 name=uuid, reason='its guest\'s RAM did not reach the '
                 'pager within %.0fs' % timeout)
         pager.add_stores(stores, lease_tokens)
+        if stores:
+            pager.swap_to(stores)
         previous = guest.set_resident(target_bytes)
     except pager_client.PagerError as error:
         raise exception.ResizeFailed(uuid=uuid, reason=str(error))

@@ -47,12 +47,15 @@ def vms():
 class Vm:
     """A VM's memory as its host pages it: its pager seals with ``key``
     (None: plaintext) and keeps a copy of each page on the lender (TLS,
-    its lease token) and in a file, in ``order``; the pool too if given.
+    its lease token) and in a file, in ``order``; the pool too if given;
+    sampled at ``rate`` (0: not), sample_guest run with ``guest``'s
+    options.
     """
 
     def __init__(self, build, directory, lender, key, order=('lender',
                  'file'), pool=None, guest_mb=64, secret=None, owner=None,
-                 quota=None, options=()):
+                 quota=None, options=(), rate=0, guest=('-r', '2', '-t',
+                                                         '2')):
         os.mkdir(directory)
         self.owner = owner or paging.owner_of(str(uuid.uuid4()))
         token = lender.token(self.owner, quota_pages=quota or guest_mb * 512)
@@ -65,9 +68,9 @@ class Vm:
         if pool:
             options += ['--pool', pool, '--pool-mb', str(POOL_MB)]
         self.process = pager_tests.SampledProcess(
-            build, directory, 0, key=key,
+            build, directory, rate, key=key,
             stores=[stores[name] for name in order], options=options,
-            guest=('-m', str(guest_mb), '-r', '2', '-t', '2')
+            guest=('-m', str(guest_mb), *guest)
             + (('-S', secret) if secret else ()))
         self.pages = self.process.pages
 

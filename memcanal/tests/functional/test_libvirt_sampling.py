@@ -163,18 +163,17 @@ class Host:
         return entry
 
 
-@pytest.fixture(scope='module')
-def files(conf, scratch, memory_server):
-    """The guest's kernel, initramfs and the shim where libvirt's QEMU
-    can read them, the pager built, the agent's options set (the memory
-    servers' CA among them, as an agent starts with it)."""
+def prepare(conf, scratch, init=SAMPLED_INIT):
+    """The guest's kernel, an initramfs running ``init`` and the shim
+    where libvirt's QEMU can read them, the pager built, the agent's
+    options set (benchmarks/pooling_speed.py's too)."""
     guest = services.require_test_guest()
     build = services.build_pager(pathlib.Path(scratch) / 'build')
     # Written aside: readable_copies puts the copies in scratch.
     initrd = build / 'initramfs-sampled.gz'
     initrd.write_bytes(
         pathlib.Path(guest['initramfs.gz']).read_bytes()
-        + gzip.compress(guest_paging.newc({'pagecheck': SAMPLED_INIT})))
+        + gzip.compress(guest_paging.newc({'pagecheck': init})))
     for name, value, group in (
             ('state_path', scratch, None),
             ('report_interval', INTERVAL, 'agent'),
@@ -193,6 +192,13 @@ def files(conf, scratch, memory_server):
     return carriers.readable_copies(scratch, kernel=guest['vmlinux'],
                                     initrd=initrd,
                                     shim=build / carriers.SHIM)
+
+
+@pytest.fixture(scope='module')
+def files(conf, scratch, memory_server):
+    """prepare's files, with the memory servers' CA among the agent's
+    options, as an agent starts with it."""
+    return prepare(conf, scratch)
 
 
 @contextlib.contextmanager
@@ -450,15 +456,29 @@ def test_a_restarted_agent_finds_the_pager_and_its_samples(host):
     assert host.pager().process.pid == pid
 
 
+def allocated_kib(path):
+    """KiB a file holds on disk (0 if there is none)."""
+    try:
+        return os.stat(path).st_blocks // 2
+    except FileNotFoundError:
+        return 0
+
+
 def test_paging_to_a_memory_server_while_sampled(host, memory_server):
     wait_cold(host)
     pager = host.pager()
     # The memfd's memory, not QEMU's RssShmem: zaps unmap pages from
     # QEMU, the memfd keeps them.
     before_kib = pager.client.command('stats')['memfd_kib']
+    local_kib = allocated_kib(pager.record.stores[0][len('file:'):])
     stores, tokens = lent(memory_server, host.uuid)
     resize = host.hypervisor.apply_memory_target(
         host.uuid, TARGET_MB * MiB, 'paging', stores, tokens)
+    # Pooled pages are on the lender only ([pager] local_copy is off):
+    # the local store took none of them.
+    assert allocated_kib(pager.record.stores[0][len('file:'):]) <= local_kib
+    assert pager.client.command('hello')['swap_to'] == [
+        'tls:' + memory_server.name]
     [info] = host.hypervisor.list_instances()
     paged_kib = pager.client.command('stats')['memfd_kib']
     print('resize', resize, '\npaged', info, '\nguest RAM KiB before %d '
@@ -469,7 +489,7 @@ def test_paging_to_a_memory_server_while_sampled(host, memory_server):
     entry = reports(host, 3)[-1]
     assert entry['wss'].get('sampled') and entry['paging']['paged_bytes']
     # The local store (the first, since the pager started before the
-    # paging action) loses its copies: the data comes back from the
+    # paging action) loses what it has: the data comes back from the
     # memory server.
     [local, server] = pager.record.stores
     assert [server] == stores and pager.record.lease_tokens == tokens
@@ -517,24 +537,23 @@ def paged_out_again(host):
 
 
 def paged_back_in(host):
-    """Page the whole VM back in: every page out comes back but those
-    of the pager's sample, which stay out until the guest touches them
-    (the pager must see that access). The pager's stats."""
+    """Page the whole VM back in: every page out comes back, those of
+    the pager's sample too (in its memfd, unmapped: the pager still sees
+    the guest's next access). The pager's stats."""
     pager = host.pager()
     resize = host.hypervisor.apply_memory_target(host.uuid, GUEST_MB * MiB,
                                                  'paging')
     [info] = host.hypervisor.list_instances()
     stats = pager.client.command('stats')
     print('paged back in', resize, info, stats)
-    assert info.paged_bytes <= stats['sampling']['sampled_pages'] * 4096
+    assert info.paged_bytes == 0 and stats['out_pages'] == 0, stats
     assert stats['lost'] == 0
     return stats
 
 
 def page_back_in_from_the_memory_server(host):
     """The local store's copies gone, the whole VM as the target:
-    every page comes back from the memory server, those of the sample
-    as the guest's check touches them."""
+    every page comes back from the memory server."""
     os.truncate(host.pager().record.stores[0][len('file:'):], 0)
     stats = paged_back_in(host)
     assert stats['served'][1] > DATA_MB * 256 // 2, stats

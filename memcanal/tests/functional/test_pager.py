@@ -431,7 +431,8 @@ def test_the_control_socket_serves_one_client_after_another(
         assert answers == [
             {'event': 'hello', 'attached': False},
             {'event': 'store', 'copies': 1,
-             'stores': ['%s/pages' % short_tmp_path]},
+             'stores': ['%s/pages' % short_tmp_path],
+             'swap_to': ['%s/pages' % short_tmp_path]},
             {'event': 'samples', 'sampling': False, 'overflow': 0,
              'intervals': []},
             {'event': 'error', 'line': 'not attached'}]
@@ -650,7 +651,8 @@ def test_faults_on_pages_out_wait_for_the_store_added_later(sampled):
     assert blocked(process)
     added = process.command('store %s' % process.store)
     assert added == {'event': 'store', 'copies': 1,
-                     'stores': [process.store[len('file:'):]]}, added
+                     'stores': [process.store[len('file:'):]],
+                     'swap_to': [process.store[len('file:'):]]}, added
     assert process.answer()['bad'] == 0
     process.send('check')
     assert process.answer() == {'check': 0}

@@ -17,6 +17,7 @@ import subprocess
 import uuid
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
+import numpy as np
 import pytest
 
 from memcanal.agent import paging
@@ -112,7 +113,8 @@ def test_a_tls_store_added_by_the_control_socket(build, lender,
                 'owner %d, not %d' % (owner + 1, owner)}
         assert command('store %s %s' % (spec, base64.b64encode(
             lender.token(owner)).decode())) == {
-                'event': 'store', 'copies': 1, 'stores': [spec]}
+                'event': 'store', 'copies': 1, 'stores': [spec],
+                'swap_to': [spec]}
         send('quit')
         assert pager.wait(30) == 0
     finally:
@@ -187,7 +189,8 @@ def test_a_newer_lease_of_its_lender_is_used_at_once(build, lender, vms,
     refused = vm.process.command('swapout 0 %d' % vm.pages)
     assert refused['dropped'] == 0 and refused['put_failed'][0] > 0, refused
     spec = 'tls:%s' % lender.name
-    stores = {'event': 'store', 'copies': 2, 'stores': [spec, vm.file]}
+    stores = {'event': 'store', 'copies': 2, 'stores': [spec, vm.file],
+              'swap_to': [spec, vm.file]}
     # Not a newer lease of this VM's: refused, the lease it has kept.
     assert vm.process.command('store %s %s' % (spec, base64.b64encode(
         lender.token(vm.owner + 1, quota_pages=vm.pages)).decode())) == {
@@ -200,3 +203,83 @@ def test_a_newer_lease_of_its_lender_is_used_at_once(build, lender, vms,
     assert vm.check() == 0
     stats = vm.stats()
     assert stats['served'] == [vm.pages, 0] and stats['lost'] == 0, stats
+
+
+def test_pages_come_back_from_the_lender_in_runs(build, lender, vms,
+                                                 short_tmp_path):
+    """Issue #35: a swap-out to the lender alone (swapto), then a
+    swapin of everything brings the pages back a run a request, each
+    copy opened: the guest's words are all there, none from the file,
+    which took no page."""
+    key = pager_tests.key_file(os.path.join(short_tmp_path, 'vm.key'))
+    vm = pagers.Vm(build, os.path.join(short_tmp_path, 'vm'), lender, key)
+    vms.append(vm)
+    spec = 'tls:%s' % lender.name
+    assert vm.process.command('swapto %s' % spec)['swap_to'] == [spec]
+    vm.swap_out()
+    assert os.stat(vm.file).st_blocks == 0
+    fetched = vm.process.command('swapin 0 %d' % vm.pages)['fetched']
+    stats = vm.stats()
+    assert fetched == vm.pages and stats['out_pages'] == 0, stats
+    assert stats['served'] == [vm.pages, 0] and stats['swapped_in'] == (
+        vm.pages), stats
+    assert vm.check() == 0
+    assert vm.stats()['lost'] == 0
+
+
+@pytest.mark.parametrize('first, lost', [
+    ('lender', 'emptied'), ('lender', 'down'), ('file', 'truncated')])
+def test_a_swapin_falls_back_to_the_next_store_page_by_page(
+        build, lender, vms, short_tmp_path, first, lost):
+    """Issue #35: every page a swapin brings back comes from whichever
+    store holds it. The first store, read a run a request, lost every
+    page (the lender restarted empty, or the file truncated) or is down:
+    its run reads fail and each page comes from the next store, none
+    lost."""
+    key = pager_tests.key_file(os.path.join(short_tmp_path, 'vm.key'))
+    order = ('lender', 'file') if first == 'lender' else ('file', 'lender')
+    vm = pagers.Vm(build, os.path.join(short_tmp_path, 'a'), lender, key,
+                   order=order, guest_mb=4)
+    vms.append(vm)
+    vm.swap_out()
+    if first == 'file':
+        os.truncate(vm.file, 0)
+    else:
+        lender.stop()
+        if lost == 'emptied':
+            restart(lender)
+    fetched = vm.process.command('swapin 0 %d' % vm.pages)['fetched']
+    stats = vm.stats()
+    assert fetched == vm.pages and stats['out_pages'] == 0, stats
+    assert stats['served'] == [0, vm.pages] and stats['lost'] == 0, stats
+    assert vm.check() == 0
+
+
+def test_pages_read_ahead_or_swapped_in_fault_on_their_first_access(
+        build, lender, vms, short_tmp_path):
+    """Issue #35: pages the pager brings in from the lender without a
+    fault (read ahead after a sequential fault, a swapin) are not mapped
+    while it samples: the guest's first access to each still faults, so
+    every page it touches after all went out is seen in its interval,
+    sampled or not, exactly as with one fault a page."""
+    key = pager_tests.key_file(os.path.join(short_tmp_path, 'vm.key'))
+    vm = pagers.Vm(build, os.path.join(short_tmp_path, 'a'), lender, key,
+                   order=('lender',), guest_mb=16, rate=0.1,
+                   guest=('-r', '2', '-t', '1', '-p', '100'))
+    vms.append(vm)
+    process = vm.process
+    process.command('tick')
+    for k, swapin in ((1, False), (2, True)):
+        out = vm.swap_out()
+        if swapin:
+            fetched = process.command('swapin 0 %d' % vm.pages)
+            assert fetched['fetched'] == out['out_pages'], fetched
+        touched, written = process.phase(k)
+        seen, seen_written, _ = process.interval()
+        np.testing.assert_array_equal(seen, touched)
+        np.testing.assert_array_equal(seen_written & process.sample,
+                                      written & process.sample)
+    stats = vm.stats()
+    assert stats['read_ahead'] > vm.pages // 4, stats
+    assert stats['swapped_in'] == vm.pages and stats['lost'] == 0, stats
+    assert vm.check() == 0

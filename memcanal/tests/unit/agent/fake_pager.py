@@ -122,6 +122,7 @@ def secret(path, size):
 
 # Stores in order, each with the token of the file given after it.
 stores, tokens, rest, argv = [], [], [], iter(sys.argv[1:])
+swap_to = []
 for word in argv:
     if word == '--store':
         stores.append(next(argv))
@@ -243,12 +244,13 @@ def take_handoff():
 def answer(line):
     verb, *rest = line.split(None, 1)
     numbers = [int(word) for word in rest[0].split()] if (
-        rest and verb in ('swapout', 'swapin')) else []
+        rest and verb in ('swapout', 'swapoutv', 'swapin')) else []
     if verb == 'hello':
         if attached is None:
             return {'event': 'hello', 'attached': False}
         return dict(attached, event='hello', attached=True,
-                    adopted=adopting)
+                    adopted=adopting, stores=stores,
+                    swap_to=swap_to or stores)
     if verb == 'store':
         spec, *token = rest[0].split()
         token = token[0] if token else None
@@ -279,17 +281,17 @@ def answer(line):
             out.discard(page)
         return {'event': 'faults', 'faults': faults, 'cancelled': [],
                 'overflow': 0}
-    if verb == 'swapout':
-        first, count = numbers
+    if verb in ('swapout', 'swapoutv'):
         dropped = 0
-        for page in range(first, first + count):
-            if resident(page):
-                fd, at = where(page)
-                libc.fallocate(fd, 3, at, PAGE)
-                out.add(page)
-                dropped += 1
+        for first, count in zip(numbers[::2], numbers[1::2]):
+            for page in range(first, first + count):
+                if resident(page):
+                    fd, at = where(page)
+                    libc.fallocate(fd, 3, at, PAGE)
+                    out.add(page)
+                    dropped += 1
         save()
-        return {'event': 'swapout', 'dropped': dropped}
+        return {'event': verb, 'dropped': dropped}
     if verb == 'swapin':
         first, count = numbers
         back = [page for page in range(first, first + count) if page in out]
@@ -299,6 +301,14 @@ def answer(line):
             out.discard(page)
         save()
         return {'event': 'swapin', 'fetched': len(back)}
+    if verb == 'swapto':
+        specs = rest[0].split() if rest else []
+        unknown = [spec for spec in specs if spec not in stores]
+        if unknown:
+            return {'event': 'error', 'line': 'swapto: no store %%s'
+                    %% unknown[0]}
+        swap_to[:] = [spec for spec in stores if spec in specs] or stores
+        return {'event': 'swapto', 'stores': stores, 'swap_to': swap_to}
     if verb == 'stats':
         return {'event': 'stats', 'out_pages': len(out),
                 'args': sys.argv[1:], 'stores': stores, 'tokens': tokens}

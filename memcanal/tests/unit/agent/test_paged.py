@@ -245,6 +245,46 @@ def test_a_newer_lease_of_a_store_reaches_its_pager_and_those_taking_over(
         None, newer[STORE]]
 
 
+def test_pooled_pages_go_to_the_lender_only(host, conf):
+    """Issue #35: a pooling action's pages go to its memory servers, not
+    the local store too, and so do those of a pager taking over and of
+    a later action that names no store (taking the VM back in, or a
+    collection keeping its target)."""
+    domain, make = host
+    hypervisor, pager = paged_out(make, domain, [STORE, OTHER])
+    local = paged.local_store(conf, domain.uuid)
+    hello = pager.client.command('hello')
+    assert hello['stores'] == [local, STORE, OTHER]
+    assert hello['swap_to'] == [STORE, OTHER]
+    assert paged.records(conf)[0].swap_to == [STORE, OTHER]
+    os.kill(pager.process.pid, signal.SIGKILL)
+    successor = domains.wait(
+        lambda: (hypervisor.pagers.pager(domain.uuid) is not pager
+                 and hypervisor.pagers.pager(domain.uuid).attach()
+                 and hypervisor.pagers.pager(domain.uuid)), 'no successor')
+    assert successor.client.command('hello')['swap_to'] == [STORE, OTHER]
+    hypervisor.apply_memory_target(domain.uuid, 0, 'paging')
+    assert successor.client.command('hello')['swap_to'] == [STORE, OTHER]
+
+
+def test_a_vm_paged_without_a_memory_server_pages_to_every_store(host,
+                                                                  conf):
+    """No pooling action yet: the pager writes where it always did."""
+    domain, make = host
+    _, pager = paged_out(make, domain, stores=(), tokens={})
+    local = paged.local_store(conf, domain.uuid)
+    assert pager.client.command('hello')['swap_to'] == [local]
+    assert paged.records(conf)[0].swap_to is None
+
+
+def test_a_local_copy_of_pooled_pages_where_the_operator_asks(host, conf):
+    conf.set_override('local_copy', True, 'pager')
+    domain, make = host
+    _, pager = paged_out(make, domain)
+    local = paged.local_store(conf, domain.uuid)
+    assert pager.client.command('hello')['swap_to'] == [local, STORE]
+
+
 def test_a_restarted_agent_pages_a_vm_back_in(host, conf):
     """Finding 6: the new agent finds the pager and its lease in the
     record, and the whole VM as the target brings every page back."""

@@ -217,7 +217,8 @@ class FakeClient:
         self.pending_intervals = []
         self.rate = 0.0
         self.stats = {'pages_out': 7}
-        self.verbs = {'swapout', 'swapin', 'faults', 'stats', 'samples'}
+        self.verbs = {'swapout', 'swapoutv', 'swapin', 'faults', 'stats',
+                      'samples'}
 
     def where(self, page):
         for fd, pages in self.regions:
@@ -255,15 +256,16 @@ class FakeClient:
             return dict(self.stats)
         if verb == 'resample':
             return {'event': 'resample'}
-        first, count = map(int, numbers)
-        dropped = 0
-        for page in range(first, first + count):
-            fd, at = self.where(page)
-            if verb == 'swapout':
-                dropped += bool(paging.resident_mask(fd, 1, at)[0])
-                punch(fd, at, 1)
-            else:
-                os.pwrite(fd, b'i' * PAGE, at * PAGE)
+        numbers = list(map(int, numbers))
+        dropped = count = 0
+        for first, count in zip(numbers[::2], numbers[1::2]):
+            for page in range(first, first + count):
+                fd, at = self.where(page)
+                if verb.startswith('swapout'):
+                    dropped += bool(paging.resident_mask(fd, 1, at)[0])
+                    punch(fd, at, 1)
+                else:
+                    os.pwrite(fd, b'i' * PAGE, at * PAGE)
         return {'dropped': dropped, 'fetched': count}
 
 
@@ -298,8 +300,11 @@ def guest(memfd):
 
 
 def swapped_out(client):
-    return [tuple(map(int, line.split()[1:])) for line in client.lines
-            if line.startswith('swapout')]
+    """The runs the pager was asked to swap out, in order."""
+    numbers = [list(map(int, line.split()[1:])) for line in client.lines
+               if line.startswith('swapout')]
+    return [(first, count) for line in numbers
+            for first, count in zip(line[::2], line[1::2])]
 
 
 def test_fault_latency_is_the_pagers_last_stats_in_seconds(guest):
@@ -331,6 +336,44 @@ def test_set_resident_swaps_out_cold_resident_pages_in_runs(guest):
     assert trace.blocks.tolist() == list(range(32, 96))
     assert not trace.reads.any()
     assert (trace.direct_pages, trace.accesses) == (64, 100)
+
+
+def test_scattered_cold_pages_go_out_in_one_swapoutv(guest):
+    """Every other cold page (64 runs of one) in one command, one
+    answer: the pager batches across runs."""
+    pager, clock = guest
+    pager.detector.observe(np.arange(33, 128, 2), clock())
+    pager.set_resident(0)
+    assert [line.split()[0] for line in pager.client.lines
+            if line.startswith('swap')] == ['swapoutv']
+    assert swapped_out(pager.client) == [(page, 1)
+                                         for page in range(32, 128, 2)]
+    assert pager.swapped_out == 48
+
+
+def test_swapoutv_lines_stay_within_the_pagers_line_buffer():
+    runs = [(page, 1) for page in range(100000, 110000, 2)]
+    lines = paging.swapoutv_lines(runs, limit=200)
+    assert all(len(line) < 200 and line.startswith('swapoutv ')
+               for line in lines)
+    numbers = [int(word) for line in lines for word in line.split()[1:]]
+    assert list(zip(numbers[::2], numbers[1::2])) == runs
+    assert paging.swapoutv_lines([]) == []
+
+
+def test_a_pager_without_swapoutv_gets_one_swapout_a_run(guest):
+    pager, clock = guest
+    pager.client.verbs.discard('swapoutv')
+    pager.detector.observe(np.arange(33, 128, 2), clock())
+    pager.set_resident(0)
+    assert [line for line in pager.client.lines
+            if line.startswith('swapout ')] == [
+        'swapout %d 1' % page for page in range(32, 128, 2)]
+    assert pager.swapped_out == 48
+    asked = len(pager.client.lines)
+    pager.set_resident(0)    # not asked again
+    assert not [line for line in pager.client.lines[asked:]
+                if line.startswith('swapoutv')]
 
 
 def test_set_resident_stops_at_the_hot_set(guest):
