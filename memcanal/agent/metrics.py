@@ -28,6 +28,9 @@ COLLECTION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
 FAULT_QUANTILES = {'0.5': 'paging_fault_p50_seconds',
                    '0.99': 'paging_fault_p99_seconds'}
 LABELS = ['instance']
+# Why the agent refuses a cast (memcanal.agent.manager), counted from 0.
+REFUSALS = ('rpc.bad_signature', 'rpc.stale', 'rpc.replayed',
+            'rpc.unstamped')
 
 
 class AgentMetrics:
@@ -52,6 +55,8 @@ class AgentMetrics:
             'outside [rpc] replay_window), rpc.replayed (seen before), '
             'rpc.unstamped (not stamped fresh, from a service that '
             'stamps).', ['code'], registry=self.registry)
+        for code in REFUSALS:
+            self._refused.labels(code)
         self._lock = threading.Lock()
         self._entries = {}          # uuid -> the last report's entry
         self._faults = {}           # uuid -> faults since first seen

@@ -4,6 +4,7 @@ replay_window whatever the journal still holds, and within it by its
 nonce (memcanal.rpc.freshness)."""
 
 import datetime
+from unittest import mock
 
 from oslo_utils import timeutils
 import pytest
@@ -23,12 +24,11 @@ agent = test_identity.agent
 @pytest.fixture
 def clock():
     """Set the clock (timeutils.utcnow) to ``T0 + seconds``."""
-    def at(seconds):
-        timeutils.set_time_override(T0 + datetime.timedelta(
-            seconds=seconds))
-    at(0)
-    yield at
-    timeutils.clear_time_override()
+    with mock.patch.object(timeutils, 'utcnow') as utcnow:
+        def at(seconds):
+            utcnow.return_value = T0 + datetime.timedelta(seconds=seconds)
+        at(0)
+        yield at
 
 
 def action(agent, uuid, target_mb):

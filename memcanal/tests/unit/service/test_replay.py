@@ -4,6 +4,7 @@ host's rejections, whatever became of the original
 (memcanal.rpc.freshness, memcanal.db.replays)."""
 
 import datetime
+from unittest import mock
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
 import oslo_messaging as messaging
@@ -28,12 +29,11 @@ VM = test_reports.good_report()['instances'][0]
 @pytest.fixture
 def clock():
     """Set the clock (timeutils.utcnow) to ``T0 + seconds``."""
-    def at(seconds):
-        timeutils.set_time_override(T0 + datetime.timedelta(
-            seconds=seconds))
-    at(0)
-    yield at
-    timeutils.clear_time_override()
+    with mock.patch.object(timeutils, 'utcnow') as utcnow:
+        def at(seconds):
+            utcnow.return_value = T0 + datetime.timedelta(seconds=seconds)
+        at(0)
+        yield at
 
 
 @pytest.fixture
