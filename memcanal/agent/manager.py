@@ -131,7 +131,9 @@ class AgentManager:
                 agent_version=self.target.version)
         except messaging.RemoteError as error:
             # The service refused it: this host registered with another
-            # key before (its log says which).
+            # key before, or the registration is not fresh (a clock
+            # outside [rpc] replay_window, or stepped back before the
+            # host's newest registration); its log says which.
             LOG.error('The memcanal service refused the registration of '
                       '%s: %s', self.host, error.value)
             return False

@@ -3,10 +3,6 @@ off the broker and sent again is refused once older than [rpc]
 replay_window whatever the journal still holds, and within it by its
 nonce (memcanal.rpc.freshness)."""
 
-import datetime
-from unittest import mock
-
-from oslo_utils import timeutils
 import pytest
 
 from memcanal.rpc import agent_api
@@ -15,20 +11,10 @@ from memcanal.tests import keys
 from memcanal.tests.unit.agent import test_identity
 from memcanal.tests.unit.agent import test_manager
 from memcanal.tests.unit.rpc.test_apis import transport  # noqa: F401
+from memcanal.tests.unit.service.test_replay import clock  # noqa: F401
 
 MIB = 2 ** 20
-T0 = datetime.datetime(2026, 12, 2, 9, 0)
 agent = test_identity.agent
-
-
-@pytest.fixture
-def clock():
-    """Set the clock (timeutils.utcnow) to ``T0 + seconds``."""
-    with mock.patch.object(timeutils, 'utcnow') as utcnow:
-        def at(seconds):
-            utcnow.return_value = T0 + datetime.timedelta(seconds=seconds)
-        at(0)
-        yield at
 
 
 def action(agent, uuid, target_mb):
@@ -45,42 +31,35 @@ def cast(agent, decision, *actions, cap=None):
                          list(actions))
 
 
-def push_out_of_the_journal(agent, first):
-    """Newer actions push ``first`` out of the journal, as 4,096 did in
-    the audit."""
+def applied_then_forgotten(agent):
+    """A cast applied, then pushed out of the journal by newer actions
+    (as 4,096 did in the audit): the cast as captured, and the resizes
+    done."""
+    done = test_manager.resize_recorder(agent)
+    shrink = cast(agent, 'decision-1', action(agent, 'action-1', 32))
+    agent.apply_decision(None, **shrink)
     agent.journal.kept = 1
     agent.apply_decision(None, **cast(agent, 'decision-2',
                                       action(agent, 'action-2', 40)))
-    assert agent.journal.get(first) is None
-
-
-def test_a_replayed_cast_older_than_the_window_is_refused(
-        transport, agent, clock):  # noqa: F811
-    """The audit's cast: applied again once newer actions had pushed it
-    out of the journal. Now refused as stale, applying nothing."""
-    done = test_manager.resize_recorder(agent)
-    shrink = cast(agent, 'decision-1', action(agent, 'action-1', 32))
-    agent.apply_decision(None, **shrink)
-    push_out_of_the_journal(agent, 'action-1')
-    before = list(done)
-    clock(301)
-    assert agent.apply_decision(None, **shrink) is None
-    assert done == before
     assert agent.journal.get('action-1') is None
-    assert agent.metrics.refused_count('rpc.stale') == 1
+    assert len(done) == 2
+    return shrink, done
 
 
-def test_a_replayed_cast_within_the_window_is_refused_by_its_nonce(
-        transport, agent, clock):  # noqa: F811
-    done = test_manager.resize_recorder(agent)
-    shrink = cast(agent, 'decision-1', action(agent, 'action-1', 32))
-    agent.apply_decision(None, **shrink)
-    push_out_of_the_journal(agent, 'action-1')
-    before = list(done)
-    clock(60)
+@pytest.mark.parametrize('seconds, code', [
+    # The audit's cast: applied again once newer actions had pushed it
+    # out of the journal. Refused as stale after the window...
+    (301, 'rpc.stale'),
+    # ... and by its nonce within it.
+    (60, 'rpc.replayed')])
+def test_a_replayed_cast_the_journal_forgot_is_refused(
+        transport, agent, clock, seconds, code):  # noqa: F811
+    shrink, done = applied_then_forgotten(agent)
+    clock(seconds)
     assert agent.apply_decision(None, **shrink) is None
-    assert done == before
-    assert agent.metrics.refused_count('rpc.replayed') == 1
+    assert len(done) == 2
+    assert agent.journal.get('action-1') is None
+    assert agent.metrics.refused_count(code) == 1
 
 
 def test_a_cast_within_the_clock_skew_is_applied_beyond_it_refused(
