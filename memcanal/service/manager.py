@@ -176,11 +176,13 @@ class ServiceManager:
         def verified():
             return identity is not None and signing.verify(
                 identity['public_key'], method, args)
-        if not verified() and identity is not None:
+        good = verified()
+        if not good and identity is not None:
             # Re-keyed since it was read (forget-key, then a new
             # registration in another service process)?
             identity = self._identity(context, name, fresh=True)
-        if verified():
+            good = verified()
+        if good:
             stale = self._stale(context, identity, args)
             if stale is None:
                 return identity

@@ -166,3 +166,19 @@ def test_a_registration_with_a_bad_agent_version_is_refused(conf, ctx):
     # Refused as every refusal is (an expected exception over RPC).
     with pytest.raises(messaging.ExpectedException):
         keys.Agent('compute-1').register(service, ctx, agent_version='x')
+
+
+def test_an_auto_agent_falls_back_to_1_9_unstamped_no_replay_window(
+        transport):  # noqa: F811
+    """A service of the release before (1.9) refuses the registration at
+    1.10 (stamped); the agent registers again at 1.9, learns the
+    service's version and sends what 1.9 reads: no freshness, which
+    such a service would refuse (memcanal.rpc.freshness)."""
+    old = ServiceAt19('1.9')
+    old.target = messaging.Target(version='1.9')
+    caps, sent, calls, cap = registered_then_reported(old)
+    assert caps == ['1.10', '1.9', '1.9'] and cap == '1.9'
+    assert sent == ['1.7']
+    [(_, _, registered), (_, _, reported)] = calls
+    assert registered['agent_version'] == '1.2'
+    assert 'sent_at' not in registered and 'nonce' not in reported
