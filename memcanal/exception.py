@@ -42,6 +42,17 @@ class MessageRefused(MemcanalException):
     msg_fmt = 'The memcanal service refused the message: %(reason)s'
 
 
+class StaleMessage(MemcanalException):
+    """A signed message the receiver took before, or one like it
+    (memcanal.rpc.freshness); ``code`` says which, stably."""
+
+    msg_fmt = '%(reason)s'
+
+    def __init__(self, code, reason):
+        self.code = code
+        super().__init__(reason=reason)
+
+
 class MarkerNotFound(NotFound):
     msg_fmt = 'Marker %(marker)s could not be found.'
 

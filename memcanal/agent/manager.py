@@ -30,6 +30,8 @@ from memcanal.agent import settle
 from memcanal import context as memcanal_context
 from memcanal import estimation
 from memcanal import exception
+from memcanal.agent import durable
+from memcanal.rpc import freshness
 from memcanal.rpc import service_api
 from memcanal.rpc import signing
 
@@ -63,7 +65,7 @@ class AgentManager:
     ([agent] service_public_key), for this host.
     """
 
-    target = messaging.Target(version='1.2')
+    target = messaging.Target(version='1.3')
 
     def __init__(self, conf, host, hypervisor):
         self.conf = conf
@@ -84,6 +86,14 @@ class AgentManager:
         self.journal = journal.ActionJournal(
             os.path.join(conf.state_path, 'agent-%s.actions' % host),
             APPLIED_ACTIONS_KEPT)
+        # Casts are refused once older than [rpc] replay_window, or seen
+        # within it (memcanal.rpc.freshness); once the service has
+        # stamped one (agent RPC 1.3), unstamped ones are refused, across
+        # restarts.
+        self.window = freshness.Window(conf.rpc.replay_window)
+        self._stamped_path = os.path.join(conf.state_path,
+                                          'agent-%s.stamped' % host)
+        self._service_stamps = os.path.exists(self._stamped_path)
         # One action at a time: a redelivery waits for the delivery being
         # applied, then finds its outcome in the journal.
         self._apply_lock = threading.Lock()
@@ -121,7 +131,9 @@ class AgentManager:
                 agent_version=self.target.version)
         except messaging.RemoteError as error:
             # The service refused it: this host registered with another
-            # key before (its log says which).
+            # key before, or the registration is not fresh (a clock
+            # outside [rpc] replay_window, or stepped back before the
+            # host's newest registration); its log says which.
             LOG.error('The memcanal service refused the registration of '
                       '%s: %s', self.host, error.value)
             return False
@@ -290,21 +302,53 @@ class AgentManager:
 
     @messaging.expose
     def apply_decision(self, context, decision_uuid, actions, host=None,
-                       signature=None):
+                       signature=None, sent_at=None, nonce=None):
         """RPC 1.2: carry out a decision's actions, then report them;
-        only what the service signed for this host. Anything else is
-        logged and dropped: nothing applied, nothing journalled, no
-        answer (a forged message naming real actions must not settle
-        them)."""
+        only what the service signed for this host, and since 1.3 only
+        when fresh (memcanal.rpc.freshness): sent within [rpc]
+        replay_window and not seen before, whatever the journal holds.
+        Anything else is logged, counted and dropped: nothing applied,
+        nothing journalled, no answer (a forged or replayed message
+        naming real actions must not settle them; the service sends
+        unanswered actions again, signed anew)."""
+        args = {'decision_uuid': decision_uuid, 'actions': actions,
+                'host': host, signing.SIGNATURE: signature}
+        for name, value in ((freshness.SENT_AT, sent_at),
+                            (freshness.NONCE, nonce)):
+            if value is not None:
+                args[name] = value
         if host != self.host or not signing.verify(
-                self.service_key, 'apply_decision', {
-                    'decision_uuid': decision_uuid, 'actions': actions,
-                    'host': host, signing.SIGNATURE: signature}):
+                self.service_key, 'apply_decision', args):
             LOG.error('Refused decision %s: not signed by the service\'s '
                       'key for %s (signed: %s, for host %r)', decision_uuid,
                       self.host, signature is not None, host)
+            self.metrics.refused('rpc.bad_signature')
+            return None
+        stale = self._stale(args)
+        if stale is not None:
+            LOG.error('Refused decision %s: %s (%s)', decision_uuid,
+                      stale[1], stale[0])
+            self.metrics.refused(stale[0])
             return None
         return self._carry_out(decision_uuid, actions)
+
+    def _stale(self, args):
+        """None if the service's cast of ``args`` (signature verified)
+        is fresh; else (code, detail). The first stamped one is recorded
+        on disk: from then on unstamped casts are refused."""
+        if not freshness.stamped(args):
+            if self._service_stamps:
+                return freshness.UNSTAMPED, (
+                    'not stamped fresh, and the service stamps its casts '
+                    '(remove %s if it was downgraded)' % self._stamped_path)
+            return None
+        stale = self.window.check('service', args)
+        if stale is None and not self._service_stamps:
+            durable.write(self._stamped_path, '1\n')
+            self._service_stamps = True
+            LOG.info('The service stamps its casts fresh: from now on '
+                     'unstamped ones are refused')
+        return stale
 
     def _carry_out(self, decision_uuid, actions):
         """Carry out a decision's actions, then report them.

@@ -28,6 +28,9 @@ COLLECTION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
 FAULT_QUANTILES = {'0.5': 'paging_fault_p50_seconds',
                    '0.99': 'paging_fault_p99_seconds'}
 LABELS = ['instance']
+# Why the agent refuses a cast (memcanal.agent.manager), counted from 0.
+REFUSALS = ('rpc.bad_signature', 'rpc.stale', 'rpc.replayed',
+            'rpc.unstamped')
 
 
 class AgentMetrics:
@@ -42,11 +45,31 @@ class AgentMetrics:
             'Seconds the agent took to collect, estimate and build one '
             'report of its node.', buckets=COLLECTION_BUCKETS,
             registry=self.registry)
+        # Casts of the service the agent refused, by code (a signature
+        # not the service's for this host, or not fresh:
+        # memcanal.rpc.freshness).
+        self._refused = prometheus_client.Counter(
+            'memcanal_agent_refused_casts',
+            'Casts to this agent it refused, by code: rpc.bad_signature '
+            '(not signed by the service for this host), rpc.stale (sent '
+            'outside [rpc] replay_window), rpc.replayed (seen before), '
+            'rpc.unstamped (not stamped fresh, from a service that '
+            'stamps).', ['code'], registry=self.registry)
+        for code in REFUSALS:
+            self._refused.labels(code)
         self._lock = threading.Lock()
         self._entries = {}          # uuid -> the last report's entry
         self._faults = {}           # uuid -> faults since first seen
         self._fault_seconds = {}    # uuid -> seconds in faults, ditto
         self.registry.register(self)
+
+    def refused(self, code):
+        """Count a cast refused for ``code``."""
+        self._refused.labels(code).inc()
+
+    def refused_count(self, code):
+        return self.registry.get_sample_value(
+            'memcanal_agent_refused_casts_total', {'code': code}) or 0
 
     def observe(self, report, seconds):
         """Take a built ``report`` (memcanal.rpc.reports) of the node's

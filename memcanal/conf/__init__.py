@@ -23,6 +23,7 @@ from memcanal.conf import placement
 from memcanal.conf import pooling
 from memcanal.conf import qemu
 from memcanal.conf import retention
+from memcanal.conf import rpc
 from memcanal.conf import sampling
 from memcanal.conf import service
 from memcanal.conf import simulated
@@ -49,6 +50,7 @@ placement.register_opts(CONF)
 pooling.register_opts(CONF)
 qemu.register_opts(CONF)
 retention.register_opts(CONF)
+rpc.register_opts(CONF)
 sampling.register_opts(CONF)
 service.register_opts(CONF)
 simulated.register_opts(CONF)

@@ -17,6 +17,7 @@ from memcanal.conf import placement
 from memcanal.conf import pooling
 from memcanal.conf import qemu
 from memcanal.conf import retention
+from memcanal.conf import rpc
 from memcanal.conf import sampling
 from memcanal.conf import service
 from memcanal.conf import simulated
@@ -25,9 +26,8 @@ from memcanal.conf import xen
 
 _MODULES = (base, agent, api, coordination, database, estimation, hcache,
             libvirt, migration, notifications, nova, optimizer, pager,
-            placement, pooling, qemu, retention, sampling, service, simulated,
-            upgrade_levels,
-            xen)
+            placement, pooling, qemu, retention, rpc, sampling, service,
+            simulated, upgrade_levels, xen)
 
 
 def list_opts():

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from memcanal import conf as memcanal_conf
 from memcanal.db import claims
 from memcanal.db import models
+from memcanal.db import replays
 from memcanal.db import report_rows
 from memcanal import exception
 from memcanal import hypervisors
@@ -226,7 +227,7 @@ def _report_dict(report):
 @context_manager.writer
 def register_host(context, name, memory_total_bytes, memory_reserved_bytes,
                   report_interval=None, public_key=None,
-                  hypervisor_type=None, agent_version=None):
+                  hypervisor_type=None, agent_version=None, sent_at=None):
     """Create or refresh the host called ``name``; its registration is a
     heartbeat.
 
@@ -239,6 +240,11 @@ def register_host(context, name, memory_total_bytes, memory_reserved_bytes,
     keeps what the host had. ``agent_version`` is the agent API version
     its agent serves (memcanal.db.rpc_versions); None (an agent before
     service RPC 1.9) forgets the one it had, as that agent was replaced.
+    ``sent_at`` is when the agent sent the registration (its clock,
+    service RPC 1.10: memcanal.rpc.freshness): one sent no later than
+    the host's newest raises StaleMessage (a replay), and so does one
+    without (None) of a host whose agent stamps its messages; nothing
+    of the host changes then.
 
     Returns the host's uuid and the highest report sequence stored for it,
     so a restarted agent continues numbering after what was stored, and
@@ -255,6 +261,7 @@ def register_host(context, name, memory_total_bytes, memory_reserved_bytes,
     if public_key is not None and host.public_key not in (None,
                                                           public_key):
         raise exception.HostKeyMismatch(host=name)
+    replays.check_registration(host, sent_at)
     pinned = public_key is not None and host.public_key is None
     if pinned:
         host.public_key = public_key
@@ -264,6 +271,8 @@ def register_host(context, name, memory_total_bytes, memory_reserved_bytes,
     if hypervisor_type is not None:
         host.hypervisor_type = hypervisor_type
     host.agent_version = agent_version
+    if sent_at is not None:
+        host.registered_sent_at = sent_at
     host.last_heartbeat_at = now
     context.session.flush()
     return {'uuid': host.uuid, 'last_sequence': host.last_sequence,
@@ -272,27 +281,42 @@ def register_host(context, name, memory_total_bytes, memory_reserved_bytes,
 
 @context_manager.reader
 def host_identity(context, name):
-    """The id, uuid, name and pinned public_key (None: none yet) of the
+    """The id, uuid, name, pinned public_key (None: none yet) and
+    whether its agent stamps its messages fresh (``stamped``) of the
     host called ``name``, or None: what the service checks an agent's
-    signature with."""
+    message with."""
     row = context.session.execute(
         sa.select(models.Host.id, models.Host.uuid, models.Host.name,
-                  models.Host.public_key).where(models.Host.name == name)
-    ).first()
+                  models.Host.public_key, models.Host.stamped)
+        .where(models.Host.name == name)).first()
     return row._asdict() if row is not None else None
+
+
+@retry_on_conflict
+@context_manager.writer
+def mark_stamped(context, host_id):
+    """Record that the host's agent stamps its messages fresh: from now
+    on the service refuses those of the host without (a replay of a
+    message from before its agent's upgrade)."""
+    context.session.execute(
+        sa.update(models.Host).where(models.Host.id == host_id)
+        .values(stamped=True))
 
 
 @retry_on_conflict
 @context_manager.writer
 def forget_host_key(context, name):
     """Unpin the host's key, so that its next registration pins a new one
-    (a rebuilt host); returns the key forgotten (None if it had none)."""
+    (a rebuilt host); returns the key forgotten (None if it had none).
+    What the host's old agent stamped is forgotten with it, so a rebuilt
+    host may run an older release."""
     host = context.session.execute(
         sa.select(models.Host).where(models.Host.name == name)
         .with_for_update()).scalar_one_or_none()
     if host is None:
         raise exception.HostNotFound(host=name)
     forgotten, host.public_key = host.public_key, None
+    host.stamped, host.registered_sent_at = False, None
     return forgotten
 
 
@@ -315,7 +339,8 @@ def store_reports(context, reports):
     host may not describe, memcanal.db.claims), False ((host, sequence)
     was stored before, or earlier in ``reports``: a redelivered message)
     or, instead of raising it, a HostNotFound (its host never registered;
-    nothing of it is stored).
+    nothing of it is stored) or an InvalidReport ``report.replayed`` (not
+    stored, at or below what retention folded: memcanal.db.replays).
     A database error stores none of them; the caller may then store them
     one by one, so one bad report does not sink the others. Plain Core
     statements carrying many reports' rows each: the ORM's unit of work
@@ -331,14 +356,15 @@ def store_report(context, report):
     Returns True, or {instance uuid: code} of the entries left out
     (memcanal.db.claims), once stored; False when (host, sequence) is
     already stored, which is how a redelivered message is told apart from
-    a new one; raises HostNotFound for a host that never registered.
+    a new one; raises HostNotFound for a host that never registered, and
+    InvalidReport for a replay of one retention folded.
     """
     try:
         outcome, = store_reports(context, [report])
     except db_exc.DBDuplicateEntry:
         # Another worker stored the same redelivered report first.
         return False
-    if isinstance(outcome, exception.HostNotFound):
+    if isinstance(outcome, Exception):
         raise outcome
     return outcome
 

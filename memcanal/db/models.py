@@ -70,6 +70,18 @@ class Host(TimestampMixin, Base):
     # The agent API version (memcanal.rpc.agent_api) its agent serves, as
     # it registered it (service RPC 1.9); None: an older agent.
     agent_version = sa.Column(sa.String(16), nullable=True)
+    # Replays (memcanal.rpc.freshness): the highest report sequence
+    # retention deleted (a report at or below it that is not stored is
+    # refused, though the row that would say it was is gone); the
+    # agent's sent_at of the host's newest registration (an older one
+    # is refused); whether its agent stamps its messages (from then on
+    # one without is refused). Server defaults: an older service
+    # inserts hosts without them during a rolling upgrade.
+    folded_sequence = sa.Column(sa.BigInteger, nullable=False, default=0,
+                                server_default='0')
+    registered_sent_at = sa.Column(sa.DateTime, nullable=True)
+    stamped = sa.Column(sa.Boolean, nullable=False, default=False,
+                        server_default=sa.false())
 
 
 class Service(TimestampMixin, Base):

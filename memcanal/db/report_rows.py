@@ -24,6 +24,7 @@ from sqlalchemy.dialects import sqlite
 
 from memcanal.db import claims
 from memcanal.db import models
+from memcanal.db import replays
 from memcanal import exception
 from memcanal.policy import guardrails
 
@@ -62,7 +63,8 @@ def _lock_hosts(connection, host_uuids):
     took the database's.)
     """
     statement = sa.select(
-        _HOSTS.c.id, _HOSTS.c.uuid, _HOSTS.c.last_sequence).where(
+        _HOSTS.c.id, _HOSTS.c.uuid, _HOSTS.c.last_sequence,
+        _HOSTS.c.folded_sequence).where(
             _HOSTS.c.uuid.in_(sorted(host_uuids))).with_for_update()
     for dialect in ('mysql', 'mariadb'):
         statement = statement.with_hint(
@@ -345,7 +347,8 @@ def _register_memservers(connection, fresh, now):
 def store(connection, reports, host_state):
     """memcanal.db.api.store_reports' work, inside its transaction;
     ``host_state`` is memcanal.db.api.host_state (claims asks which
-    hosts are down)."""
+    hosts are down). A report not stored but at or below what retention
+    folded of its host is refused (memcanal.db.replays)."""
     hosts = _lock_hosts(connection, {r['host_uuid'] for r in reports})
     stored = _already_stored(
         connection, [host.id for host in hosts.values()],
@@ -357,6 +360,11 @@ def store(connection, reports, host_state):
             outcomes.append(exception.HostNotFound(host=report['host_uuid']))
             continue
         key = (host.id, report['sequence'])
+        replayed = key not in stored and replays.replayed_report(host,
+                                                                 report)
+        if replayed:
+            outcomes.append(replayed)
+            continue
         outcomes.append(key not in stored)
         if key not in stored:
             stored.add(key)

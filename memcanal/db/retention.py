@@ -9,7 +9,9 @@ the database bounded (``[retention]``, doc/retention.md):
   summed up per VM and ``history_interval`` into
   ``instance_report_history`` and deleted with their WSS estimates,
   curves and host reports; the latest report of every instance is kept
-  however old (the policies and GET /instances/{uuid} read it).
+  however old (the policies and GET /instances/{uuid} read it). Each
+  host keeps the highest sequence deleted (memcanal.db.replays), so a
+  deleted report sent again is refused, not stored again.
   ``expire_history`` deletes history older than ``history_days``.
 - ``archive``: as ``nova-manage db archive_deleted_rows`` does, moves
   finished decisions (with their actions and events) and deleted
@@ -31,6 +33,7 @@ import sqlalchemy as sa
 
 from memcanal.db import api as db_api
 from memcanal.db import models
+from memcanal.db import replays
 
 # Decisions that are over: nothing of theirs is pending or being sent.
 FINISHED = ('applied', 'failed', 'rejected', 'superseded', 'rolled_back',
@@ -195,10 +198,12 @@ def _delete_reports(session, rows):
     returns the host reports deleted."""
     ids = [row.id for row in rows]
     session.execute(sa.delete(_REPORT).where(_REPORT.id.in_(ids)))
-    return session.execute(sa.delete(models.HostReport).where(
+    emptied = sa.and_(
         models.HostReport.id.in_({row.host_report_id for row in rows}),
         ~sa.exists().where(_REPORT.host_report_id == models.HostReport.id))
-    ).rowcount
+    replays.record_folded(session, emptied)
+    return session.execute(sa.delete(models.HostReport).where(emptied)
+                           ).rowcount
 
 
 @retry_on_conflict
@@ -244,13 +249,16 @@ def _until_done(batch, *args):
 @retry_on_conflict
 def _delete_batch(context, model, condition, order_by, limit):
     """Delete up to ``limit`` rows of ``model`` matching ``condition``,
-    oldest first; returns how many, by table."""
+    oldest first; returns how many, by table. Host reports deleted raise
+    their hosts' folded_sequence (memcanal.db.replays)."""
     with db_api.context_manager.writer.using(context):
         ids = context.session.execute(
             sa.select(model.id).where(condition).order_by(order_by)
             .limit(limit).with_for_update()).scalars().all()
         if not ids:
             return {}
+        if model is models.HostReport:
+            replays.record_folded(context.session, model.id.in_(ids))
         context.session.execute(sa.delete(model).where(model.id.in_(ids)))
         return {model.__tablename__: len(ids)}
 

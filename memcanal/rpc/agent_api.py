@@ -9,6 +9,12 @@ API version history:
         a page action ``lease_tokens`` beside its ``stores``. Agents
         refuse every unsigned message, so apply_memory_target, which
         the service never signed, is gone.
+* 1.3 - apply_decision carries ``sent_at`` and ``nonce``
+        (memcanal.rpc.freshness), signed with the rest: the agent
+        refuses a cast sent outside ``[rpc] replay_window`` or seen
+        before, whatever its journal holds. Casts without them (a
+        service capped at 1.2) are taken until the agent has received
+        one with them.
 
 ``[upgrade_levels] agent`` caps what the service sends (a release adding
 1.3 sends 1.2 messages to agents still at 1.2 under a cap of 1.2); below
@@ -18,6 +24,7 @@ API version history:
 import oslo_messaging as messaging
 
 from memcanal import rpc
+from memcanal.rpc import freshness
 from memcanal.rpc import signing
 
 
@@ -26,11 +33,13 @@ class AgentAPI:
     with ``signing_key`` (an Ed25519PrivateKey: [service] signing_key), at
     most at ``version_cap`` ([upgrade_levels] agent; None: VERSION)."""
 
-    VERSION = '1.2'
+    VERSION = '1.3'
     # The oldest version the service sends to (every message is signed
     # since): what an agent that does not say its version is taken for
     # under [upgrade_levels] agent = auto.
     OLDEST = '1.2'
+    # Casts are stamped fresh since (memcanal.rpc.freshness).
+    FRESH = '1.3'
 
     def __init__(self, signing_key, version_cap=None):
         target = messaging.Target(topic=rpc.AGENT_TOPIC,
@@ -48,10 +57,14 @@ class AgentAPI:
         grows, stops at the first failure, and answers with
         ServiceAPI.actions_done. Each action is applied once, however
         often it is delivered. The signature covers ``host``, so a
-        message for one agent is refused by every other.
+        message for one agent is refused by every other, and from 1.3
+        when it was sent, so an agent refuses it once it is old.
         """
-        cctxt = self.client.prepare(server=host, version='1.2')
+        args = {'host': host, 'decision_uuid': decision_uuid,
+                'actions': actions}
+        version = self.OLDEST
+        if self.client.can_send_version(self.FRESH):
+            version, args = self.FRESH, freshness.stamp(args)
+        cctxt = self.client.prepare(server=host, version=version)
         cctxt.cast(ctxt, 'apply_decision', **signing.sign(
-            self.signing_key, 'apply_decision',
-            {'host': host, 'decision_uuid': decision_uuid,
-             'actions': actions}))
+            self.signing_key, 'apply_decision', args))

@@ -31,25 +31,33 @@ API version history:
         auto``, and answers the oldest ``service_version`` of the
         running service processes, which an agent under
         ``[upgrade_levels] service = auto`` caps its messages at.
+* 1.10 - Every message carries ``sent_at`` and ``nonce``
+        (memcanal.rpc.freshness), signed with the rest: the service
+        refuses one sent outside ``[rpc] replay_window`` or seen before.
+        Messages without them (agents at 1.9 and before, or capped
+        there) are still taken until their host has sent one with them.
 
 Each method is sent at the oldest version that carries it as this
-release sends it (1.5: signed), register_host with a hypervisor type at
+release sends it (1.5: signed; 1.10 once the cap allows it: stamped
+fresh), register_host with a hypervisor type at
 1.6 and a report with 95 % intervals at 1.7, so that an agent capped by
 ``[upgrade_levels] service`` (an agent upgraded before the service)
 still reaches an older service: under a cap below 1.7 its reports go
 without the intervals, below 1.6 its registration without the type.
 
-Under ``auto`` an agent registers at 1.9 and caps what it sends next at
-the ``service_version`` the service answers; a service before 1.9
-refuses the registration (UnsupportedVersion), and the agent registers
-again at 1.5 and caps there: a service that cannot say its version is
-taken for the oldest that reads signed messages.
+Under ``auto`` an agent registers at VERSION and caps what it sends next
+at the ``service_version`` the service answers; a service older than
+VERSION refuses the registration (UnsupportedVersion), and the agent
+registers again at 1.9, and if refused again at 1.5, and caps there: a
+service that cannot say its version is taken for the oldest that reads
+signed messages.
 """
 
 import oslo_messaging as messaging
 
 from memcanal.conf import upgrade_levels
 from memcanal import rpc
+from memcanal.rpc import freshness
 from memcanal.rpc import signing
 
 # Reconnections a message to the service waits for before it fails
@@ -66,9 +74,13 @@ class ServiceAPI:
     with ``host_key`` (an Ed25519PrivateKey: [agent] host_key), at most
     at ``version_cap`` ([upgrade_levels] service; None: VERSION)."""
 
-    VERSION = '1.9'
+    VERSION = '1.10'
     # Every message is signed since 1.5; the service refuses others.
     SIGNED = '1.5'
+    # Since 1.9 register_host answers the service's version.
+    ANSWERS = '1.9'
+    # Since 1.10 every message is stamped fresh (memcanal.rpc.freshness).
+    FRESH = '1.10'
 
     def __init__(self, host, host_key, version_cap=None):
         self.auto = version_cap == upgrade_levels.AUTO
@@ -82,8 +94,19 @@ class ServiceAPI:
         self.version_cap = version_cap
         self.client = rpc.get_client(target, version_cap=version_cap)
 
-    def _signed(self, method, **args):
-        return signing.sign(self.host_key, method, dict(args, host=self.host))
+    def _fresh(self, version):
+        """FRESH if the cap allows it (messages are then stamped), else
+        ``version``."""
+        return (self.FRESH if self.client.can_send_version(self.FRESH)
+                else version)
+
+    def _signed(self, version, method, **args):
+        """The signed arguments of ``method`` sent at ``version``:
+        stamped fresh from FRESH on."""
+        args = dict(args, host=self.host)
+        if version == self.FRESH:
+            args = freshness.stamp(args)
+        return signing.sign(self.host_key, method, args)
 
     def register_host(self, ctxt, memory_total_bytes, memory_reserved_bytes,
                       report_interval, timeout=None, hypervisor_type=None,
@@ -104,17 +127,22 @@ class ServiceAPI:
                     hypervisor_type=hypervisor_type,
                     agent_version=agent_version)
         if self.auto:
-            self._cap(self.VERSION)
-            try:
-                registered = self._register(ctxt, timeout, args)
-            except (messaging.UnsupportedVersion, messaging.RemoteError) as e:
-                if (isinstance(e, messaging.RemoteError)
-                        and e.exc_type != 'UnsupportedVersion'):
-                    raise
-                self._cap(self.SIGNED)
-                return self._register(ctxt, timeout, args)
-            self._cap(registered.get('service_version') or self.SIGNED)
-            return registered
+            # The newest first; a service that refuses it (older) is
+            # asked at the next older version that answers the
+            # service_version, then as the oldest that reads signed.
+            for version in (self.VERSION, self.ANSWERS, self.SIGNED):
+                self._cap(version)
+                try:
+                    registered = self._register(ctxt, timeout, args)
+                except (messaging.UnsupportedVersion,
+                        messaging.RemoteError) as e:
+                    if (version == self.SIGNED or (
+                            isinstance(e, messaging.RemoteError)
+                            and e.exc_type != 'UnsupportedVersion')):
+                        raise
+                    continue
+                self._cap(registered.get('service_version') or self.SIGNED)
+                return registered
         return self._register(ctxt, timeout, args)
 
     def _register(self, ctxt, timeout, args):
@@ -129,10 +157,11 @@ class ServiceAPI:
                 del args[argument]
             else:
                 version = newer
+        version = self._fresh(version)
         cctxt = self.client.prepare(version=version, timeout=timeout,
                                     retry=RETRIES)
         return cctxt.call(ctxt, 'register_host', **self._signed(
-            'register_host', **args))
+            version, 'register_host', **args))
 
     def report(self, ctxt, report):
         """Send one host report (see memcanal.rpc.reports for its schema).
@@ -150,17 +179,21 @@ class ServiceAPI:
                     {key: value for key, value in sample.items()
                      if key not in INTERVALS}
                     for sample in samples])
+        version = self._fresh(version)
         cctxt = self.client.prepare(version=version, retry=RETRIES)
-        cctxt.cast(ctxt, 'report', **self._signed('report', report=report))
+        cctxt.cast(ctxt, 'report', **self._signed(version, 'report',
+                                                  report=report))
 
     def stored_reports(self, ctxt, host_uuid, sequences, timeout=None):
         """Which of ``sequences`` of the host the service has: a dict of
         'stored' and 'rejected' sequences, read from its database (a
         report taken off the queue but not yet committed is neither)."""
-        cctxt = self.client.prepare(version=self.SIGNED, timeout=timeout,
+        version = self._fresh(self.SIGNED)
+        cctxt = self.client.prepare(version=version, timeout=timeout,
                                     retry=RETRIES)
         return cctxt.call(ctxt, 'stored_reports', **self._signed(
-            'stored_reports', host_uuid=host_uuid, sequences=sequences))
+            version, 'stored_reports', host_uuid=host_uuid,
+            sequences=sequences))
 
     def actions_done(self, ctxt, decision_uuid, results):
         """Report the outcome of a decision's actions: dicts of uuid,
@@ -172,8 +205,9 @@ class ServiceAPI:
         """
         # An older service stores a result's reached_bytes and lagged
         # as it stores any result: only the version says they mean 1.8's.
-        version = '1.8' if self.client.can_send_version('1.8') else (
-            self.SIGNED)
+        version = self._fresh('1.8' if self.client.can_send_version('1.8')
+                              else self.SIGNED)
         cctxt = self.client.prepare(version=version, retry=RETRIES)
         cctxt.cast(ctxt, 'actions_done', **self._signed(
-            'actions_done', decision_uuid=decision_uuid, results=results))
+            version, 'actions_done', decision_uuid=decision_uuid,
+            results=results))

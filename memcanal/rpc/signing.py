@@ -15,6 +15,11 @@ the same values to the same text. ``DOMAIN`` keeps these signatures apart
 from the lease tokens the same service key signs
 (memcanal.service.lease_tokens), which start with their own magic.
 
+A signature says who sent a message, not when: since service RPC 1.10
+and agent RPC 1.3 the arguments signed include ``sent_at`` and
+``nonce`` (memcanal.rpc.freshness), so that a receiver refuses a
+message captured and sent again.
+
 Public keys travel as base64 of their 32 raw bytes; key files are PEM
 (PKCS#8 private keys, SubjectPublicKeyInfo public keys), as OpenSSL
 writes and reads them.

@@ -17,6 +17,14 @@ counted and recorded as a rejection of that host, and nothing of it is
 stored. A host then speaks for itself alone: its reports, its report
 sequences, its decisions' outcomes, and only its own VMs
 (memcanal.db.claims).
+
+Nor is a message taken twice (memcanal.rpc.freshness): since RPC 1.10
+each is stamped with when it was sent and a nonce, and one sent outside
+``[rpc] replay_window`` of this process's clock, or whose nonce this
+process saw, is refused; a report retention folded is refused though
+its row is gone, and a registration sent before the host's newest
+(memcanal.db.replays). An agent's unstamped messages (1.9 and before)
+are taken until its host has sent a stamped one.
 """
 
 import re
@@ -32,6 +40,7 @@ from memcanal.db import retention
 from memcanal.db import rpc_versions
 from memcanal import exception
 from memcanal import hypervisors
+from memcanal.rpc import freshness
 from memcanal.rpc import reports
 from memcanal.notifications import hosts as host_notifications
 from memcanal.rpc import signing
@@ -65,6 +74,16 @@ IDENTITY_SECONDS = 60.0
 VERSION = re.compile(r'^\d{1,4}\.\d{1,4}$')
 
 
+def _stamped(args, sent_at, nonce):
+    """A message's keyword arguments with its freshness, as signed: an
+    older agent's carry none (memcanal.rpc.freshness)."""
+    for name, value in ((freshness.SENT_AT, sent_at),
+                        (freshness.NONCE, nonce)):
+        if value is not None:
+            args[name] = value
+    return args
+
+
 def signing_key(conf):
     """[service] signing_key, loaded; None (logged) when unset. A key file
     that cannot be read stops the service (KeyFileError)."""
@@ -79,7 +98,7 @@ def signing_key(conf):
 class ServiceManager:
     """Endpoint for memcanal.rpc.service_api.ServiceAPI (version 1.x)."""
 
-    target = messaging.Target(version='1.9')
+    target = messaging.Target(version='1.10')
     # The service API versions agents may send since every message is
     # signed: what a service process that does not record its version
     # (a release before 1.9) is taken for under [upgrade_levels] service
@@ -110,6 +129,9 @@ class ServiceManager:
         # Host name -> (db_api.host_identity, when read: time.monotonic()).
         self._identities = {}
         self.leases = coordination.JobLeases.from_conf(conf)
+        # The nonces of stamped messages this process took, for [rpc]
+        # replay_window.
+        self.window = freshness.Window(conf.rpc.replay_window)
 
     @property
     def counters(self):
@@ -154,14 +176,18 @@ class ServiceManager:
         def verified():
             return identity is not None and signing.verify(
                 identity['public_key'], method, args)
-        if verified():
-            return identity
-        if identity is not None:
+        good = verified()
+        if not good and identity is not None:
             # Re-keyed since it was read (forget-key, then a new
             # registration in another service process)?
             identity = self._identity(context, name, fresh=True)
-            if verified():
+            good = verified()
+        if good:
+            stale = self._stale(context, identity, args)
+            if stale is None:
                 return identity
+            self._refuse(context, method, name, identity['uuid'], *stale)
+            return None
         if args.get(signing.SIGNATURE) is None:
             code, detail = UNSIGNED, 'the message is not signed'
         elif identity is None:
@@ -174,22 +200,47 @@ class ServiceManager:
                      detail)
         return None
 
+    def _stale(self, context, identity, args):
+        """None if the message of ``args``, verified as the host's of
+        ``identity``, is fresh (memcanal.rpc.freshness); else (code,
+        detail). Its first stamped message marks the host as stamping,
+        after which an unstamped one is refused."""
+        if not freshness.stamped(args):
+            if identity['stamped']:
+                return freshness.UNSTAMPED, (
+                    'the message is not stamped fresh, and the host\'s '
+                    'agent stamps its messages')
+            return None
+        stale = self.window.check(identity['name'], args)
+        if stale is None and not identity['stamped']:
+            db_api.mark_stamped(context, identity['id'])
+            LOG.info('Host %s stamps its messages fresh: from now on its '
+                     'unstamped ones are refused', identity['name'])
+            identity['stamped'] = True
+        return stale
+
     @messaging.expose
     @messaging.expected_exceptions(exception.MessageRefused)
     def register_host(self, context, name, memory_total_bytes,
                       memory_reserved_bytes, report_interval=None,
                       host=None, public_key=None, signature=None,
-                      hypervisor_type=None, agent_version=None):
+                      hypervisor_type=None, agent_version=None,
+                      sent_at=None, nonce=None):
         """Register a host, or refresh it; only its own agent can: the
         registration must be signed by the key it carries, which the
         host's first registration pins (trust on first use). Agents
         since RPC 1.6 say their ``hypervisor_type``, since 1.9 the
         ``agent_version`` they serve, and are answered the oldest
-        service version running (memcanal.db.rpc_versions)."""
-        args = {'name': name, 'memory_total_bytes': memory_total_bytes,
-                'memory_reserved_bytes': memory_reserved_bytes,
-                'report_interval': report_interval, 'host': host,
-                'public_key': public_key, signing.SIGNATURE: signature}
+        service version running (memcanal.db.rpc_versions). Since 1.10
+        a registration is stamped fresh, and one sent no later than the
+        host's newest is refused (memcanal.db.replays): it would roll
+        the host back."""
+        args = _stamped({'name': name,
+                         'memory_total_bytes': memory_total_bytes,
+                         'memory_reserved_bytes': memory_reserved_bytes,
+                         'report_interval': report_interval, 'host': host,
+                         'public_key': public_key,
+                         signing.SIGNATURE: signature}, sent_at, nonce)
         if hypervisor_type is not None:
             args['hypervisor_type'] = hypervisor_type
         if agent_version is not None:
@@ -210,14 +261,22 @@ class ServiceManager:
                 and VERSION.match(agent_version)):
             code, detail = BAD_AGENT_VERSION, (
                 'agent version %.40r is not a version' % (agent_version,))
+        elif freshness.stamped(args) and (stale := self.window.check(
+                str(name), args)):
+            # Only once its signature is good: a forged copy must not
+            # use up the nonce of the registration it copies.
+            code, detail = stale
         else:
             try:
                 registered = db_api.register_host(
                     context, name, memory_total_bytes,
                     memory_reserved_bytes, report_interval, public_key,
-                    hypervisor_type, agent_version)
+                    hypervisor_type, agent_version,
+                    sent_at=freshness.sent_at(sent_at) if sent_at else None)
             except exception.HostKeyMismatch as error:
                 code, detail = KEY_MISMATCH, str(error)
+            except exception.StaleMessage as error:
+                code, detail = error.code, str(error)
             else:
                 return self._registered(context, name, public_key,
                                         registered)
@@ -256,7 +315,8 @@ class ServiceManager:
                                     self.conf.host, self.target.version)
 
     @messaging.expose
-    def report(self, context, report, host=None, signature=None):
+    def report(self, context, report, host=None, signature=None,
+               sent_at=None, nonce=None):
         """Store one agent report, or reject it whole; never raise.
 
         A cast has nobody to answer, so a bad report is logged, counted and
@@ -271,9 +331,9 @@ class ServiceManager:
                                                           dict) else None
         sequence = report.get('sequence') if isinstance(report,
                                                         dict) else None
-        sender = self._sender(context, 'report', {
+        sender = self._sender(context, 'report', _stamped({
             'report': report, 'host': host, signing.SIGNATURE: signature},
-            claimed_uuid=host_uuid)
+            sent_at, nonce), claimed_uuid=host_uuid)
         if sender is None:
             return
         if host_uuid != sender['uuid']:
@@ -327,17 +387,19 @@ class ServiceManager:
     @messaging.expose
     @messaging.expected_exceptions(exception.MessageRefused)
     def stored_reports(self, context, host_uuid, sequences, host=None,
-                       signature=None):
+                       signature=None, sent_at=None, nonce=None):
         """RPC 1.3: which of a host's report sequences are stored or
         rejected, from the database: what the service took off the queue
         but has not committed is neither, so the agent sends it again.
         A host asks about its own reports only."""
-        sender = self._sender(context, 'stored_reports', {
+        sender = self._sender(context, 'stored_reports', _stamped({
             'host_uuid': host_uuid, 'sequences': sequences, 'host': host,
-            signing.SIGNATURE: signature}, claimed_uuid=host_uuid)
+            signing.SIGNATURE: signature}, sent_at, nonce),
+            claimed_uuid=host_uuid)
         if sender is None:
             raise exception.MessageRefused(
-                reason='not signed by a registered host\'s key')
+                reason='not signed by a registered host\'s key, or not '
+                       'fresh')
         if host_uuid != sender['uuid']:
             self._refuse(context, 'stored_reports', host, sender['uuid'],
                          WRONG_HOST, 'asked about host %s' % str(
@@ -372,12 +434,12 @@ class ServiceManager:
 
     @messaging.expose
     def actions_done(self, context, decision_uuid, results, host=None,
-                     signature=None):
+                     signature=None, sent_at=None, nonce=None):
         """Record what an agent did with a decision's actions: only the
         agent they were sent to."""
-        sender = self._sender(context, 'actions_done', {
+        sender = self._sender(context, 'actions_done', _stamped({
             'decision_uuid': decision_uuid, 'results': results, 'host': host,
-            signing.SIGNATURE: signature})
+            signing.SIGNATURE: signature}, sent_at, nonce))
         if sender is None:
             return
         try:

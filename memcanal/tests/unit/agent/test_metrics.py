@@ -111,7 +111,9 @@ def test_a_vm_before_paging_has_no_pager_series():
     node.observe(report(entry(PAGED)), 0.1)
     values, _types = scrape(node)
     assert {name for name in values if not name.endswith('_created')} == {
-        'memcanal_agent_collection_seconds'}
+        'memcanal_agent_collection_seconds', 'memcanal_agent_refused_casts'}
+    # Refused casts count from zero, by code (memcanal.rpc.freshness).
+    assert set(values['memcanal_agent_refused_casts'].values()) == {0}
 
 
 @pytest.fixture

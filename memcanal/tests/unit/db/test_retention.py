@@ -13,6 +13,7 @@ from memcanal import context as memcanal_context
 from memcanal.db import api as db_api
 from memcanal.db import models
 from memcanal.db import retention
+from memcanal import exception
 from memcanal.estimation import packed_curve
 from memcanal.rpc import reports
 
@@ -396,3 +397,34 @@ def test_run_does_what_the_options_say_and_zero_keeps(ctx, conf):
     timeutils.utcnow.return_value = NOW + datetime.timedelta(days=400)
     assert retention.run(ctx, conf.retention) == {
         'instance_report_history (expired)': 2}
+
+
+def folded_sequence(ctx, host):
+    with db_api.context_manager.reader.using(ctx):
+        return ctx.session.execute(sa.select(models.Host.folded_sequence)
+                                   .where(models.Host.uuid == host)
+                                   ).scalar_one()
+
+
+def test_folding_keeps_the_highest_sequence_it_deleted_so_no_replay(ctx):
+    """Retention deletes host reports, the rows that told a report sent
+    again from a new one: each host keeps the highest sequence it
+    deleted, and a report at or below it not stored is refused
+    (memcanal.db.replays)."""
+    host = register(ctx)
+    other = register(ctx, 'compute-2')
+    for minute in range(4):
+        store(ctx, host, minute)
+    retention.fold_reports(ctx, T0 + datetime.timedelta(minutes=2), 3600,
+                           batch_size=1)
+    # Sequences 1 and 2 folded; 4 holds VM_1's latest, 3 is younger.
+    assert (folded_sequence(ctx, host), folded_sequence(ctx, other)) == (
+        2, 0)
+    with pytest.raises(exception.InvalidReport) as refused:
+        store(ctx, host, 1)
+    assert refused.value.code == 'report.replayed'
+    # Still stored: a duplicate, as before.
+    assert db_api.store_report(ctx, reports.validate_report({
+        'host_uuid': host, 'sequence': 3,
+        'collected_at': T0.isoformat() + 'Z', 'instances': []},
+        max_mrc_points=256, max_instances=10)) is False

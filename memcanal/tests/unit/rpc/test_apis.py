@@ -10,6 +10,7 @@ import pytest
 from memcanal import context as memcanal_context
 from memcanal import rpc
 from memcanal.rpc import agent_api
+from memcanal.rpc import freshness
 from memcanal.rpc import service_api
 from memcanal.rpc import signing
 from memcanal.tests import keys
@@ -32,7 +33,7 @@ def serve(topic, server, endpoint):
 
 
 class Recorder:
-    target = messaging.Target(version='1.9')
+    target = messaging.Target(version='1.10')
 
     def __init__(self):
         self.calls = []
@@ -75,11 +76,14 @@ def test_service_api_signs_every_message_as_its_host(transport):
         server.wait()
     (_name, received_context, registered), (_, _, reported) = recorder.calls
     public_key = signing.public_text(HOST_KEY)
+    # Stamped fresh (1.10), the stamp signed with the rest.
     assert {key: value for key, value in registered.items()
-            if key != 'signature'} == {
+            if key not in ('signature', 'sent_at', 'nonce')} == {
         'name': 'h1', 'memory_total_bytes': 10, 'memory_reserved_bytes': 1,
         'report_interval': 60.0, 'host': 'h1', 'public_key': public_key,
         'hypervisor_type': 'xen'}
+    assert registered['nonce'] != reported['nonce']
+    assert freshness.Window(300).check('h1', reported) is None
     assert signing.verify(public_key, 'register_host', registered)
     assert reported['report'] == {'sequence': 1}
     assert signing.verify(public_key, 'report', reported)
@@ -106,7 +110,10 @@ def test_agent_api_casts_to_the_named_host_only_signed(transport):
             server.wait()
     assert on_h1.calls == []
     [(_name, _context, kwargs)] = on_h2.calls
-    assert kwargs == keys.signed_decision('h2', 'decision-1', [action])
+    assert {key: value for key, value in kwargs.items()
+            if key not in ('signature', 'sent_at', 'nonce')} == {
+        'host': 'h2', 'decision_uuid': 'decision-1', 'actions': [action]}
+    assert freshness.Window(300).check('service', kwargs) is None
     assert signing.verify(keys.SERVICE_KEY.public_key(), 'apply_decision',
                           kwargs)
 

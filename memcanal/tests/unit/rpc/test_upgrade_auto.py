@@ -69,7 +69,7 @@ def registered_then_reported(endpoint):
 def test_an_auto_agent_caps_at_the_oldest_service_its_service_answers(
         transport):  # noqa: F811
     caps, sent, calls, cap = registered_then_reported(ServiceAt19('1.6'))
-    assert caps == ['1.9', '1.6'] and cap == '1.6'
+    assert caps == ['1.10', '1.6'] and cap == '1.6'
     [(_, _, registered), (_, _, reported)] = calls
     assert registered['agent_version'] == '1.2'
     assert registered['hypervisor_type'] == 'xen'
@@ -87,9 +87,9 @@ def test_an_auto_agent_sends_all_a_new_service_reads(
 
 def test_an_auto_agent_takes_a_service_that_cannot_say_for_the_oldest(
         transport):  # noqa: F811
-    """A service before 1.9 refuses the registration at 1.9; the agent
-    registers again at 1.5 (signed: the oldest version the service
-    reads), and caps there."""
+    """A service before 1.9 refuses the registration at 1.10 and 1.9;
+    the agent registers again at 1.5 (signed: the oldest version the
+    service reads), and caps there."""
     caps, sent, calls, cap = registered_then_reported(levels.ServiceAt15())
     assert cap == '1.5' and caps[-1] == '1.5' and sent == ['1.5']
     assert [name for name, _c, _k in calls] == ['register_host', 'report']
@@ -166,3 +166,19 @@ def test_a_registration_with_a_bad_agent_version_is_refused(conf, ctx):
     # Refused as every refusal is (an expected exception over RPC).
     with pytest.raises(messaging.ExpectedException):
         keys.Agent('compute-1').register(service, ctx, agent_version='x')
+
+
+def test_an_auto_agent_falls_back_to_1_9_unstamped_no_replay_window(
+        transport):  # noqa: F811
+    """A service of the release before (1.9) refuses the registration at
+    1.10 (stamped); the agent registers again at 1.9, learns the
+    service's version and sends what 1.9 reads: no freshness, which
+    such a service would refuse (memcanal.rpc.freshness)."""
+    old = ServiceAt19('1.9')
+    old.target = messaging.Target(version='1.9')
+    caps, sent, calls, cap = registered_then_reported(old)
+    assert caps == ['1.10', '1.9', '1.9'] and cap == '1.9'
+    assert sent == ['1.7']
+    [(_, _, registered), (_, _, reported)] = calls
+    assert registered['agent_version'] == '1.2'
+    assert 'sent_at' not in registered and 'nonce' not in reported

@@ -95,7 +95,8 @@ def test_an_uncapped_agent_tells_a_new_service_its_hypervisor(transport):
     finally:
         server.stop()
         server.wait()
-    assert versions(prepare) == ['1.6']
+    # 1.10: stamped fresh (memcanal.rpc.freshness), with the type.
+    assert versions(prepare) == ['1.10']
     [(_name, _context, registered)] = new_service.calls
     assert registered['hypervisor_type'] == 'xen'
 
@@ -150,7 +151,7 @@ def test_a_capped_agent_leaves_the_intervals_out_of_its_reports(transport):
             with sent_versions(api) as prepare:
                 api.report(context, {'sequence': 1, 'instances': [sample]})
                 assert service.arrived.wait(10)
-            assert versions(prepare) == ['1.5' if cap else '1.7']
+            assert versions(prepare) == ['1.5' if cap else '1.10']
     finally:
         server.stop()
         server.wait()
@@ -164,7 +165,7 @@ def test_actions_done_goes_at_1_8_unless_capped_below(transport):
     """A result's reached size is 1.8's: sent at 1.8 to a service that
     takes it, at 1.5 (signed, as before) to one capped below."""
     context = memcanal_context.get_admin_context()
-    for cap, expected in ((None, '1.8'), ('1.7', '1.5')):
+    for cap, expected in ((None, '1.10'), ('1.9', '1.8'), ('1.7', '1.5')):
         api = service_api.ServiceAPI('h1', test_apis.HOST_KEY,
                                      version_cap=cap)
         with sent_versions(api) as prepare, mock.patch.object(

@@ -46,7 +46,7 @@ def report_of(host_uuid, sequence=1, *samples):
 def test_the_first_registration_pins_the_hosts_key(service, ctx):
     first = COMPUTE_1.register(service, ctx, 2 ** 34)
     assert first == {'uuid': first['uuid'], 'last_sequence': 0,
-                     'service_version': '1.9'}
+                     'service_version': '1.10'}
     # The key holder registers again; nobody else does.
     assert COMPUTE_1.register(service, ctx, 2 ** 35) == first
     with pytest.raises(messaging.ExpectedException):
