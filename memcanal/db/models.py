@@ -81,7 +81,7 @@ class Host(TimestampMixin, Base):
                                 server_default='0')
     registered_sent_at = sa.Column(sa.DateTime, nullable=True)
     stamped = sa.Column(sa.Boolean, nullable=False, default=False,
-                        server_default=sa.false())
+                        server_default='0')
 
 
 class Service(TimestampMixin, Base):
