@@ -10,7 +10,7 @@
 'use strict';
 
 (function () {
-  const VERSION = 'memcanal 1.9';
+  const VERSION = 'memcanal 1.10';
   const REFRESH_MS = 5000;
   const REPORTS = 60;
   const RECENT = 8;
@@ -438,6 +438,55 @@
     target.replaceChildren(root);
   }
 
+  // -- Hosts admitted to memory pooling -------------------------------
+
+  // A host registers on first use with a key of its own: it neither
+  // borrows nor lends until an operator admits it here.
+  async function toggleAdmission(host, button) {
+    button.disabled = true;
+    const admit = !host.pooling_admitted;
+    try {
+      await api(apiPath('hosts', host.uuid), 'PATCH',
+                {pooling_admitted: admit});
+      showResult((admit ? 'Admitted ' : 'Stopped ') + host.name
+                 + (admit ? ' to' : ' from') + ' memory pooling.', 'ok',
+                 'admission-result');
+    } catch (error) {
+      showResult('Could not ' + (admit ? 'admit ' : 'stop ') + host.name
+                 + ': ' + error.message, 'error', 'admission-result');
+    }
+    await refresh();
+  }
+
+  function drawAdmission() {
+    const list = byId('admission-list');
+    if (!state.hosts.length) {
+      list.replaceChildren(empty('No host has registered yet.'));
+      return;
+    }
+    list.replaceChildren(html('table', {},
+      html('tr', {}, ['Host', 'State', 'Lent', 'Borrowed', 'Pooling', '']
+        .map(name => html('th', {}, name))),
+      state.hosts.map(host => {
+        const button = html('button', {
+          class: host.pooling_admitted ? 'reject' : 'approve'},
+          host.pooling_admitted ? 'Stop' : 'Admit');
+        button.addEventListener('click',
+                                () => toggleAdmission(host, button));
+        return html('tr', {class: 'admission', 'data-uuid': host.uuid,
+                           'data-admitted': String(host.pooling_admitted)},
+          html('td', {class: 'host', title: host.name},
+               fitted(host.name, LABEL_CHARS)),
+          html('td', {}, host.state),
+          html('td', {}, bytes(host.lent_bytes)),
+          html('td', {}, bytes(host.borrowed_bytes)),
+          html('td', {}, host.pooling_admitted ? stateBadge('admitted')
+            : html('span', {class: 'state state-not-admitted'},
+                   'not admitted')),
+          html('td', {class: 'actions'}, button));
+      })));
+  }
+
   // -- Memory servers ----------------------------------------------------
 
   // A host's agent registers its memory server disabled: it lends
@@ -803,6 +852,7 @@
       state.pending = pending.decisions;
       state.recent = recent.decisions;
       drawHosts();
+      drawAdmission();
       drawServers();
       drawDecisions();
       drawSelect();
