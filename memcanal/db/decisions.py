@@ -484,8 +484,8 @@ def _may_pool(session, host, lender, instance):
     (pooling_db.set_admitted takes the same lock), and the VM's owner id
     is its own (pooling_db.owner_is_alone). Taking a VM back needs
     neither: it ends its borrowing."""
-    return (host.pooling_admitted and lender.pooling_admitted
-            and pooling_db.owner_is_alone(session, instance))
+    return bool(host.pooling_admitted and lender.pooling_admitted
+                and pooling_db.owner_is_alone(session, instance))
 
 
 def resident_target(instance, resident_bytes):

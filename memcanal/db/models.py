@@ -84,9 +84,11 @@ class Host(TimestampMixin, Base):
                         server_default=sa.false())
     # Whether an operator admitted the host to memory pooling (API 1.10):
     # until then its VMs borrow nothing and its memory server lends
-    # nothing, whatever its agent reports. A new host is not admitted.
-    pooling_admitted = sa.Column(sa.Boolean, nullable=False, default=False,
-                                 server_default=sa.false())
+    # nothing, whatever its agent reports. A new host is not admitted;
+    # None (a host an older service inserted during a rolling upgrade)
+    # is not either. No server default: MariaDB and PostgreSQL spell a
+    # boolean's differently, and None says the same.
+    pooling_admitted = sa.Column(sa.Boolean, nullable=True, default=False)
 
 
 class Service(TimestampMixin, Base):

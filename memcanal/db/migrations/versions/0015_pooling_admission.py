@@ -15,9 +15,10 @@ id another VM holds is refused (memcanal.db.claims). Two VMs stored
 before this migration that already share one keep it, and neither is
 paged to a memory server from then on (memcanal.db.decisions).
 
-Expand only: an older service, still running, inserts hosts not
-admitted and instances without an owner id (the next report stored by a
-new service sets it).
+Expand only: an older service, still running, inserts hosts with
+``pooling_admitted`` null (not admitted, as the service reads it) and
+instances without an owner id (the next report stored by a new service
+sets it).
 
 Revision ID: 0015
 Revises: 0014
@@ -40,10 +41,12 @@ BATCH = 1000
 
 def upgrade():
     op.add_column('hosts', sa.Column('pooling_admitted', sa.Boolean(),
-                                     nullable=False,
-                                     server_default=sa.false()))
-    op.add_column('instances', sa.Column('owner_id', sa.BigInteger(),
-                                         nullable=True))
+                                     nullable=True))
+    # Archived instances (memcanal-manage db archive) keep theirs; those
+    # archived before are left without.
+    for table in ('instances', 'shadow_instances'):
+        op.add_column(table, sa.Column('owner_id', sa.BigInteger(),
+                                       nullable=True))
     op.create_index('instances_owner_id_idx', 'instances', ['owner_id'])
     connection = op.get_bind()
     hosts = sa.table('hosts', sa.column('id'),
@@ -57,6 +60,8 @@ def upgrade():
                 servers.c.enabled == sa.true())),
             hosts.c.id.in_(sa.select(leases.c.borrower_host_id))))
         .values(pooling_admitted=True))
+    connection.execute(sa.update(hosts).where(
+        hosts.c.pooling_admitted.is_(None)).values(pooling_admitted=False))
     instances = sa.table('instances', sa.column('id'), sa.column('uuid'),
                          sa.column('owner_id'))
     rows = connection.execute(

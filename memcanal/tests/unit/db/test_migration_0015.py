@@ -2,7 +2,7 @@
 MariaDB and PostgreSQL too): hosts already lending (an enabled memory
 server) or borrowing (a lease) are admitted to pooling, the others not;
 instances from before get their owner id; an older service's inserts
-default to not admitted and no owner id."""
+leave both null (not admitted, no owner id)."""
 
 import datetime
 
@@ -72,7 +72,7 @@ def test_hosts_in_pooling_stay_admitted_and_vms_get_owner_ids(tmp_path):
         engine.dispose()
     assert [tuple(row) for row in hosts] == [
         ('lender', 1), ('borrower', 1), ('disabled', 0), ('idle', 0),
-        ('new', 0)]
+        ('new', None)]
     assert [tuple(row) for row in instances] == [
         (VM_A, owners.owner_of(VM_A)), (VM_B, owners.owner_of(VM_B)),
         ('30000000-0000-4000-8000-000000000003', None)]
