@@ -9,10 +9,13 @@ borrower or as a lender."""
 import uuid as uuidlib
 from unittest import mock
 
+import sqlalchemy as sa
+
 from memcanal import context as memcanal_context
 from memcanal.db import api as db_api
 from memcanal.db import claims
 from memcanal.db import decisions as decisions_db
+from memcanal.db import models
 from memcanal.db import pooling as pooling_db
 from memcanal import owners
 from memcanal.service import actions
@@ -72,6 +75,14 @@ def sent_tokens(conf, ctx):
                     keys.SERVICE_KEY.public_key(),
                     lease_tokens.decode(token))))
     return tokens
+
+
+def page_behind_the_planners_back(ctx, lender):
+    """A pooling decision paging VM_1 out to ``lender``, recorded as the
+    planner would (auto mode)."""
+    return decisions_db.create_pooling_decision(
+        ctx, stored.VM_1, 2 * GIB, lender, 6 * GIB, 'pooling', 'auto',
+        {}, {})
 
 
 def test_borrower_twin_uuids_share_the_old_owner_id():
@@ -136,9 +147,7 @@ def test_borrower_unadmitted_host_is_never_planned_as_borrower(
     assert planner.last_plan.held['small']['reason'] == 'not admitted'
     # Nor by a decision recorded behind the planner's back: the check is
     # made again under the hosts' locks.
-    assert decisions_db.create_pooling_decision(
-        ctx, stored.VM_1, 2 * GIB, lender, 6 * GIB, 'pooling', 'auto',
-        {}, {}) is None
+    assert page_behind_the_planners_back(ctx, lender) is None
     pooled.admit_hosts(ctx, small)
     [decision] = planner.run(ctx)
     assert decision['host_uuid'] == small
@@ -152,9 +161,7 @@ def test_borrower_unadmitted_host_is_never_planned_as_lender(
     assert planner.run(ctx) == []
     assert planner.last_plan.held['small']['reason'] == 'no lender'
     assert planner.not_admitted == ['host-2']
-    assert decisions_db.create_pooling_decision(
-        ctx, stored.VM_1, 2 * GIB, lender, 6 * GIB, 'pooling', 'auto',
-        {}, {}) is None
+    assert page_behind_the_planners_back(ctx, lender) is None
     [server] = pooling_db.list_memory_servers(ctx)
     assert server['enabled']  # The server's switch alone is not enough.
 
@@ -163,3 +170,31 @@ def test_borrower_new_host_is_not_admitted(conf, database):
     ctx = memcanal_context.get_admin_context()
     uuid = db_api.register_host(ctx, 'new', 64 * GIB, 0, 60.0)['uuid']
     assert db_api.get_host(ctx, uuid)['pooling_admitted'] is False
+
+
+def test_borrower_vms_sharing_an_owner_id_from_before_are_not_paged(
+        conf, database):
+    # Two VMs stored before 0015 whose uuids share 63 bits: both keep
+    # the id (their pages stay where they are), neither is paged out.
+    ctx, small, lender = pooling_tests.cloud(conf)
+    with db_api.context_manager.writer.using(ctx):
+        ctx.session.execute(sa.update(models.Instance).where(
+            models.Instance.uuid == stored.VM_2).values(
+            owner_id=owners.owner_of(stored.VM_1)))
+    assert page_behind_the_planners_back(ctx, lender) is None
+    with db_api.context_manager.writer.using(ctx):
+        ctx.session.execute(sa.update(models.Instance).where(
+            models.Instance.uuid == stored.VM_2).values(
+            owner_id=owners.owner_of(stored.VM_2)))
+    assert page_behind_the_planners_back(ctx, lender) is not None
+
+
+def test_borrower_a_vm_moving_hosts_keeps_its_owner_id(conf, database):
+    # A migration is not a collision: the same uuid reported by its new
+    # host (once the old one lets it go) is stored.
+    ctx, small, lender = pooling_tests.cloud(conf)
+    db_api.store_report(ctx, stored.report(small, 2, cold_vm(stored.VM_2)))
+    assert db_api.store_report(ctx, stored.report(
+        lender, 2, cold_vm(stored.VM_1))) is True
+    [moved] = [i for i in db_api.host_policy_inputs(ctx, lender)]
+    assert moved['uuid'] == stored.VM_1
