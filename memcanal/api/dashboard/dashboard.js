@@ -440,22 +440,30 @@
 
   // -- Hosts admitted to memory pooling -------------------------------
 
-  // A host registers on first use with a key of its own: it neither
-  // borrows nor lends until an operator admits it here.
-  async function toggleAdmission(host, button) {
+  // An operator's switch: PATCH ``path`` with ``body``, say ``done`` (or
+  // ``failed`` and why) in ``where``, and redraw.
+  async function flip(button, path, body, done, failed, where) {
     button.disabled = true;
-    const admit = !host.pooling_admitted;
     try {
-      await api(apiPath('hosts', host.uuid), 'PATCH',
-                {pooling_admitted: admit});
-      showResult((admit ? 'Admitted ' : 'Stopped ') + host.name
-                 + (admit ? ' to' : ' from') + ' memory pooling.', 'ok',
-                 'admission-result');
+      await api(path, 'PATCH', body);
+      showResult(done, 'ok', where);
     } catch (error) {
-      showResult('Could not ' + (admit ? 'admit ' : 'stop ') + host.name
-                 + ': ' + error.message, 'error', 'admission-result');
+      showResult(failed + ': ' + error.message, 'error', where);
     }
     await refresh();
+  }
+
+  // A host registers on first use with a key of its own: it neither
+  // borrows nor lends until an operator admits it here.
+  function toggleAdmission(host, button) {
+    const admit = !host.pooling_admitted;
+    return flip(button, apiPath('hosts', host.uuid),
+                {pooling_admitted: admit},
+                (admit ? 'Admitted ' + host.name + ' to'
+                       : 'Stopped ' + host.name + ' from')
+                + ' memory pooling.',
+                'Could not ' + (admit ? 'admit ' : 'stop ') + host.name,
+                'admission-result');
   }
 
   function drawAdmission() {
@@ -491,21 +499,15 @@
 
   // A host's agent registers its memory server disabled: it lends
   // nothing until an operator enables it here.
-  async function toggleServer(server, button) {
-    button.disabled = true;
+  function toggleServer(server, button) {
     const what = 'the memory server of ' + server.host_name + ' ('
       + server.address + ')';
     const enable = !server.enabled;
-    try {
-      await api(apiPath('memory_servers', server.uuid), 'PATCH',
-                {enabled: enable});
-      showResult((enable ? 'Enabled ' : 'Disabled ') + what + '.', 'ok',
-                 'server-result');
-    } catch (error) {
-      showResult('Could not ' + (enable ? 'enable ' : 'disable ') + what
-                 + ': ' + error.message, 'error', 'server-result');
-    }
-    await refresh();
+    return flip(button, apiPath('memory_servers', server.uuid),
+                {enabled: enable},
+                (enable ? 'Enabled ' : 'Disabled ') + what + '.',
+                'Could not ' + (enable ? 'enable ' : 'disable ') + what,
+                'server-result');
   }
 
   function drawServers() {
