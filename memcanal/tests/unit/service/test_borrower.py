@@ -9,6 +9,7 @@ borrower or as a lender."""
 import uuid as uuidlib
 from unittest import mock
 
+import pytest
 import sqlalchemy as sa
 
 from memcanal import context as memcanal_context
@@ -138,32 +139,26 @@ def test_borrower_twins_in_one_report_keep_the_first(conf, database):
         TWIN: claims.OWNER_COLLISION}
 
 
-def test_borrower_unadmitted_host_is_never_planned_as_borrower(
-        conf, database):
+@pytest.mark.parametrize('role, reason, not_admitted', [
+    ('borrower', 'not admitted', []), ('lender', 'no lender', ['host-2'])])
+def test_borrower_unadmitted_host_is_never_planned(conf, database, role,
+                                                   reason, not_admitted):
     ctx, small, lender = pooling_tests.cloud(conf)
-    pooled.admit_hosts(ctx, small, admitted=False)
+    host = {'borrower': small, 'lender': lender}[role]
+    pooled.admit_hosts(ctx, host, admitted=False)
     planner = pooling_tests.planner(conf)
     assert planner.run(ctx) == []
-    assert planner.last_plan.held['small']['reason'] == 'not admitted'
+    assert planner.last_plan.held['small']['reason'] == reason
+    assert planner.not_admitted == not_admitted
     # Nor by a decision recorded behind the planner's back: the check is
     # made again under the hosts' locks.
     assert page_behind_the_planners_back(ctx, lender) is None
-    pooled.admit_hosts(ctx, small)
-    [decision] = planner.run(ctx)
-    assert decision['host_uuid'] == small
-
-
-def test_borrower_unadmitted_host_is_never_planned_as_lender(
-        conf, database):
-    ctx, small, lender = pooling_tests.cloud(conf)
-    pooled.admit_hosts(ctx, lender, admitted=False)
-    planner = pooling_tests.planner(conf)
-    assert planner.run(ctx) == []
-    assert planner.last_plan.held['small']['reason'] == 'no lender'
-    assert planner.not_admitted == ['host-2']
-    assert page_behind_the_planners_back(ctx, lender) is None
     [server] = pooling_db.list_memory_servers(ctx)
     assert server['enabled']  # The server's switch alone is not enough.
+    pooled.admit_hosts(ctx, host)
+    [decision] = planner.run(ctx)
+    assert (decision['host_uuid'], decision['peer_host_uuid']) == (
+        small, lender)
 
 
 def test_borrower_new_host_is_not_admitted(conf, database):
