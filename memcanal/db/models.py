@@ -82,6 +82,13 @@ class Host(TimestampMixin, Base):
     registered_sent_at = sa.Column(sa.DateTime, nullable=True)
     stamped = sa.Column(sa.Boolean, nullable=False, default=False,
                         server_default='0')
+    # Whether an operator admitted the host to memory pooling (API 1.10):
+    # until then its VMs borrow nothing and its memory server lends
+    # nothing, whatever its agent reports. A new host is not admitted;
+    # None (a host an older service inserted during a rolling upgrade)
+    # is not either. No server default: MariaDB and PostgreSQL spell a
+    # boolean's differently, and None says the same.
+    pooling_admitted = sa.Column(sa.Boolean, nullable=True, default=False)
 
 
 class Service(TimestampMixin, Base):
@@ -108,6 +115,7 @@ class Instance(TimestampMixin, Base):
         sa.Index('instances_project_id_idx', 'project_id'),
         sa.Index('instances_host_id_idx', 'host_id'),
         sa.Index('instances_deleted_at_idx', 'deleted_at'),
+        sa.Index('instances_owner_id_idx', 'owner_id'),
     )
 
     id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
@@ -115,6 +123,11 @@ class Instance(TimestampMixin, Base):
     host_id = sa.Column(sa.Integer, sa.ForeignKey('hosts.id'),
                         nullable=True)
     project_id = sa.Column(sa.String(255), nullable=False)
+    # Its pages' owner id (memcanal.owners.owner_of), set when a report
+    # first names it; no other VM's report names a VM of the same id
+    # (memcanal.db.claims). None: a VM from before 0015 whose id another
+    # VM took first, never paged to a memory server.
+    owner_id = sa.Column(sa.BigInteger, nullable=True)
     allocated_bytes = sa.Column(sa.BigInteger, nullable=False)
     # Set only by applied decisions (memcanal.db.action_delivery).
     target_bytes = sa.Column(sa.BigInteger, nullable=True)

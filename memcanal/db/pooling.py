@@ -5,7 +5,9 @@ Agents register their host's memory server with every report
 (memcanal.db.api stores it), disabled until an operator enables it;
 leases are made and ended only by pooling decisions
 (memcanal.db.action_delivery applies them), under the locks of both
-hosts, and only on enabled servers.
+hosts, only on enabled servers, and only between hosts an operator
+admitted to pooling (set_admitted): a host registers on first use with
+a key of its own, so its name proves nothing an operator vouched for.
 """
 
 import sqlalchemy as sa
@@ -95,6 +97,40 @@ def set_enabled(context, server_uuid, enabled):
     [server] = _servers(context.session,
                         models.MemoryServer.uuid == server_uuid)
     return server
+
+
+@db_api.retry_on_conflict
+@db_api.context_manager.writer
+def set_admitted(context, host_uuid, admitted):
+    """Admit the host to memory pooling (its VMs may borrow, its memory
+    server may lend once enabled), or stop it (what it lends or borrows
+    stays until its VMs are taken back, as a disabled server's leases).
+
+    Whether a host is admitted decides pooling decisions, which read it
+    under the host's row lock (memcanal.db.decisions): so this takes
+    that lock first, before reading anything, and a decision being
+    recorded for the host either sees the change or is recorded before
+    it. HostNotFound for an unknown host."""
+    host = context.session.execute(
+        sa.select(models.Host).where(models.Host.uuid == host_uuid)
+        .with_for_update()).scalar_one_or_none()
+    if host is None:
+        raise exception.HostNotFound(host=host_uuid)
+    host.pooling_admitted = admitted
+
+
+def owner_is_alone(session, instance):
+    """Whether no other instance memcanal has holds the VM's owner id
+    (memcanal.owners): only then may a lease token name it. Two VMs
+    from before 0015 may share one; memcanal.db.claims keeps any new
+    VM from taking a held one."""
+    if instance.owner_id is None:
+        return False
+    return session.execute(
+        sa.select(models.Instance.id).where(
+            models.Instance.owner_id == instance.owner_id,
+            models.Instance.id != instance.id).limit(1)
+    ).scalar_one_or_none() is None
 
 
 def lease_of(session, instance_uuid):

@@ -33,12 +33,12 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import timeutils
 
-from memcanal.agent import paging
 from memcanal.conf import upgrade_levels
 from memcanal.db import action_delivery
 from memcanal.db import decisions as decisions_db
 from memcanal.db import rpc_versions
 from memcanal import estimation
+from memcanal import owners
 from memcanal.rpc import agent_api
 from memcanal.service import lease_tokens
 from memcanal.service import nova_migration
@@ -141,7 +141,7 @@ class ActionDispatcher:
         return dict(action, lease_tokens={
             store: lease_tokens.encode(lease_tokens.sign(
                 self.signing_key, action['uuid'],
-                paging.owner_of(action['instance_uuid']), quota, host,
+                owners.owner_of(action['instance_uuid']), quota, host,
                 store[len(decisions_db.TLS_STORE):], issued_at))
             for store in action['stores']
             if store.startswith(decisions_db.TLS_STORE)})

@@ -13,7 +13,7 @@ C server to read as is (all integers little-endian, strings NUL-padded)::
     offset size field
     0      8    magic "mclease1"
     8      16   lease uuid (raw bytes): the uuid of the action making it
-    24     8    owner (memcanal.agent.paging.owner_of of the VM's uuid)
+    24     8    owner (memcanal.owners.owner_of of the VM's uuid)
     32     8    quota_pages (pages the lease may hold on that server)
     40     8    issued_at (unix seconds)
     48     64   borrower host name
