@@ -302,9 +302,12 @@ uint32_t store_open_account(const uint8_t lease[16], uint64_t owner,
 			continue;
 		if (x->owner != owner || x->revoked)
 			return NIL;
+		/* Any good token of the lease says it lives that long;
+		 * the newest sets its quota. */
+		if (expires_at > x->expires_at)
+			x->expires_at = expires_at;
 		if (issued_at > x->issued_at) {
 			x->issued_at = issued_at;
-			x->expires_at = expires_at;
 			x->quota = capped(quota);
 			within_quota(a, 0);
 		}

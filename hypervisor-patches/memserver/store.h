@@ -18,8 +18,8 @@ int store_init(uint32_t max_pages);
 /*
  * The account of lease `lease` for `owner`, made on first use; a token
  * issued later than the account's last one sets its quota (dropping its
- * oldest pages down to it) and when it expires. NIL if the lease is
- * known for another owner, or revoked.
+ * oldest pages down to it); one good for longer, when it expires. NIL
+ * if the lease is known for another owner, or revoked.
  */
 uint32_t store_open_account(const uint8_t lease[16], uint64_t owner,
 			    uint64_t quota, uint64_t issued_at,
