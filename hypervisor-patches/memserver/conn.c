@@ -179,7 +179,8 @@ static void hello(struct conn *c)
 					lease.quota_pages, lease.issued_at,
 					lease.expires_at);
 	if (a == NIL) {
-		refuse(c, ST_REFUSED, "the lease is another owner's or revoked");
+		refuse(c, ST_REFUSED,
+		       "the lease is another owner's or revoked");
 		return;
 	}
 	if (store_attached(a) >= LEASE_CONNECTIONS) {

@@ -11,10 +11,7 @@ revokes a lease on the admin socket, and the pages of leases nobody is
 connected to go back once their token expired --orphan-grace ago.
 """
 
-import os
-import shutil
 import struct
-import tempfile
 import time
 import uuid
 
@@ -28,10 +25,7 @@ from memcanal.agent.memserver import GET
 from memcanal.agent.memserver import MAGIC
 from memcanal.agent.memserver import OK
 from memcanal.agent.memserver import PAGE
-from memcanal.agent.memserver import REFUSED
 from memcanal.agent.memserver import REQUEST
-from memcanal.tests.functional import memservers
-from memcanal.tests.functional import services
 from memcanal.tests.functional import test_memserver_attacks as attacks
 
 pytestmark = pytest.mark.functional
@@ -42,14 +36,7 @@ PAGES = b''.join(bytes([page]) * PAGE for page in range(4))
 PATIENCE = 120
 
 
-@pytest.fixture(scope='module')
-def directory():
-    if os.geteuid() != 0:
-        services.missing('the admin socket answers root only')
-    path = tempfile.mkdtemp(prefix='memserver-leases-')
-    os.chmod(path, 0o755)
-    yield path
-    shutil.rmtree(path)
+directory = attacks.directory
 
 
 @pytest.fixture(scope='module')

@@ -17,6 +17,7 @@ from memcanal.rpc import signing
 from memcanal.service import lease_tokens
 from memcanal.tests import keys
 from memcanal.tests.unit.rpc import test_apis
+from memcanal.tests.unit.rpc.test_apis import transport  # noqa: F401
 
 HOST_KEY = ed25519.Ed25519PrivateKey.generate()
 STORE = 'tls:10.0.0.2:7000'
@@ -27,13 +28,6 @@ ACTION = {'uuid': 'action-9', 'instance_uuid': 'vm-1',
           'target_bytes': 2 ** 30, 'mechanism': 'paging',
           'stores': [STORE], 'lent_bytes': 16 * 4096,
           'lease_tokens': {STORE: TOKEN}}
-
-
-@pytest.fixture
-def transport(conf):
-    rpc.init(conf, url='fake://')
-    yield
-    rpc.cleanup()
 
 
 class Listener(test_apis.Recorder):
