@@ -41,8 +41,8 @@ directory = attacks.directory
 
 @pytest.fixture(scope='module')
 def server(directory):
-    server = attacks.start(directory, 'leases', 64,
-                           '--max-token-lifetime', '86400')
+    # --max-token-lifetime as by default: 86400.
+    server = attacks.start(directory, 'leases', 64)
     yield server
     server.stop()
 
