@@ -45,6 +45,7 @@ static struct {
 	const char *admin_path;
 	uint32_t max_connections, clients, admins;
 	uint64_t idle_ms, hello_ms, now_ms;
+	uint64_t orphan_grace, swept; /* seconds; the last sweep's second */
 	struct conn *conns;       /* max_connections + ADMIN_CONNECTIONS */
 	struct conn **free_conns; /* a stack */
 	uint32_t nfree;
@@ -268,6 +269,20 @@ static void expire(void)
 	}
 }
 
+/* Once a second: give back the pages of leases whose borrower is gone
+ * (no connection, token expired more than --orphan-grace ago), so that
+ * they never fill the arena for the living. */
+static void sweep_orphans(void)
+{
+	uint64_t now = (uint64_t)time(NULL);
+	if (now == loop.swept)
+		return;
+	loop.swept = now;
+	uint32_t n = store_reclaim_orphans(now, loop.orphan_grace);
+	if (n)
+		note("gave back %u pages of leases whose borrower is gone", n);
+}
+
 static void run_loop(void)
 {
 	struct epoll_event events[64];
@@ -300,6 +315,7 @@ static void run_loop(void)
 			serve(c);
 		}
 		expire();
+		sweep_orphans();
 	}
 }
 
@@ -312,6 +328,8 @@ static void usage(const char *prog)
 		"          --tls-cert FILE --tls-key FILE --lease-key FILE\n"
 		"          [--admin PATH] [--name HOST:PORT]\n"
 		"          [--max-connections N] [--idle-timeout SECONDS]\n"
+		"          [--max-token-lifetime SECONDS]\n"
+		"          [--orphan-grace SECONDS]\n"
 		"       %s --insecure [--listen ...] [--max-pages ...] ...\n"
 		"  --listen           address to serve on (default 127.0.0.1:0;\n"
 		"                     port 0 picks one)\n"
@@ -326,6 +344,12 @@ static void usage(const char *prog)
 		"                     the address listened on)\n"
 		"  --max-connections  clients at once (default 256)\n"
 		"  --idle-timeout     seconds a client may stay idle (default 60)\n"
+		"  --max-token-lifetime  seconds a lease token is good at most\n"
+		"                     after its issued_at, whatever it states\n"
+		"                     (default 86400)\n"
+		"  --orphan-grace     seconds the pages of a lease nobody is\n"
+		"                     connected to stay after its token expired\n"
+		"                     (default 600)\n"
 		"  --insecure         plaintext, no lease tokens, STAT and RECLAIM\n"
 		"                     from anyone: the pre-#25 protocol, for tests\n",
 		prog, prog);
@@ -354,6 +378,7 @@ int main(int argc, char **argv)
 	const char *listen_spec = "127.0.0.1:0", *cert = NULL, *key = NULL;
 	const char *lease_key = NULL, *name = NULL;
 	unsigned long long max_pages = 65536, idle_s = 60;
+	unsigned long long max_lifetime = 86400, orphan_grace = 600;
 	int insecure = 0;
 	char listened[NI_MAXHOST + NI_MAXSERV + 4];
 
@@ -386,6 +411,10 @@ int main(int argc, char **argv)
 								argv[0]);
 		else if (!strcmp(opt, "--idle-timeout"))
 			idle_s = number(arg, 1 << 20, argv[0]);
+		else if (!strcmp(opt, "--max-token-lifetime"))
+			max_lifetime = number(arg, 1ull << 32, argv[0]);
+		else if (!strcmp(opt, "--orphan-grace"))
+			orphan_grace = number(arg, 1ull << 32, argv[0]);
 		else
 			usage(argv[0]);
 	}
@@ -396,6 +425,8 @@ int main(int argc, char **argv)
 		usage(argv[0]);
 	}
 	loop.idle_ms = idle_s * 1000;
+	server.max_lifetime = max_lifetime;
+	loop.orphan_grace = orphan_grace;
 	loop.hello_ms = loop.idle_ms < HELLO_TIMEOUT_MS ? loop.idle_ms :
 			HELLO_TIMEOUT_MS;
 

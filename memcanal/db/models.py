@@ -226,6 +226,24 @@ class MemoryLease(Base):
                            default=timeutils.utcnow)
 
 
+class LeaseRevocation(Base):
+    """A lease the service ended (issue #36): the lender's agent is told
+    to revoke it on its memory server, again each run, until the tokens
+    issued before ``revoked_at`` have expired; then the row goes."""
+
+    __tablename__ = 'lease_revocations'
+    __table_args__ = (
+        sa.Index('lease_revocations_revoked_at_idx', 'revoked_at'),
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    lender_host_id = sa.Column(sa.Integer, sa.ForeignKey('hosts.id'),
+                               nullable=False)
+    instance_uuid = sa.Column(sa.String(36), nullable=False)
+    revoked_at = sa.Column(sa.DateTime, nullable=False,
+                           default=timeutils.utcnow)
+
+
 class HostReport(Base):
     """One report of an agent; (host, sequence) is stored at most once."""
 

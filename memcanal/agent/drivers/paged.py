@@ -357,6 +357,16 @@ class VmPager:
                 self.record.lease_tokens[store] = token
             self.record.save(self.conf)
 
+    def renew(self, lease_tokens):
+        """The renewed ``lease_tokens`` of the stores the pager has
+        (issue #36: the old ones expire); the pager says HELLO with each
+        at once. Tokens of stores it lacks are ignored: a renewal adds
+        no store."""
+        for store, token in (lease_tokens or {}).items():
+            if (store in self.record.stores
+                    and self.record.lease_tokens.get(store) != token):
+                self._renew(store, token)
+
     def _renew(self, store, token):
         """The newer lease ``token`` of ``store``, which the pager has."""
         try:

@@ -159,7 +159,7 @@ BAD_TOKENS = {
         lambda token: token[:32] + struct.pack('<Q', 2 ** 40) + token[40:])(
         s.token(VICTIM, quota_pages=1)),
     'no signature': lambda s: s.token(VICTIM)[:176] + bytes(64),
-    'another format': lambda s: resign(s, s.token(VICTIM), 0, b'mclease2'),
+    'another format': lambda s: resign(s, s.token(VICTIM), 0, b'mclease9'),
     'for another server': lambda s: s.token(VICTIM, server='127.0.0.1:1'),
     'a server name without a NUL': lambda s: resign(
         s, s.token(VICTIM), 112, b'x' * 64),
