@@ -289,8 +289,11 @@ def busy(client, owner, rounds=20, batch=16):
 def test_idle_and_busy_connections_leave_memory_bounded(directory):
     """1,000 idle connections and 100 busy ones: one thread, at most
     --max-connections clients, and resident memory within the arena
-    plus a fixed part per connection."""
-    server = start(directory, 'bounded', CAPACITY)
+    plus a fixed part per connection. The handshake caps are lifted (all
+    come from 127.0.0.1): every slot may hold a client before HELLO."""
+    server = start(directory, 'bounded', CAPACITY,
+                   '--max-handshakes', str(MAX_CONNECTIONS),
+                   '--max-handshakes-per-source', str(MAX_CONNECTIONS))
     try:
         baseline_kib, _, _ = memservers.process_status(server.process.pid)
         idle = [socket.create_connection(server.address)
