@@ -491,7 +491,8 @@ def collect(pager, sample, accessed=None, accesses=0):
     ``accessed`` (memtrace's page indexes; None: no memtrace) to the
     VM's cold-page detector, and the resident target kept; ``sample``
     as it is if the pager has not attached or fails. Its guest_stats
-    gain the pager's fault latency quantiles once it has timed faults."""
+    gain the pager's fault latency quantiles once it has timed faults,
+    and its refused pages (GuestPager.unauthentic) once there are any."""
     uuid = pager.record.uuid
     try:
         guest = pager.attach()
@@ -502,9 +503,18 @@ def collect(pager, sample, accessed=None, accesses=0):
     except pager_client.PagerError as error:
         LOG.error('Paging of %s: %s', uuid, error)
         return sample
+    failed = guest.unauthentic()
+    if failed:
+        LOG.error('Paging of %s: page %d failed authentication in every '
+                  'store that returned it (%d refused faults): the guest '
+                  'waits at it rather than read zeros; the VM has failed '
+                  '(see its pager log; its copies are kept)', uuid,
+                  failed['paging_unauthentic_page'],
+                  failed['paging_unauthentic_pages'])
     return dataclasses.replace(
         sample, paging_trace=trace, accesses=sampled,
-        guest_stats=dict(sample.guest_stats, **guest.fault_latency()))
+        guest_stats=dict(sample.guest_stats, **guest.fault_latency(),
+                         **failed))
 
 
 def set_sampling(pager, rate, salt):
