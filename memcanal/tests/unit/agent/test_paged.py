@@ -338,18 +338,24 @@ def test_a_pager_dead_when_the_agent_restarts_is_taken_over(host, conf):
     assert info.paged_bytes == 0
 
 
-def test_the_hosts_pool_is_in_a_directory_of_roots_alone(host, conf,
-                                                         short_tmp_path):
-    """The pager refuses a pool file where another user could have put
-    one: its directory is made root's alone."""
+def pager_args_with_pool(host, conf, pool):
+    """The command line of the host's domain's pager, started with a
+    4 MiB pool in the file ``pool``."""
     domain, make = host
-    pool = os.path.join(short_tmp_path, 'shm', 'memcanal', 'pool')
     conf.set_override('pool_mb', 4, 'pager')
     conf.set_override('pool_path', pool, 'pager')
     hypervisor = make()
     domain.start()
-    args = domains.pager_of(hypervisor, domain).client.command('stats')[
+    return domains.pager_of(hypervisor, domain).client.command('stats')[
         'args']
+
+
+def test_the_hosts_pool_is_in_a_directory_of_roots_alone(host, conf,
+                                                         short_tmp_path):
+    """The pager refuses a pool file where another user could have put
+    one: its directory is made root's alone."""
+    pool = os.path.join(short_tmp_path, 'shm', 'memcanal', 'pool')
+    args = pager_args_with_pool(host, conf, pool)
     assert args[args.index('--pool-mb'):args.index('--pool') + 2] == [
         '--pool-mb', '4', '--pool', pool]
     assert mode(os.path.dirname(pool)) == 0o700
@@ -413,15 +419,9 @@ def test_a_pool_dir_another_user_made_is_refused_clearly(
 def test_a_pool_dir_of_roots_alone_is_taken(host, conf, short_tmp_path):
     """One the agent did not make is used if it is as the agent makes
     them: root's (the agent's user), mode 0700."""
-    domain, make = host
     directory = os.path.join(short_tmp_path, 'memcanal')
     os.mkdir(directory, 0o700)
     pool = os.path.join(directory, 'pool')
-    conf.set_override('pool_mb', 4, 'pager')
-    conf.set_override('pool_path', pool, 'pager')
-    hypervisor = make()
-    domain.start()
-    args = domains.pager_of(hypervisor, domain).client.command('stats')[
-        'args']
+    args = pager_args_with_pool(host, conf, pool)
     assert args[args.index('--pool') + 1] == pool
     assert mode(directory) == 0o700
