@@ -238,6 +238,19 @@ class GuestPager:
                 float(stats['fault_p%s_us' % quantile]) / 1e6
                 for quantile in ('50', '99')}
 
+    def unauthentic(self):
+        """Faults the pager refused as its last ``stats`` said (read by
+        paged_bytes): pages whose every copy that came back failed
+        authentication (issue 36). The guest waits at such a page rather
+        than read zeros, so the VM has failed: {'paging_unauthentic_pages':
+        n, 'paging_unauthentic_page': the last page} once there is one,
+        else empty."""
+        stats = self.last_stats
+        if not stats.get('unauthentic'):
+            return {}
+        return {'paging_unauthentic_pages': float(stats['unauthentic']),
+                'paging_unauthentic_page': float(stats['unauthentic_page'])}
+
     # -- each interval -----------------------------------------------------
 
     def interval(self, accessed=None, accesses=0):
