@@ -139,11 +139,15 @@ def qemu_pid(domain):
         return int(pid_file.read())
 
 
-def destination_command(domain, qmp_path, console_path, port):
-    """The source QEMU's command line with this script's monitor and
-    serial sockets, waiting for the migration on ``port``."""
+def qemu_argv(domain):
+    """The command line libvirt started the domain's QEMU with."""
     with open('/proc/%d/cmdline' % qemu_pid(domain), 'rb') as cmdline:
-        argv = cmdline.read().decode().split('\0')[:-1]
+        return cmdline.read().decode().split('\0')[:-1]
+
+
+def destination_command(argv, qmp_path, console_path, port):
+    """The source QEMU's command line ``argv`` with this script's
+    monitor and serial sockets, waiting for the migration on ``port``."""
     command, skip = [], False
     for arg, following in zip(argv, argv[1:] + [None]):
         if skip:
@@ -183,12 +187,18 @@ def destination(domain, scratch, name):
     listener = carriers.console_listener(console_path)
     port = free_port()
     log = open(os.path.join(scratch, name + '.dst.log'), 'w')
-    process = subprocess.Popen(
-        destination_command(domain, qmp_path, console_path, port),
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    command = destination_command(qemu_argv(domain), qmp_path,
+                                  console_path, port)
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL)
     try:
-        qmp = Qmp(qmp_path)
-        serial, _ = listener.accept()
+        try:
+            qmp = Qmp(qmp_path)
+            listener.settimeout(60)
+            serial, _ = listener.accept()
+        except BaseException:
+            say('destination', command, 'failed:', open(log.name).read())
+            raise
         stream = serial.makefile('rw', errors='replace', newline='')
         guest = types.SimpleNamespace(
             console=carriers.Console(stream, stream))
