@@ -63,16 +63,12 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import types
 
 import libvirt_qemu
 
 from memcanal.agent.drivers import paged
-from memcanal.tests import fixtures as memcanal_fixtures
-from memcanal.tests.functional import guests
-from memcanal.tests.functional import memservers
 from memcanal.tests.functional import services
 from memcanal.tests.functional import test_libvirt_sampling as sampling
 from memcanal.tests.functional import test_paging_carriers as carriers
@@ -240,6 +236,13 @@ def migrate(domain, port, args):
     return state
 
 
+def grew(before, after, key):
+    """How much a pager's counter grew (None if it has none)."""
+    if key not in after:
+        return None
+    return after[key] - before.get(key, 0)
+
+
 def tls_index(pager):
     return next(i for i, store in enumerate(pager.record.stores)
                 if store.startswith('tls:'))
@@ -303,10 +306,10 @@ def one_case(case, args, conf, scratch, connection, files, server):
             downtime_raised=state['downtime_raised'],
             served_tls=(after['served'][index] - before['served'][index]
                         if index is not None else 0),
-            faults_missing=after['faults_missing'] - before[
-                'faults_missing'],
-            read_ahead=after['read_ahead'] - before['read_ahead'],
-            faults_minor=after['faults_minor'] - before['faults_minor'],
+            faults_missing=grew(before, after, 'faults_missing'),
+            read_ahead=grew(before, after, 'read_ahead'),
+            faults_minor=grew(before, after, 'faults_minor'),
+            swapped_in=grew(before, after, 'swapped_in'),
             tls_faults=tcp.get('faults', 0) - (
                 ((before.get('sources') or {}).get('tcp') or {}).get(
                     'faults', 0)),
@@ -323,36 +326,20 @@ def one_case(case, args, conf, scratch, connection, files, server):
 
 
 def run(args, scratch):
-    conf_fixture = memcanal_fixtures.ConfFixture()
-    conf_fixture.setUp()
-    conf = conf_fixture.conf
-    directory = os.path.join(scratch, 'memserver')
-    os.mkdir(directory)
-    server = memservers.Memserver(directory, 4 * sampling.GUEST_MB * 256 * 2)
-    conf.set_override('tls_ca_file', server.ca, 'pooling')
-    init = (guests.writes_data(args.data_mb)
-            + guests.hot_loop_and_checks(sampling.HOT_MB))
-    files = sampling.prepare(conf, scratch, init)
-    connect = contextlib.contextmanager(guests.libvirt_connection)
     result = {}
-    try:
-        with connect() as connection:
-            for case in args.cases:
-                result[case] = one_case(case, args, conf, scratch,
-                                        connection, files, server)
-                say(case, json.dumps(result[case]))
-    finally:
-        server.stop()
-        conf_fixture.cleanUp()
+    with pooling_speed.guest_setup(args, scratch, 8 * sampling.GUEST_MB
+                                   * 256) as (conf, server, files,
+                                              connection):
+        for case in args.cases:
+            result[case] = one_case(case, args, conf, scratch, connection,
+                                    files, server)
+            say(case, json.dumps(result[case]))
     return result
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--data-mb', type=int, default=sampling.DATA_MB,
-                        help='the guest\'s cold set (MiB of random data)')
-    parser.add_argument('--target-mb', type=int, default=sampling.TARGET_MB,
-                        help='the resident target of the pooling action')
+    pooling_speed.guest_options(parser)
     parser.add_argument('--downtime-ms', type=int, default=300,
                         help='QEMU\'s downtime limit (its default)')
     parser.add_argument('--converge-after', type=float, default=60,
@@ -362,13 +349,8 @@ def main():
                         help='seconds before a migration is cancelled')
     parser.add_argument('--cases', nargs='+', default=list(CASES),
                         choices=CASES)
-    args = parser.parse_args()
-    if os.geteuid() != 0:
-        sys.exit('needs root: libvirtd, userfaultfd on shmem')
     say('load average', os.getloadavg())
-    with tempfile.TemporaryDirectory(prefix='mc-') as scratch:
-        os.chmod(scratch, 0o755)
-        result = run(args, scratch)
+    result = pooling_speed.in_scratch(run, parser.parse_args())
     for case, figures in result.items():
         print(case)
         for key, value in figures.items():
