@@ -327,9 +327,8 @@ def one_case(case, args, conf, scratch, connection, files, server):
 
 def run(args, scratch):
     result = {}
-    with pooling_speed.guest_setup(args, scratch, 8 * sampling.GUEST_MB
-                                   * 256) as (conf, server, files,
-                                              connection):
+    with pooling_speed.guest_setup(args, scratch) as (
+            conf, server, files, connection):
         for case in args.cases:
             result[case] = one_case(case, args, conf, scratch, connection,
                                     files, server)
