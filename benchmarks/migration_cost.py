@@ -50,7 +50,7 @@ the destination's guest checks its data (md5sum over the destination's
 serial console) and the destination QEMU is stopped.
 
 Per case: ``migrate_s`` (wall, from ``migrate`` to ``completed``),
-``total_ms``, ``downtime_ms``, ``setup_ms``, ``ram_mib``, ``mbps``,
+``total_ms``, ``downtime_ms``, ``setup_ms``, ``ram_mib``, ``mbit_s``,
 ``dirty_syncs`` (QEMU's); the pager's ``served_tls`` (pages the memory
 server gave during the migration), ``faults_missing``, ``read_ahead``,
 ``faults_minor`` (sampled pages' faults, as QEMU read them) deltas over
@@ -330,7 +330,7 @@ def one_case(case, args, conf, scratch, connection, files, server):
             downtime_ms=state.get('downtime'),
             setup_ms=state.get('setup-time'),
             ram_mib=round(ram.get('transferred', 0) / MiB, 1),
-            mbps=ram.get('mbps'),
+            mbit_s=ram.get('mbps'),
             dirty_syncs=ram.get('dirty-sync-count'),
             downtime_raised=state['downtime_raised'],
             served_tls=(after['served'][index] - before['served'][index]
