@@ -8,6 +8,7 @@
 #include "conn.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -155,6 +156,7 @@ static int parse(const uint8_t *raw, struct request *req)
 		return req->count == LEASE_TOKEN_SIZE ? 0 : -1;
 	case OP_STAT:
 	case OP_RECLAIM:
+	case OP_REVOKE:
 		return 0;
 	default:
 		return -1;
@@ -167,15 +169,18 @@ static void hello(struct conn *c)
 	const char *why = lease_token_check(server.lease_key,
 					    c->head + REQUEST_SIZE,
 					    LEASE_TOKEN_SIZE, server.name,
-					    &lease);
+					    (uint64_t)time(NULL),
+					    server.max_lifetime, &lease);
 	if (why) {
 		refuse(c, ST_REFUSED, why);
 		return;
 	}
 	uint32_t a = store_open_account(lease.uuid, lease.owner,
-					lease.quota_pages, lease.issued_at);
+					lease.quota_pages, lease.issued_at,
+					lease.expires_at);
 	if (a == NIL) {
-		refuse(c, ST_REFUSED, "the lease is another owner's");
+		refuse(c, ST_REFUSED,
+		       "the lease is another owner's or revoked");
 		return;
 	}
 	if (store_attached(a) >= LEASE_CONNECTIONS) {
@@ -188,6 +193,24 @@ static void hello(struct conn *c)
 	c->owner = lease.owner;
 	c->authed = 1;
 	reply(c, ST_OK, store_quota(a), NULL, 0);
+}
+
+/* The operator's REVOKE: the request's owner, and in its page field
+ * the time (unix seconds, the service's clock) its leases ended. FULL
+ * if the server remembers too many revocations already (the owner's
+ * pages go all the same). */
+static void serve_revoke(struct conn *c)
+{
+	uint64_t now = (uint64_t)time(NULL), owner = c->req.owner;
+	uint64_t at = c->req.page;
+	if (at > now + LEASE_CLOCK_SKEW)
+		at = now + LEASE_CLOCK_SKEW;
+	int full = lease_revoke(owner, at, now, server.max_lifetime);
+	uint32_t dropped = store_revoke(owner, at);
+	note("%s: the leases of owner %#" PRIx64 " revoked (%u pages "
+	     "dropped)%s", c->peer, owner, dropped,
+	     full ? "; the revocation list is full" : "");
+	reply(c, full ? ST_FULL : ST_OK, dropped, NULL, 0);
 }
 
 static void serve_stat(struct conn *c)
@@ -257,16 +280,21 @@ static void put_page(struct conn *c)
 /* What a request is refused for on this connection, or NULL. */
 static const char *forbidden(const struct conn *c, const struct request *r)
 {
-	int operator_op = r->op == OP_STAT || r->op == OP_RECLAIM;
+	int operator_op = r->op == OP_STAT || r->op == OP_RECLAIM ||
+			  r->op == OP_REVOKE;
 	if (r->op == OP_HELLO)
 		return !c->ssl ? "HELLO without TLS" :
 		       c->authed ? "a second HELLO" : NULL;
 	if (c->ssl && !c->authed)
 		return "a request before HELLO";
+	if (c->ssl && !store_usable(c->account, (uint64_t)time(NULL)))
+		return "a request after the lease's token expired or the "
+		       "lease was revoked";
 	if (c->admin)
 		return operator_op ? NULL : "a page request on the admin socket";
 	if (operator_op)
-		return c->ssl ? "STAT or RECLAIM from the network" : NULL;
+		return c->ssl ? "STAT, RECLAIM or REVOKE from the network" :
+		       NULL;
 	if (c->ssl && r->owner != c->owner)
 		return "a request for another owner";
 	return NULL;
@@ -308,6 +336,9 @@ static void serve_header(struct conn *c)
 		break;
 	case OP_RECLAIM:
 		reply(c, ST_OK, store_reclaim(r->count), NULL, 0);
+		break;
+	case OP_REVOKE:
+		serve_revoke(c);
 		break;
 	}
 }

@@ -22,6 +22,7 @@ struct server_config {
 	SSL_CTX *tls;            /* NULL: --insecure, plaintext */
 	EVP_PKEY *lease_key;
 	const char *name;        /* the server address tokens must name */
+	uint64_t max_lifetime;   /* seconds a token is good at most */
 	uint32_t shared_account; /* --insecure: every client's account */
 };
 extern struct server_config server;

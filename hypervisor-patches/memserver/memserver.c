@@ -38,6 +38,12 @@
 /* A client must finish TLS and HELLO within this (or the idle timeout,
  * if shorter): a connection that never authenticates holds a slot. */
 #define HELLO_TIMEOUT_MS 10000
+/* Unauthenticated clients (before HELLO) at once, from one source and in
+ * all: a flood from one address holds at most the first, so that it
+ * cannot push out the handshakes of clients with tokens from elsewhere;
+ * the second bounds what a flood from many addresses takes (default: a
+ * quarter of --max-connections). */
+#define HANDSHAKES_PER_SOURCE 8
 #define ACCEPTS_PER_WAKE 64
 
 static struct {
@@ -45,7 +51,11 @@ static struct {
 	const char *admin_path;
 	uint32_t max_connections, clients, admins;
 	uint64_t idle_ms, hello_ms, now_ms;
+	uint64_t orphan_grace, swept; /* seconds; the last sweep's second */
+	uint32_t max_handshakes, max_handshakes_per_source, handshakes;
+	uint64_t replaced, replaced_noted_ms; /* over the per-source cap */
 	struct conn *conns;       /* max_connections + ADMIN_CONNECTIONS */
+	struct source *sources;   /* each connection's, by index in conns */
 	struct conn **free_conns; /* a stack */
 	uint32_t nfree;
 	struct link pending; /* before HELLO (or a first plaintext request),
@@ -53,6 +63,15 @@ static struct {
 	struct link idle;    /* the rest, least recently active first */
 	struct link runnable;/* with work left after their budget */
 } loop;
+
+/* Where a client connects from, as the per-source cap counts it: an
+ * IPv4 address, or an IPv6 address's /64 (what one host can take). */
+struct source {
+	uint8_t bytes[8];
+	uint32_t ipv4;
+	uint8_t family;
+	uint8_t handshaking; /* counted in loop.handshakes */
+};
 
 /* epoll tags of the non-connection descriptors. */
 static char tag_listener, tag_admin, tag_signals;
@@ -96,8 +115,47 @@ static uint64_t now_ms(void)
 
 /* ---- connections ---- */
 
+static struct source *source_of(const struct conn *c)
+{
+	return &loop.sources[c - loop.conns];
+}
+
+static int same_source(const struct source *a, const struct source *b)
+{
+	return a->family == b->family && a->ipv4 == b->ipv4 &&
+	       !memcmp(a->bytes, b->bytes, sizeof(a->bytes));
+}
+
+static void source_from(struct source *s, const struct sockaddr_storage *addr)
+{
+	const struct in6_addr *in6 =
+		&((const struct sockaddr_in6 *)addr)->sin6_addr;
+	memset(s, 0, sizeof(*s));
+	s->family = (uint8_t)addr->ss_family;
+	if (addr->ss_family == AF_INET) {
+		s->ipv4 = ((const struct sockaddr_in *)addr)->sin_addr.s_addr;
+	} else if (addr->ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(in6)) {
+		/* An IPv4 client of a dual-stack listener: its address. */
+		s->family = AF_INET;
+		memcpy(&s->ipv4, in6->s6_addr + 12, sizeof(s->ipv4));
+	} else if (addr->ss_family == AF_INET6) {
+		memcpy(s->bytes, in6->s6_addr, sizeof(s->bytes));
+	}
+}
+
+/* c said HELLO, or goes: it no longer counts as a handshake. */
+static void handshake_over(struct conn *c)
+{
+	struct source *s = source_of(c);
+	if (s->handshaking) {
+		s->handshaking = 0;
+		loop.handshakes--;
+	}
+}
+
 static void drop(struct conn *c)
 {
+	handshake_over(c);
 	link_remove(&c->age);
 	if (linked(&c->run))
 		link_remove(&c->run);
@@ -122,6 +180,8 @@ static void serve(struct conn *c)
 	int was_authed = c->authed;
 	c->progressed = 0;
 	int r = conn_run(c);
+	if (c->authed)
+		handshake_over(c);
 	if (r == CONN_CLOSED) {
 		drop(c);
 		return;
@@ -152,9 +212,44 @@ static int evict_pending(void)
 	return 0;
 }
 
-static void admit(int fd, int admin, const char *peer)
+/* Make room for a handshake from s: close the oldest of its source's
+ * if it holds --max-handshakes-per-source (the pre-HELLO list is at
+ * most --max-handshakes long: a scan of it costs little), else the
+ * oldest of all if --max-handshakes are under way. A flood from one
+ * address so only ever replaces its own. */
+static void make_room_for(const struct source *s)
+{
+	uint32_t same = 0;
+	struct conn *oldest = NULL;
+	for (struct link *x = loop.pending.next; x != &loop.pending;
+	     x = x->next) {
+		struct conn *c = conn_of(x, age);
+		if (c->admin || !same_source(source_of(c), s))
+			continue;
+		if (!oldest)
+			oldest = c;
+		if (++same >= loop.max_handshakes_per_source) {
+			/* Counted, and said every 10 s: a flood would
+			 * fill the log with nothing else. */
+			loop.replaced++;
+			drop(oldest);
+			return;
+		}
+	}
+	if (loop.handshakes >= loop.max_handshakes)
+		evict_pending();
+}
+
+static void admit(int fd, int admin, const char *peer,
+		  const struct source *from)
 {
 	struct conn *c = loop.free_conns[--loop.nfree];
+	struct source *s = source_of(c);
+	if (from)
+		*s = *from;
+	else
+		memset(s, 0, sizeof(*s));
+	s->handshaking = 0;
 	if (conn_start(c, fd, admin, peer)) {
 		close(fd);
 		loop.free_conns[loop.nfree++] = c;
@@ -176,6 +271,10 @@ static void admit(int fd, int admin, const char *peer)
 		loop.admins++;
 	else
 		loop.clients++;
+	if (!admin && !c->authed) {
+		s->handshaking = 1;
+		loop.handshakes++;
+	}
 }
 
 static void accept_clients(void)
@@ -191,6 +290,9 @@ static void accept_clients(void)
 				note("accept: %s", strerror(errno));
 			return;
 		}
+		struct source from;
+		source_from(&from, &addr);
+		make_room_for(&from);
 		if (loop.clients >= loop.max_connections && evict_pending()) {
 			note("a client over --max-connections refused");
 			close(fd);
@@ -203,7 +305,7 @@ static void accept_clients(void)
 				NI_NUMERICHOST | NI_NUMERICSERV))
 			snprintf(host, sizeof(host), "?");
 		snprintf(peer, sizeof(peer), "%s port %s", host, port);
-		admit(fd, 0, peer);
+		admit(fd, 0, peer, &from);
 	}
 }
 
@@ -230,7 +332,7 @@ static void accept_admin(void)
 		return;
 	}
 	snprintf(peer, sizeof(peer), "admin pid %d", (int)cred.pid);
-	admit(fd, 1, peer);
+	admit(fd, 1, peer, NULL);
 }
 
 static void take_signal(void)
@@ -252,6 +354,13 @@ static void take_signal(void)
 /* Close clients past their deadline: the oldest of each list first. */
 static void expire(void)
 {
+	if (loop.replaced && loop.now_ms - loop.replaced_noted_ms >= 10000) {
+		note("%" PRIu64 " clients closed before HELLO: a newer one "
+		     "came from their address, which held "
+		     "--max-handshakes-per-source", loop.replaced);
+		loop.replaced = 0;
+		loop.replaced_noted_ms = loop.now_ms;
+	}
 	while (linked(&loop.pending)) {
 		struct conn *c = conn_of(loop.pending.next, age);
 		if (loop.now_ms - c->started_ms < loop.hello_ms)
@@ -266,6 +375,20 @@ static void expire(void)
 		note("%s: idle; closing", c->peer);
 		drop(c);
 	}
+}
+
+/* Once a second: give back the pages of leases whose borrower is gone
+ * (no connection, token expired more than --orphan-grace ago), so that
+ * they never fill the arena for the living. */
+static void sweep_orphans(void)
+{
+	uint64_t now = (uint64_t)time(NULL);
+	if (now == loop.swept)
+		return;
+	loop.swept = now;
+	uint32_t n = store_reclaim_orphans(now, loop.orphan_grace);
+	if (n)
+		note("gave back %u pages of leases whose borrower is gone", n);
 }
 
 static void run_loop(void)
@@ -300,6 +423,7 @@ static void run_loop(void)
 			serve(c);
 		}
 		expire();
+		sweep_orphans();
 	}
 }
 
@@ -312,6 +436,10 @@ static void usage(const char *prog)
 		"          --tls-cert FILE --tls-key FILE --lease-key FILE\n"
 		"          [--admin PATH] [--name HOST:PORT]\n"
 		"          [--max-connections N] [--idle-timeout SECONDS]\n"
+		"          [--max-token-lifetime SECONDS]\n"
+		"          [--orphan-grace SECONDS]\n"
+		"          [--max-handshakes N] [--max-handshakes-per-source N]\n"
+		"          [--handshake-timeout SECONDS]\n"
 		"       %s --insecure [--listen ...] [--max-pages ...] ...\n"
 		"  --listen           address to serve on (default 127.0.0.1:0;\n"
 		"                     port 0 picks one)\n"
@@ -326,6 +454,20 @@ static void usage(const char *prog)
 		"                     the address listened on)\n"
 		"  --max-connections  clients at once (default 256)\n"
 		"  --idle-timeout     seconds a client may stay idle (default 60)\n"
+		"  --max-token-lifetime  seconds a lease token is good at most\n"
+		"                     after its issued_at, whatever it states\n"
+		"                     (default 86400)\n"
+		"  --orphan-grace     seconds the pages of a lease nobody is\n"
+		"                     connected to stay after its token expired\n"
+		"                     (default 600)\n"
+		"  --max-handshakes   clients before their HELLO at once; the\n"
+		"                     oldest goes for a new one (default: a\n"
+		"                     quarter of --max-connections)\n"
+		"  --max-handshakes-per-source  of those, from one IPv4 address\n"
+		"                     or IPv6 /64: a new one takes the place\n"
+		"                     of its address's oldest (default 8)\n"
+		"  --handshake-timeout  seconds to finish TLS and HELLO (default\n"
+		"                     10, at most --idle-timeout)\n"
 		"  --insecure         plaintext, no lease tokens, STAT and RECLAIM\n"
 		"                     from anyone: the pre-#25 protocol, for tests\n",
 		prog, prog);
@@ -354,6 +496,8 @@ int main(int argc, char **argv)
 	const char *listen_spec = "127.0.0.1:0", *cert = NULL, *key = NULL;
 	const char *lease_key = NULL, *name = NULL;
 	unsigned long long max_pages = 65536, idle_s = 60;
+	unsigned long long max_lifetime = 86400, orphan_grace = 600;
+	unsigned long long hello_s = HELLO_TIMEOUT_MS / 1000;
 	int insecure = 0;
 	char listened[NI_MAXHOST + NI_MAXSERV + 4];
 
@@ -386,6 +530,18 @@ int main(int argc, char **argv)
 								argv[0]);
 		else if (!strcmp(opt, "--idle-timeout"))
 			idle_s = number(arg, 1 << 20, argv[0]);
+		else if (!strcmp(opt, "--max-token-lifetime"))
+			max_lifetime = number(arg, 1ull << 32, argv[0]);
+		else if (!strcmp(opt, "--orphan-grace"))
+			orphan_grace = number(arg, 1ull << 32, argv[0]);
+		else if (!strcmp(opt, "--handshake-timeout"))
+			hello_s = number(arg, 1 << 20, argv[0]);
+		else if (!strcmp(opt, "--max-handshakes"))
+			loop.max_handshakes = (uint32_t)number(arg, 1 << 20,
+							       argv[0]);
+		else if (!strcmp(opt, "--max-handshakes-per-source"))
+			loop.max_handshakes_per_source = (uint32_t)number(
+				arg, 1 << 20, argv[0]);
 		else
 			usage(argv[0]);
 	}
@@ -396,8 +552,14 @@ int main(int argc, char **argv)
 		usage(argv[0]);
 	}
 	loop.idle_ms = idle_s * 1000;
-	loop.hello_ms = loop.idle_ms < HELLO_TIMEOUT_MS ? loop.idle_ms :
-			HELLO_TIMEOUT_MS;
+	server.max_lifetime = max_lifetime;
+	loop.orphan_grace = orphan_grace;
+	loop.hello_ms = idle_s < hello_s ? loop.idle_ms : hello_s * 1000;
+	if (!loop.max_handshakes)
+		loop.max_handshakes = loop.max_connections / 4 ?
+				      loop.max_connections / 4 : 1;
+	if (!loop.max_handshakes_per_source)
+		loop.max_handshakes_per_source = HANDSHAKES_PER_SOURCE;
 
 	/* Signals come through the loop: no handler, no other thread. */
 	sigset_t set;
@@ -411,7 +573,8 @@ int main(int argc, char **argv)
 	uint32_t slots = loop.max_connections + ADMIN_CONNECTIONS;
 	loop.conns = calloc(slots, sizeof(*loop.conns));
 	loop.free_conns = calloc(slots, sizeof(*loop.free_conns));
-	if (!loop.conns || !loop.free_conns ||
+	loop.sources = calloc(slots, sizeof(*loop.sources));
+	if (!loop.conns || !loop.free_conns || !loop.sources ||
 	    reserve_descriptors(loop.max_connections,
 				loop.max_connections + ADMIN_CONNECTIONS + 16))
 		return 1;

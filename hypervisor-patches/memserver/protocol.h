@@ -17,7 +17,7 @@
 
 enum op {
 	OP_PUT = 1, OP_GET = 2, OP_DELETE = 3, OP_STAT = 4, OP_RECLAIM = 5,
-	OP_HELLO = 6,
+	OP_HELLO = 6, OP_REVOKE = 7,
 };
 
 enum status {

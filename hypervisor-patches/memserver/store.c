@@ -33,11 +33,12 @@ struct account {
 	uint8_t lease[16];
 	uint64_t owner;
 	uint64_t issued_at;
+	uint64_t expires_at; /* of its latest token */
 	uint32_t quota;
 	uint32_t held;
 	uint32_t attached; /* connections */
 	uint32_t next_free;
-	uint8_t used, any_owner;
+	uint8_t used, any_owner, revoked;
 	struct list pages;
 };
 
@@ -292,14 +293,19 @@ static uint32_t capped(uint64_t quota)
 }
 
 uint32_t store_open_account(const uint8_t lease[16], uint64_t owner,
-			    uint64_t quota, uint64_t issued_at)
+			    uint64_t quota, uint64_t issued_at,
+			    uint64_t expires_at)
 {
 	for (uint32_t a = 0; a < store.naccounts; a++) {
 		struct account *x = account_of(a);
 		if (!x->used || x->any_owner || memcmp(x->lease, lease, 16))
 			continue;
-		if (x->owner != owner)
+		if (x->owner != owner || x->revoked)
 			return NIL;
+		/* Any good token of the lease says it lives that long;
+		 * the newest sets its quota. */
+		if (expires_at > x->expires_at)
+			x->expires_at = expires_at;
 		if (issued_at > x->issued_at) {
 			x->issued_at = issued_at;
 			x->quota = capped(quota);
@@ -314,8 +320,55 @@ uint32_t store_open_account(const uint8_t lease[16], uint64_t owner,
 	memcpy(x->lease, lease, 16);
 	x->owner = owner;
 	x->issued_at = issued_at;
+	x->expires_at = expires_at;
 	x->quota = capped(quota);
 	return a;
+}
+
+/* Drop every page of account a and give its memory back. */
+static uint32_t drop_account(uint32_t a)
+{
+	uint32_t n = 0;
+	store.accounts[a].attached++; /* not forgotten meanwhile */
+	while (account_of(a)->pages.oldest != NIL) {
+		drop(account_of(a)->pages.oldest, 1);
+		n++;
+	}
+	store.accounts[a].attached--;
+	maybe_forget(a);
+	return n;
+}
+
+uint32_t store_revoke(uint64_t owner, uint64_t revoked_at)
+{
+	uint32_t n = 0;
+	for (uint32_t a = 0; a < store.naccounts; a++) {
+		struct account *x = account_of(a);
+		if (x->used && !x->any_owner && x->owner == owner &&
+		    x->issued_at <= revoked_at) {
+			x->revoked = 1;
+			n += drop_account(a);
+		}
+	}
+	return n;
+}
+
+uint32_t store_reclaim_orphans(uint64_t now, uint64_t grace)
+{
+	uint32_t n = 0;
+	for (uint32_t a = 0; a < store.naccounts; a++) {
+		struct account *x = account_of(a);
+		if (x->used && !x->any_owner && !x->attached && x->held &&
+		    now >= x->expires_at && now - x->expires_at >= grace)
+			n += drop_account(a);
+	}
+	return n;
+}
+
+int store_usable(uint32_t a, uint64_t now)
+{
+	struct account *x = account_of(a);
+	return x->any_owner || (!x->revoked && now < x->expires_at);
 }
 
 uint32_t store_open_shared_account(void)

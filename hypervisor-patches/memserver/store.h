@@ -18,10 +18,23 @@ int store_init(uint32_t max_pages);
 /*
  * The account of lease `lease` for `owner`, made on first use; a token
  * issued later than the account's last one sets its quota (dropping its
- * oldest pages down to it). NIL if the lease is known for another owner.
+ * oldest pages down to it); one good for longer, when it expires. NIL
+ * if the lease is known for another owner, or revoked.
  */
 uint32_t store_open_account(const uint8_t lease[16], uint64_t owner,
-			    uint64_t quota, uint64_t issued_at);
+			    uint64_t quota, uint64_t issued_at,
+			    uint64_t expires_at);
+/* 1 if account's connections may still be served at now (unix
+ * seconds): its lease is not revoked and its latest token not expired. */
+int store_usable(uint32_t account, uint64_t now);
+/* Revoke owner's leases whose latest token was issued at or before
+ * revoked_at: their connections are refused from now on and their
+ * pages go back to the host; how many went. */
+uint32_t store_revoke(uint64_t owner, uint64_t revoked_at);
+/* Give back the pages of leases nobody is connected to whose latest
+ * token expired at least grace seconds before now: their borrower is
+ * gone (a live one presents a renewed token). How many went. */
+uint32_t store_reclaim_orphans(uint64_t now, uint64_t grace);
 /* The one account of --insecure mode: any owner, quota max_pages. */
 uint32_t store_open_shared_account(void);
 

@@ -19,7 +19,15 @@
  *
  * A copy is opened with the tag and version the swap-out kept (crypt.c):
  * one that does not open (forged, another page's or VM's, an older
- * version's) is a bad copy, and the next one is tried.
+ * version's) is a bad copy, and the next one is tried.  A page whose
+ * every copy that came back was bad (issue 36) is not served: not zeros,
+ * which the guest would take for its data, but no answer at all.  The
+ * fault stays pending, so the vCPU that touched the page stops there;
+ * the page stays OUT with its copies kept (for the operator to look at),
+ * the pager says which page on stderr and counts it (`unauthentic`,
+ * `unauthentic_page` in its stats), and the agent marks the VM failed.
+ * A page only lost (every store failed to answer) is zeros, as before:
+ * a store may drop pages, but none may forge them.
  */
 #define _GNU_SOURCE
 #include "pager_internal.h"
@@ -216,6 +224,16 @@ static int get_copy(struct pager *p, int i, uint64_t pg)
 	return 0;
 }
 
+/* Copies that came back and did not open, so far. */
+static uint64_t bad_copies(const struct pager *p)
+{
+	uint64_t n = p->st.pool_bad;
+
+	for (int i = 0; i < p->nstores; i++)
+		n += p->st.bad_sum[i];
+	return n;
+}
+
 /*
  * pg's data into fault_buf from the pool, else the first store with a
  * good copy, stores backing off last; returns the source, -1 if none.
@@ -379,11 +397,23 @@ static uint64_t bring_run(struct pager *p, int i, uint64_t from,
  */
 static int fetch(struct pager *p, uint64_t pg, int fault, int wp)
 {
-	uint64_t t0 = now_ns();
+	uint64_t t0 = now_ns(), bad = bad_copies(p);
 	int store = -1, src = find_copy(p, pg, &store);
 
 	if (src < 0 && p->ps.have[pg] >> p->nstores) {
 		p->st.deferred++;
+		return -1;
+	}
+	if (src < 0 && bad_copies(p) > bad) {
+		/* Forged or replaced everywhere it came back from: the
+		 * fault goes unanswered (see the header comment). */
+		if (p->st.unauthentic < 10)
+			fprintf(stderr, "pager: page %llu failed authentication "
+				"in every store that returned it; not served: "
+				"the guest stops at it\n",
+				(unsigned long long)pg);
+		p->st.unauthentic++;
+		p->st.unauthentic_page = pg;
 		return -1;
 	}
 	if (src < 0) {

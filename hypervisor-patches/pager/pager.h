@@ -101,7 +101,10 @@ struct pager_stats {
 	uint64_t wakes;             /* EEXIST answered with UFFDIO_WAKE */
 	uint64_t wp_on_out;         /* writes that raced the punch */
 	uint64_t put_failed_batches;/* batches kept in: too few copies */
-	uint64_t lost;              /* no store had a good copy */
+	uint64_t lost;              /* no store had a copy: zeros */
+	uint64_t unauthentic;       /* fetches refused: every copy that came
+				     * back was bad (forged): not served */
+	uint64_t unauthentic_page;  /* the last such page */
 	uint64_t pool_bad;          /* pool copies that did not open */
 	uint64_t sealed;            /* 1: copies are AES-256-GCM sealed */
 	uint64_t swapped_in;        /* brought back by pager_swap_in */

@@ -99,6 +99,8 @@ void print_stats(FILE *f, struct daemon *d)
 		", \"faults_minor\": %" PRIu64 ", \"deferred\": %" PRIu64
 		", \"zero_fills\": %" PRIu64 ", \"wp_on_out\": %" PRIu64
 		", \"put_failed_batches\": %" PRIu64 ", \"lost\": %" PRIu64
+		", \"unauthentic\": %" PRIu64
+		", \"unauthentic_page\": %" PRId64
 		", \"sealed\": %s, \"pool_bad\": %" PRIu64
 		", \"adopted\": %s, \"reconciled\": %" PRIu64
 		", \"fault_samples\": %zu, \"fault_p50_us\": %.1f"
@@ -108,6 +110,8 @@ void print_stats(FILE *f, struct daemon *d)
 		st.read_ahead, st.cancelled,
 		st.faults_missing, st.faults_wp, st.faults_minor, st.deferred,
 		st.zero_fills, st.wp_on_out, st.put_failed_batches, st.lost,
+		st.unauthentic,
+		st.unauthentic ? (int64_t)st.unauthentic_page : (int64_t)-1,
 		st.sealed ? "true" : "false", st.pool_bad,
 		st.adopted ? "true" : "false", st.reconciled, samples, p50,
 		p99);

@@ -44,6 +44,17 @@ static int file_get(struct pager_store *s, uint64_t page, void *buf)
 			errno = EIO;
 		return -1;
 	}
+	/* A hole (punched, or past a truncation the file grew back over)
+	 * is a copy this store lost, not one that came back forged: the
+	 * pager tells the two apart (fault.c).  Only an all-zero read is
+	 * asked about: a sealed copy never is one. */
+	if (!((const char *)buf)[0] &&
+	    !memcmp(buf, (const char *)buf + 1, PAGER_PAGE - 1) &&
+	    lseek(f->fd, (off_t)(page * PAGER_PAGE), SEEK_DATA) !=
+	    (off_t)(page * PAGER_PAGE)) {
+		errno = ENOENT;   /* that copy is gone, not the store */
+		return -1;
+	}
 	return 0;
 }
 

@@ -363,6 +363,11 @@ int pager_tls_store_renew(struct pager_store *s, const uint8_t *token,
 	memcpy(m->token, token, len);
 	hang_up(m, &m->put);
 	hang_up(m, &m->get);
+	/* Say HELLO with it at once, even if the guest asks nothing: the
+	 * server learns the lease lives on, and does not take its pages
+	 * for an orphan's once the old token expired (issue #36).  A
+	 * failure here is the next call's to retry. */
+	(void)open_conn(m, &m->put);
 	pthread_mutex_unlock(&m->get.lock);
 	pthread_mutex_unlock(&m->put.lock);
 	return 0;

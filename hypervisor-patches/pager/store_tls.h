@@ -45,7 +45,8 @@ struct pager_store *pager_tls_store(const struct pager_tls_opts *opts);
 /*
  * A newer lease for s, a tls store: token (len bytes) replaces its
  * token, and its connections are closed, so that each says HELLO with
- * it on its next call.  0, or -1 (EINVAL: not a tls store, or not a
+ * it on its next call; one says HELLO with it at once (the server keeps
+ * a lease's pages only while its token lives).  0, or -1 (EINVAL: not a tls store, or not a
  * token's length).  Thread-safe with the store's calls.
  */
 int pager_tls_store_renew(struct pager_store *s, const uint8_t *token,

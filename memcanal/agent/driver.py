@@ -228,6 +228,14 @@ class HypervisorDriver(abc.ABC):
         to that server; both as a pooling ``page`` action carries them.
         Other mechanisms ignore them."""
 
+    def renew_lease_tokens(self, instance_uuid, lease_tokens):
+        """Hand the VM's pager the renewed ``lease_tokens`` (base64, by
+        store) of the memory servers it pages to, before the old ones
+        expire (issue #36). InstanceNotFound if the VM is not paged
+        here. Drivers without pagers page nothing to memory servers:
+        nothing to renew."""
+        raise exception.InstanceNotFound(uuid=instance_uuid)
+
     def memory_now(self, instance_uuid, mechanism):
         """What a resize by ``mechanism`` changes of a VM, as the
         hypervisor has it now: with 'paging' the VM's memory resident on

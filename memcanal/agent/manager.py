@@ -23,6 +23,7 @@ from oslo_utils import versionutils
 from memcanal.agent import adaptive
 from memcanal.agent import collector
 from memcanal.agent import journal
+from memcanal.agent import leases
 from memcanal.agent import metrics
 from memcanal.agent import outbox
 from memcanal.agent import sequence
@@ -31,7 +32,9 @@ from memcanal import context as memcanal_context
 from memcanal import estimation
 from memcanal import exception
 from memcanal.agent import durable
+from memcanal.rpc import agent_api
 from memcanal.rpc import freshness
+from memcanal.rpc import sealing
 from memcanal.rpc import service_api
 from memcanal.rpc import signing
 
@@ -65,7 +68,7 @@ class AgentManager:
     ([agent] service_public_key), for this host.
     """
 
-    target = messaging.Target(version='1.3')
+    target = messaging.Target(version='1.4')
 
     def __init__(self, conf, host, hypervisor):
         self.conf = conf
@@ -310,27 +313,72 @@ class AgentManager:
         Anything else is logged, counted and dropped: nothing applied,
         nothing journalled, no answer (a forged or replayed message
         naming real actions must not settle them; the service sends
-        unanswered actions again, signed anew)."""
-        args = {'decision_uuid': decision_uuid, 'actions': actions,
-                'host': host, signing.SIGNATURE: signature}
+        unanswered actions again, signed anew). Since 1.4 a page
+        action's lease tokens come sealed to this host's key."""
+        args = {'decision_uuid': decision_uuid, 'actions': actions}
+        if not self._accepted('apply_decision', args, host, signature,
+                              sent_at, nonce, 'decision %s' % decision_uuid):
+            return None
+        try:
+            actions = [agent_api.unsealed(action, self.host_key)
+                       for action in actions]
+        except sealing.SealError as error:
+            LOG.error('Refused decision %s: its lease tokens are not '
+                      'sealed to this host\'s key: %s', decision_uuid, error)
+            self.metrics.refused('rpc.unsealable')
+            return None
+        return self._carry_out(decision_uuid, actions)
+
+    @messaging.expose
+    def renew_leases(self, context, renewals, host=None, signature=None,
+                     sent_at=None, nonce=None):
+        """RPC 1.4: hand the VMs' pagers their leases' renewed tokens
+        (sealed to this host's key) before the old ones expire, once the
+        cast is checked as apply_decision's is. A VM no longer paged
+        here is skipped: its lease ends with it."""
+        args = {'renewals': renewals}
+        if not self._accepted('renew_leases', args, host, signature,
+                              sent_at, nonce, 'a lease renewal'):
+            return
+        leases.renew(self.driver, self.host_key, renewals, self.metrics)
+
+    @messaging.expose
+    def revoke_leases(self, context, revocations, host=None, signature=None,
+                      sent_at=None, nonce=None):
+        """RPC 1.4: end leases of this host's memory server (the lender):
+        each VM's pages there go, and its tokens issued until
+        ``revoked_at`` are refused from now on (REVOKE on the admin
+        socket). The service sends a revocation until the tokens it
+        ends would have expired: one that fails now is tried again."""
+        args = {'revocations': revocations}
+        if not self._accepted('revoke_leases', args, host, signature,
+                              sent_at, nonce, 'a lease revocation'):
+            return
+        leases.revoke(self.conf.pooling.memserver_admin_socket,
+                      revocations)
+
+    def _accepted(self, method, args, host, signature, sent_at, nonce, what):
+        """Whether the service's cast of ``method`` with ``args`` is
+        signed for this host and fresh; if not, it is logged and
+        counted."""
+        args = dict(args, host=host, **{signing.SIGNATURE: signature})
         for name, value in ((freshness.SENT_AT, sent_at),
                             (freshness.NONCE, nonce)):
             if value is not None:
                 args[name] = value
         if host != self.host or not signing.verify(
-                self.service_key, 'apply_decision', args):
-            LOG.error('Refused decision %s: not signed by the service\'s '
-                      'key for %s (signed: %s, for host %r)', decision_uuid,
-                      self.host, signature is not None, host)
+                self.service_key, method, args):
+            LOG.error('Refused %s: not signed by the service\'s key for %s '
+                      '(signed: %s, for host %r)', what, self.host,
+                      signature is not None, host)
             self.metrics.refused('rpc.bad_signature')
-            return None
+            return False
         stale = self._stale(args)
         if stale is not None:
-            LOG.error('Refused decision %s: %s (%s)', decision_uuid,
-                      stale[1], stale[0])
+            LOG.error('Refused %s: %s (%s)', what, stale[1], stale[0])
             self.metrics.refused(stale[0])
-            return None
-        return self._carry_out(decision_uuid, actions)
+            return False
+        return True
 
     def _stale(self, args):
         """None if the service's cast of ``args`` (signature verified)

@@ -23,7 +23,7 @@ MAGIC = 0x534D434D
 REQUEST = struct.Struct('<IB3xQQI4x')
 REPLY = struct.Struct('<IB3xI4x')
 STAT_BODY = struct.Struct('<QQ')
-PUT, GET, DELETE, STAT, RECLAIM, HELLO = 1, 2, 3, 4, 5, 6
+PUT, GET, DELETE, STAT, RECLAIM, HELLO, REVOKE = 1, 2, 3, 4, 5, 6, 7
 OK, MISSING, FULL, BAD_REQUEST, REFUSED = 0, 1, 2, 3, 4
 ALL = 2 ** 32 - 1
 
@@ -97,6 +97,15 @@ class Client:
 
     def reclaim(self, count):
         return self.call(RECLAIM, count=count)
+
+    def revoke(self, owner, revoked_at):
+        """(status, pages dropped) of ending ``owner``'s leases at
+        ``revoked_at`` (unix seconds, the service's clock; the
+        operator's, on the admin socket): their pages go, and every
+        token of ``owner`` issued at or before it is refused until it
+        would have expired anyway; FULL if the server remembers too many
+        revocations (the pages go all the same)."""
+        return self.call(REVOKE, owner, revoked_at)
 
     def stat(self):
         """(pages held, max pages, pages dropped so far)."""

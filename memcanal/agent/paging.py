@@ -20,7 +20,6 @@ low RAM: ``frame_indexes`` and ``guest_frames`` translate.
 
 import os
 import time
-import uuid
 
 import numpy as np
 from oslo_log import log as logging
@@ -29,6 +28,7 @@ from memcanal.agent import driver
 from memcanal.agent import pager_client
 from memcanal.estimation import coldpages
 from memcanal.estimation import sampling
+from memcanal import owners
 
 LOG = logging.getLogger(__name__)
 PAGE = 4096
@@ -41,11 +41,9 @@ Q35_ALL_LOW = 0xb0000000
 LINE_LIMIT = 4000
 
 
-def owner_of(instance_uuid):
-    """The VM's key in memory servers and the host's pool: pagers of
-    every VM of the cloud may share one server, so it comes from the
-    VM's uuid (its first 63 bits), not from the host."""
-    return int(uuid.UUID(instance_uuid).hex[:16], 16) >> 1
+# The VM's owner id (memcanal.owners: one VM's alone, as the service
+# keeps it).
+owner_of = owners.owner_of
 
 
 def runs(pages):
@@ -239,6 +237,19 @@ class GuestPager:
         return {'paging_fault_p%s_seconds' % quantile:
                 float(stats['fault_p%s_us' % quantile]) / 1e6
                 for quantile in ('50', '99')}
+
+    def unauthentic(self):
+        """Faults the pager refused as its last ``stats`` said (read by
+        paged_bytes): pages whose every copy that came back failed
+        authentication (issue 36). The guest waits at such a page rather
+        than read zeros, so the VM has failed: {'paging_unauthentic_pages':
+        n, 'paging_unauthentic_page': the last page} once there is one,
+        else empty."""
+        stats = self.last_stats
+        if not stats.get('unauthentic'):
+            return {}
+        return {'paging_unauthentic_pages': float(stats['unauthentic']),
+                'paging_unauthentic_page': float(stats['unauthentic_page'])}
 
     # -- each interval -----------------------------------------------------
 

@@ -34,6 +34,7 @@ ROUTE_DECLARATIONS = {
     },
     '/hosts/{uuid}': {
         'GET': hosts.get_host,
+        'PATCH': hosts.update_host,
     },
     '/instances': {
         'GET': instances.list_instances,

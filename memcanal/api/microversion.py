@@ -48,6 +48,9 @@ VERSIONS = [
             # demand_bounds_bytes.
     '1.9',  # Instances: reached_bytes, what the guest reached at the last
             # memory target; decisions' actions: reached_bytes and lagged.
+    '1.10',  # Hosts: pooling_admitted, and PATCH /hosts/{uuid}
+             # {"pooling_admitted": ...}: a new host neither borrows nor
+             # lends until an operator admits it.
 ]
 
 

@@ -105,6 +105,9 @@ OPERATIONS = {
         'List the hosts', 'HostList', query=_fixed(host_schemas.LIST)),
     hosts.get_host: Operation(
         'Show a host', 'Host', query=_fixed(host_schemas.SHOW)),
+    hosts.update_host: Operation(
+        'Admit a host to memory pooling, or stop it', 'Host',
+        body=host_schemas.UPDATE, min_version='1.10'),
     instances.list_instances: Operation(
         'List instances, a page at a time', 'InstanceList',
         query=lambda max_limit, version: instance_schemas.list_query(

@@ -225,19 +225,24 @@ def _use_keys(state_dir):
 
 
 def _enable_memory_servers(host_names, stop):
-    """Enable the simulated memory servers of this run's hosts, which
-    register disabled as every host's do, as they register (before the
-    optimizer's first run, as a cloud's operator would have): the person
-    running the all-in-one is its operator. Returns once all are, or
-    when ``stop`` is set."""
+    """Admit this run's hosts to pooling and enable their simulated
+    memory servers, which register not admitted and disabled as every
+    host's do, as they register (before the optimizer's first run, as a
+    cloud's operator would have): the person running the all-in-one is
+    its operator. Returns once all are, or when ``stop`` is set."""
     context = memcanal_context.get_admin_context()
     while not stop.wait(ENABLE_EVERY):
+        hosts = [host for host in db_api.list_hosts(context)
+                 if host['name'] in host_names]
+        for host in hosts:
+            if not host['pooling_admitted']:
+                pooling_db.set_admitted(context, host['uuid'], True)
         ours = [server for server in pooling_db.list_memory_servers(context)
                 if server['host_name'] in host_names]
         for server in ours:
             if not server['enabled']:
                 pooling_db.set_enabled(context, server['uuid'], True)
-        if len(ours) == len(host_names):
+        if len(ours) == len(hosts) == len(host_names):
             return
 
 

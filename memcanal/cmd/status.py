@@ -42,8 +42,10 @@ _DECISIONS = sa.table('decisions', sa.column('state'),
                       sa.column('created_at', sa.DateTime),
                       sa.column('updated_at', sa.DateTime))
 _MEMORY_SERVERS = sa.table('memory_servers', sa.column('id'),
+                           sa.column('host_id'),
                            sa.column('enabled', sa.Boolean))
-_HOSTS = sa.table('hosts', sa.column('name'),
+_HOSTS = sa.table('hosts', sa.column('id'), sa.column('name'),
+                  sa.column('pooling_admitted', sa.Boolean),
                   sa.column('last_heartbeat_at', sa.DateTime),
                   sa.column('report_interval', sa.Float))
 # Down hosts named in a warning; the API lists them all.
@@ -131,13 +133,13 @@ class UpgradeCommands(upgradecheck.UpgradeCommands):
                                     'the rules.' % ', '.join(unknown))
 
     def _check_pooling_servers(self):
-        """With ``[pooling] enabled``, some memory server is registered
-        and enabled.
+        """With ``[pooling] enabled``, some memory server is registered,
+        enabled and on a host admitted to pooling.
 
         The pooling planner only pages VMs out to memory servers their
         hosts' agents registered ([pooling] memserver_address on the
-        compute hosts) and an operator enabled; without any it plans
-        nothing, silently.
+        compute hosts), an operator enabled, on hosts an operator
+        admitted (API 1.10); without any it plans nothing, silently.
         """
         if not CONF.pooling.enabled:
             return Result(Code.SUCCESS, 'Pooling is off.')
@@ -145,13 +147,23 @@ class UpgradeCommands(upgradecheck.UpgradeCommands):
         if unchecked:
             return unchecked
         with _connection() as connection:
-            servers, enabled = connection.execute(sa.select(
+            servers, enabled, admitted = connection.execute(sa.select(
                 sa.func.count(), sa.func.count(sa.case(
-                    (_MEMORY_SERVERS.c.enabled, 1)))).select_from(
-                        _MEMORY_SERVERS)).one()
-        if enabled:
+                    (_MEMORY_SERVERS.c.enabled, 1))),
+                sa.func.count(sa.case((sa.and_(
+                    _MEMORY_SERVERS.c.enabled, _HOSTS.c.pooling_admitted),
+                    1)))).select_from(_MEMORY_SERVERS.join(
+                        _HOSTS, _HOSTS.c.id == _MEMORY_SERVERS.c.host_id))
+            ).one()
+        if admitted:
             return Result(Code.SUCCESS, '%d memory servers registered, %d '
                                         'enabled.' % (servers, enabled))
+        if enabled:
+            return Result(Code.WARNING, '%d memory servers enabled, none on '
+                                        'a host admitted to pooling, so '
+                                        'nothing is pooled: admit the hosts '
+                                        'you trust (openstack memcanal host '
+                                        'set --admit).' % enabled)
         if servers:
             return Result(Code.WARNING, '%d memory servers registered, none '
                                         'enabled, so nothing is pooled: '

@@ -56,9 +56,11 @@ pager_opts = [
                     'this host (the first creates it with pool_mb), so '
                     'the pool is the host\'s, not one per VM. Its '
                     'directory is root\'s alone (the agent makes it '
-                    '0700): a pager refuses a pool file someone else '
-                    'could have planted. Empty: each pager has a pool of '
-                    'its own.'),
+                    '0700, and takes one it did not make only if it is '
+                    'root\'s, mode 0700, not a link; otherwise no pager '
+                    'starts and the error says why): a pager refuses a '
+                    'pool file someone else could have planted. Empty: '
+                    'each pager has a pool of its own.'),
     cfg.FloatOpt('cold_after', min=0.1,
                  help='Seconds a page must go unaccessed, once in the '
                       'lowest queue, before it is cold (the detector\'s '

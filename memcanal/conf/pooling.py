@@ -50,6 +50,14 @@ pooling_opts = [
                     'memcanal-memserver (its --admin): the agent asks it '
                     'what the server holds (STAT) to register it. Only '
                     'root may use it; no network client can.'),
+    cfg.IntOpt('lease_lifetime', default=3600, min=60, max=86400,
+               help='Seconds a lease token the service signs is good for '
+                    '(memcanal-memserver refuses it from then on, and '
+                    'caps it at its own --max-token-lifetime). The service '
+                    'renews the tokens of live leases every third of it, '
+                    'and has lenders revoke ended leases until then. '
+                    'Shorter: a stolen token and an orphan\'s pages last '
+                    'less; the renewals come more often.'),
     cfg.StrOpt('tls_ca_file',
                help='PEM file of the CA that signed the memory servers\' '
                     'certificates (tools/pki.sh ca makes one): the pagers '

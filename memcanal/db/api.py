@@ -148,6 +148,7 @@ def _host_dict(host, load, rejected_count, lending=(0, 0)):
         'resident_bytes': load.resident,
         'lent_bytes': lending[0],
         'borrowed_bytes': lending[1],
+        'pooling_admitted': bool(host.pooling_admitted),
         'created_at': host.created_at,
         'updated_at': host.updated_at,
     }

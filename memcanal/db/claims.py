@@ -11,19 +11,26 @@ and the report the destination was sending then may be one made before
 the VM arrived), or it is down, or nova says the VM runs
 on the reporting host (a live migration shows the VM on both hosts until
 it ends; nova knows which runs it). A report never changes an
-instance's project: nova never does. Entries that break these rules are
-left out of the stored report, each with one of the stable codes below;
-the rest of it is stored.
+instance's project: nova never does. A report names no new instance
+whose owner id (memcanal.owners.owner_of: 63 bits of its uuid, the key
+of its pages on memory servers) another instance memcanal has, or one
+named before it in the batch, holds: whoever names an id first keeps
+it, so a lease token for it names one VM (doc/pooling.md). Entries that
+break these rules are left out of the stored report, each with one of
+the stable codes below; the rest of it is stored.
 """
 
 import sqlalchemy as sa
 
 from memcanal.db import models
+from memcanal import owners
 
 # The instance is on another host, which still lists it and is up.
 ELSEWHERE = 'report.instance_elsewhere'
 # The report names another project than the instance's.
 PROJECT_CHANGED = 'report.project_changed'
+# A new instance whose owner id another instance holds.
+OWNER_COLLISION = 'report.owner_collision'
 
 _INSTANCES = models.Instance.__table__
 _HOSTS = models.Host.__table__
@@ -47,6 +54,44 @@ def _known(connection, uuids):
                                                    + _IN_CHUNK]))):
             known[row.uuid] = row
     return known
+
+
+def _owner_holders(connection, owner_ids):
+    """{owner id: uuid} of the instances memcanal has holding
+    ``owner_ids`` (one of them, should two from before 0015 share
+    one)."""
+    holders = {}
+    owner_ids = sorted(owner_ids)
+    for start in range(0, len(owner_ids), _IN_CHUNK):
+        for row in connection.execute(
+                sa.select(_INSTANCES.c.owner_id, _INSTANCES.c.uuid)
+                .where(_INSTANCES.c.owner_id.in_(
+                    owner_ids[start:start + _IN_CHUNK]))):
+            holders.setdefault(row.owner_id, row.uuid)
+    return holders
+
+
+def _collisions(connection, reports, known):
+    """{(host id, uuid): OWNER_COLLISION} of the new instances of
+    ``reports`` whose owner id is held: by an instance memcanal has, or
+    by one named before in the batch."""
+    new = {sample['uuid'] for _host, report in reports
+           for sample in report['instances']
+           if sample['uuid'] not in known}
+    if not new:
+        return {}
+    holders = _owner_holders(connection,
+                             {owners.owner_of(uuid) for uuid in new})
+    codes = {}
+    for host_id, report in reports:
+        for sample in report['instances']:
+            uuid = sample['uuid']
+            if uuid not in new:
+                continue
+            holder = holders.setdefault(owners.owner_of(uuid), uuid)
+            if holder != uuid:
+                codes[(host_id, uuid)] = OWNER_COLLISION
+    return codes
 
 
 def _still_listed(connection, instance_ids):
@@ -118,7 +163,7 @@ def left_out(connection, reports, host_state):
     """
     known = _known(connection, {sample['uuid'] for _host, report in reports
                                 for sample in report['instances']})
-    codes, contested = {}, {}
+    codes, contested = _collisions(connection, reports, known), {}
     for host_id, report in reports:
         moved_here = report.get('moved_here', ())
         for sample in report['instances']:

@@ -444,7 +444,8 @@ def create_pooling_decision(context, instance_uuid, resident_bytes,
     The VM's host and the lender's are locked (in id order) before
     anything else is read; HostBusy while another decision concerning
     either is being carried out. A pooling decision of the same VM still
-    waiting is superseded.
+    waiting is superseded. None too when paging out is not allowed
+    (_may_pool): a host not admitted, or an owner id shared.
     """
     host_id, lender_id = _host_ids(context, instance_uuid, lender_host_uuid)
     if host_id is None:
@@ -464,6 +465,9 @@ def _record_pooling(context, instance_uuid, host_id, lender_id,
         instance_uuid, host_id)
     if instance is None:
         return None
+    if lender_id is not None and not _may_pool(
+            session, hosts[host_id], hosts[lender_id], instance):
+        return None
     params = _paging_params(session, instance, resident_bytes,
                             hosts.get(lender_id), lent_bytes)
     if params is None:
@@ -472,6 +476,16 @@ def _record_pooling(context, instance_uuid, host_id, lender_id,
                    outputs, [(instance.id, params)],
                    peer=hosts.get(lender_id),
                    supersede=_of_instance('pooling', instance))
+
+
+def _may_pool(session, host, lender, instance):
+    """Whether the VM may page out to the lender's server, read under
+    both hosts' locks: an operator admitted both hosts
+    (pooling_db.set_admitted takes the same lock), and the VM's owner id
+    is its own (pooling_db.owner_is_alone). Taking a VM back needs
+    neither: it ends its borrowing."""
+    return bool(host.pooling_admitted and lender.pooling_admitted
+                and pooling_db.owner_is_alone(session, instance))
 
 
 def resident_target(instance, resident_bytes):

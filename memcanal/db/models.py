@@ -81,7 +81,14 @@ class Host(TimestampMixin, Base):
                                 server_default='0')
     registered_sent_at = sa.Column(sa.DateTime, nullable=True)
     stamped = sa.Column(sa.Boolean, nullable=False, default=False,
-                        server_default=sa.false())
+                        server_default='0')
+    # Whether an operator admitted the host to memory pooling (API 1.10):
+    # until then its VMs borrow nothing and its memory server lends
+    # nothing, whatever its agent reports. A new host is not admitted;
+    # None (a host an older service inserted during a rolling upgrade)
+    # is not either. No server default: MariaDB and PostgreSQL spell a
+    # boolean's differently, and None says the same.
+    pooling_admitted = sa.Column(sa.Boolean, nullable=True, default=False)
 
 
 class Service(TimestampMixin, Base):
@@ -108,6 +115,7 @@ class Instance(TimestampMixin, Base):
         sa.Index('instances_project_id_idx', 'project_id'),
         sa.Index('instances_host_id_idx', 'host_id'),
         sa.Index('instances_deleted_at_idx', 'deleted_at'),
+        sa.Index('instances_owner_id_idx', 'owner_id'),
     )
 
     id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
@@ -115,6 +123,11 @@ class Instance(TimestampMixin, Base):
     host_id = sa.Column(sa.Integer, sa.ForeignKey('hosts.id'),
                         nullable=True)
     project_id = sa.Column(sa.String(255), nullable=False)
+    # Its pages' owner id (memcanal.owners.owner_of), set when a report
+    # first names it; no other VM's report names a VM of the same id
+    # (memcanal.db.claims). None: a VM from before 0015 whose id another
+    # VM took first, never paged to a memory server.
+    owner_id = sa.Column(sa.BigInteger, nullable=True)
     allocated_bytes = sa.Column(sa.BigInteger, nullable=False)
     # Set only by applied decisions (memcanal.db.action_delivery).
     target_bytes = sa.Column(sa.BigInteger, nullable=True)
@@ -210,6 +223,24 @@ class MemoryLease(Base):
     decision_uuid = sa.Column(sa.String(36), nullable=False)
     lent_bytes = sa.Column(sa.BigInteger, nullable=False)
     created_at = sa.Column(sa.DateTime, nullable=False,
+                           default=timeutils.utcnow)
+
+
+class LeaseRevocation(Base):
+    """A lease the service ended (issue #36): the lender's agent is told
+    to revoke it on its memory server, again each run, until the tokens
+    issued before ``revoked_at`` have expired; then the row goes."""
+
+    __tablename__ = 'lease_revocations'
+    __table_args__ = (
+        sa.Index('lease_revocations_revoked_at_idx', 'revoked_at'),
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    lender_host_id = sa.Column(sa.Integer, sa.ForeignKey('hosts.id'),
+                               nullable=False)
+    instance_uuid = sa.Column(sa.String(36), nullable=False)
+    revoked_at = sa.Column(sa.DateTime, nullable=False,
                            default=timeutils.utcnow)
 
 

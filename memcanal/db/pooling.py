@@ -5,9 +5,14 @@ Agents register their host's memory server with every report
 (memcanal.db.api stores it), disabled until an operator enables it;
 leases are made and ended only by pooling decisions
 (memcanal.db.action_delivery applies them), under the locks of both
-hosts, and only on enabled servers.
+hosts, only on enabled servers, and only between hosts an operator
+admitted to pooling (set_admitted): a host registers on first use with
+a key of its own, so its name proves nothing an operator vouched for.
 """
 
+import calendar
+
+from oslo_utils import timeutils
 import sqlalchemy as sa
 
 from memcanal.db import api as db_api
@@ -97,6 +102,40 @@ def set_enabled(context, server_uuid, enabled):
     return server
 
 
+@db_api.retry_on_conflict
+@db_api.context_manager.writer
+def set_admitted(context, host_uuid, admitted):
+    """Admit the host to memory pooling (its VMs may borrow, its memory
+    server may lend once enabled), or stop it (what it lends or borrows
+    stays until its VMs are taken back, as a disabled server's leases).
+
+    Whether a host is admitted decides pooling decisions, which read it
+    under the host's row lock (memcanal.db.decisions): so this takes
+    that lock first, before reading anything, and a decision being
+    recorded for the host either sees the change or is recorded before
+    it. HostNotFound for an unknown host."""
+    host = context.session.execute(
+        sa.select(models.Host).where(models.Host.uuid == host_uuid)
+        .with_for_update()).scalar_one_or_none()
+    if host is None:
+        raise exception.HostNotFound(host=host_uuid)
+    host.pooling_admitted = admitted
+
+
+def owner_is_alone(session, instance):
+    """Whether no other instance memcanal has holds the VM's owner id
+    (memcanal.owners): only then may a lease token name it. Two VMs
+    from before 0015 may share one; memcanal.db.claims keeps any new
+    VM from taking a held one."""
+    if instance.owner_id is None:
+        return False
+    return session.execute(
+        sa.select(models.Instance.id).where(
+            models.Instance.owner_id == instance.owner_id,
+            models.Instance.id != instance.id).limit(1)
+    ).scalar_one_or_none() is None
+
+
 def lease_of(session, instance_uuid):
     """The VM's lease, or None."""
     return session.execute(
@@ -121,9 +160,26 @@ def lent_by(session, server_id):
     ).scalar_one()
 
 
+def _revoke(session, leases):
+    """Record that ``leases`` (MemoryLease rows) ended now: each
+    lender's agent is told to revoke it (memcanal.service.lease_upkeep)."""
+    now = timeutils.utcnow()
+    for lease in leases:
+        server = session.get(models.MemoryServer, lease.memory_server_id)
+        session.add(models.LeaseRevocation(
+            lender_host_id=server.host_id,
+            instance_uuid=lease.instance_uuid, revoked_at=now))
+
+
 def set_lease(session, instance, server_id, lent_bytes, decision_uuid):
     """Lend ``lent_bytes`` of the server to the VM (replacing a lease it
-    had); 0 bytes ends its lease."""
+    had); 0 bytes ends its lease. A lease that ends, or moves to another
+    server, is revoked on its server; one the same server lends anew
+    keeps its pages there (its tokens expire on their own)."""
+    old = lease_of(session, instance.uuid)
+    if old is not None and (lent_bytes <= 0
+                            or old.memory_server_id != server_id):
+        _revoke(session, [old])
     session.execute(sa.delete(models.MemoryLease).where(
         models.MemoryLease.instance_uuid == instance.uuid))
     if lent_bytes > 0:
@@ -136,10 +192,65 @@ def set_lease(session, instance, server_id, lent_bytes, decision_uuid):
 @db_api.retry_on_conflict
 @db_api.context_manager.writer
 def end_leases_of_gone(context):
-    """End the leases of VMs deleted since (their pages went with them);
-    returns how many."""
+    """End the leases of VMs deleted since (their pages went with them,
+    and their lenders revoke them); returns how many."""
     gone = sa.select(models.Instance.uuid).where(
         models.Instance.deleted_at.is_not(None))
-    return context.session.execute(
-        sa.delete(models.MemoryLease).where(
-            models.MemoryLease.instance_uuid.in_(gone))).rowcount
+    ended = context.session.execute(
+        sa.select(models.MemoryLease).where(
+            models.MemoryLease.instance_uuid.in_(gone))).scalars().all()
+    _revoke(context.session, ended)
+    for lease in ended:
+        context.session.delete(lease)
+    return len(ended)
+
+
+@db_api.context_manager.reader
+def live_leases(context):
+    """The leases whose borrower is up, to renew their tokens: dicts of
+    lease_uuid (the action that made the lease: its tokens' uuid, so
+    the server keeps one account for it), instance_uuid, lent_bytes,
+    borrower (host name) and address (the memory server's)."""
+    borrower = sa.orm.aliased(models.Host)
+    rows = context.session.execute(
+        sa.select(models.Action.uuid, models.MemoryLease.instance_uuid,
+                  models.MemoryLease.lent_bytes, borrower.name,
+                  borrower.last_heartbeat_at, borrower.report_interval,
+                  models.MemoryServer.address)
+        .join(models.MemoryServer,
+              models.MemoryServer.id == models.MemoryLease.memory_server_id)
+        .join(borrower, borrower.id == models.MemoryLease.borrower_host_id)
+        .join(models.Decision,
+              models.Decision.uuid == models.MemoryLease.decision_uuid)
+        .join(models.Instance,
+              models.Instance.uuid == models.MemoryLease.instance_uuid)
+        .join(models.Action, sa.and_(
+            models.Action.decision_id == models.Decision.id,
+            models.Action.instance_id == models.Instance.id))
+        .order_by(models.MemoryLease.id))
+    return [{'lease_uuid': lease_uuid, 'instance_uuid': instance_uuid,
+             'lent_bytes': lent, 'borrower': name, 'address': address}
+            for (lease_uuid, instance_uuid, lent, name, heartbeat,
+                 interval, address) in rows
+            if db_api.host_state(heartbeat, interval) == 'up']
+
+
+@db_api.retry_on_conflict
+@db_api.context_manager.writer
+def revocations(context, forget_before):
+    """{lender host name: [{instance_uuid, revoked_at (unix seconds)}]}
+    of the leases ended since ``forget_before`` (a datetime); those
+    ended before are forgotten (their tokens have expired)."""
+    context.session.execute(sa.delete(models.LeaseRevocation).where(
+        models.LeaseRevocation.revoked_at < forget_before))
+    ended = {}
+    for instance_uuid, revoked_at, name in context.session.execute(
+            sa.select(models.LeaseRevocation.instance_uuid,
+                      models.LeaseRevocation.revoked_at, models.Host.name)
+            .join(models.Host,
+                  models.Host.id == models.LeaseRevocation.lender_host_id)
+            .order_by(models.LeaseRevocation.id)):
+        ended.setdefault(name, []).append({
+            'instance_uuid': instance_uuid,
+            'revoked_at': int(calendar.timegm(revoked_at.timetuple()))})
+    return ended

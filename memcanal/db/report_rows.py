@@ -26,6 +26,7 @@ from memcanal.db import claims
 from memcanal.db import models
 from memcanal.db import replays
 from memcanal import exception
+from memcanal import owners
 from memcanal.policy import guardrails
 
 LOG = logging.getLogger(__name__)
@@ -81,6 +82,13 @@ def _already_stored(connection, host_ids, sequences):
             _HOST_REPORTS.c.sequence.in_(sequences)))}
 
 
+def _kept_owner(new):
+    """An updated instance's owner id: the one it has, or the new row's
+    for one an older service inserted without (memcanal.owners; the
+    same value either way, as it comes from the uuid)."""
+    return sa.func.coalesce(_INSTANCES.c.owner_id, new.owner_id)
+
+
 @functools.cache
 def _upsert_statement(dialect, columns):
     """INSERT of instances that updates ``columns`` of those whose uuid
@@ -99,7 +107,8 @@ def _upsert_statement(dialect, columns):
         new = statement.inserted
         statement = statement.on_duplicate_key_update(
             [(column, new[column]) for column in columns]
-            + [('updated_at', new.created_at)])
+            + [('owner_id', _kept_owner(new)),
+               ('updated_at', new.created_at)])
     else:
         module = postgresql if dialect == 'postgresql' else sqlite
         statement = module.insert(_INSTANCES)
@@ -107,7 +116,7 @@ def _upsert_statement(dialect, columns):
         statement = statement.on_conflict_do_update(
             index_elements=['uuid'],
             set_=dict({column: new[column] for column in columns},
-                      updated_at=new.created_at))
+                      owner_id=_kept_owner(new), updated_at=new.created_at))
     return statement.returning(_INSTANCES.c.uuid, _INSTANCES.c.id)
 
 
@@ -122,7 +131,8 @@ def _upsert_instances(connection, rows, now):
     """
     return dict(connection.execute(
         _upsert_statement(connection.dialect.name, _REPORTED_COLUMNS),
-        [dict(rows[uuid], uuid=uuid, opt_out=False, created_at=now)
+        [dict(rows[uuid], uuid=uuid, owner_id=owners.owner_of(uuid),
+              opt_out=False, created_at=now)
          for uuid in sorted(rows)]).all())
 
 

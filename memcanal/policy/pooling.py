@@ -36,6 +36,9 @@ DEFAULT_RELEASE = 0.7
 DEFAULT_DELTA = migration.DEFAULT_DELTA
 DEFAULT_MIN_PAGE_BYTES = 64 * base.MB
 DEFAULT_UNIT_BYTES = base.DEFAULT_UNIT_BYTES
+# Why a host over the threshold pages nothing out: no operator admitted
+# it to pooling.
+NOT_ADMITTED = 'not admitted'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,9 +66,14 @@ class Instance:
 
 @dataclasses.dataclass(frozen=True)
 class Host:
+    """A host; ``admitted`` whether an operator admitted it to pooling:
+    one that is not pages nothing out (its VMs may still take back what
+    they borrow)."""
+
     name: str
     capacity_bytes: int
     instances: tuple = ()
+    admitted: bool = True
 
     @property
     def resident_bytes(self):
@@ -221,7 +229,9 @@ def _take_back(host, options):
 def plan(hosts, lenders, options=Options()):
     """The pagings of ``hosts`` with ``lenders`` (memory servers), most
     loaded hosts first; hosts in ``options.busy_hosts`` are left alone
-    (another decision concerns them)."""
+    (another decision concerns them), and hosts not admitted borrow
+    nothing (held: NOT_ADMITTED). Lenders are those of admitted hosts
+    only: the caller leaves the others out."""
     available = {lender.name: lender for lender in lenders
                  if lender.host not in options.busy_hosts}
     pagings, held = [], {}
@@ -230,7 +240,10 @@ def plan(hosts, lenders, options=Options()):
         if host.name in options.busy_hosts or host.capacity_bytes <= 0:
             continue
         utilization = host.resident_bytes / host.capacity_bytes
-        if utilization > options.threshold:
+        if utilization > options.threshold and not host.admitted:
+            held[host.name] = {'utilization': utilization,
+                               'reason': NOT_ADMITTED}
+        elif utilization > options.threshold:
             out, reason = _page_out(host, available, options)
             pagings.extend(out)
             if reason:

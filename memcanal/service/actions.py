@@ -33,14 +33,13 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import timeutils
 
-from memcanal.agent import paging
 from memcanal.conf import upgrade_levels
 from memcanal.db import action_delivery
+from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
 from memcanal.db import rpc_versions
-from memcanal import estimation
 from memcanal.rpc import agent_api
-from memcanal.service import lease_tokens
+from memcanal.service import lease_upkeep
 from memcanal.service import nova_migration
 from memcanal.service import placement
 
@@ -133,18 +132,24 @@ class ActionDispatcher:
         """A page action with a lease token (memcanal.service.lease_tokens)
         for each of its ``tls:`` stores, by store: the lease is the
         action's, for the VM's pages, as many as it lends, to ``host``
-        (the borrower) on that server."""
+        (the borrower) on that server, for [pooling] lease_lifetime
+        (memcanal.service.lease_upkeep renews it while the lease
+        lives)."""
         if not action.get('stores'):
             return action
-        issued_at = int(time.time())
-        quota = -(-action['lent_bytes'] // estimation.PAGE_SIZE)
-        return dict(action, lease_tokens={
-            store: lease_tokens.encode(lease_tokens.sign(
-                self.signing_key, action['uuid'],
-                paging.owner_of(action['instance_uuid']), quota, host,
-                store[len(decisions_db.TLS_STORE):], issued_at))
-            for store in action['stores']
-            if store.startswith(decisions_db.TLS_STORE)})
+        return dict(action, lease_tokens=lease_upkeep.sign_tokens(
+            self.signing_key, self.conf.pooling.lease_lifetime,
+            action['uuid'], action['instance_uuid'], action['lent_bytes'],
+            host, action['stores']))
+
+    @staticmethod
+    def _public_key(context, host, actions):
+        """The host key lease tokens are sealed to (agent RPC 1.4), if
+        an action carries any."""
+        if not any(action.get('lease_tokens') for action in actions):
+            return None
+        identity = db_api.host_identity(context, host)
+        return identity['public_key'] if identity else None
 
     def _fail(self, context, batch, error):
         LOG.error('Decision %s fails: %s', batch['decision_uuid'], error)
@@ -165,7 +170,11 @@ class ActionDispatcher:
             return False
         try:
             self.agent_api(context).apply_decision(
-                context, host, batch['decision_uuid'], actions)
+                context, host, batch['decision_uuid'], actions,
+                host_public_key=self._public_key(context, host, actions))
+        except ValueError as error:
+            self._fail(context, batch, 'No lease token: %s' % error)
+            return False
         except messaging.RPCVersionCapError as error:
             self._fail(context, batch, '[upgrade_levels] agent is below '
                        'what decisions need: %s' % error)

@@ -11,12 +11,13 @@ connection to the token's owner and quota. The layout is fixed, for the
 C server to read as is (all integers little-endian, strings NUL-padded)::
 
     offset size field
-    0      8    magic "mclease1"
+    0      8    magic "mclease2"
     8      16   lease uuid (raw bytes): the uuid of the action making it
-    24     8    owner (memcanal.agent.paging.owner_of of the VM's uuid)
+    24     8    owner (memcanal.owners.owner_of of the VM's uuid)
     32     8    quota_pages (pages the lease may hold on that server)
     40     8    issued_at (unix seconds)
-    48     64   borrower host name
+    48     8    lifetime (seconds after issued_at the token is good)
+    56     56   borrower host name
     112    64   server address "host:port", as registered
     176    64   Ed25519 signature over bytes 0..175
     240         total
@@ -24,6 +25,13 @@ C server to read as is (all integers little-endian, strings NUL-padded)::
 The magic keeps a token from ever verifying as an RPC signature of the
 same key (memcanal.rpc.signing), and the other way round. A string must
 leave at least one NUL, so C can read it as a string.
+
+Tokens end (issue #36): a memory server refuses one before its
+issued_at (less a minute of clock skew) or from issued_at + lifetime on,
+the lifetime capped by its own --max-token-lifetime; the service renews
+a live lease's token before then ([pooling] lease_lifetime). The
+"mclease1" tokens of the release before have no lifetime field (and a
+64-byte borrower): a server takes its maximum for them.
 """
 
 import base64
@@ -33,10 +41,11 @@ import uuid
 
 from cryptography import exceptions as crypto_exc
 
-MAGIC = b'mclease1'
-_SIGNED = struct.Struct('<8s16sQQQ64s64s')
+MAGIC = b'mclease2'
+_SIGNED = struct.Struct('<8s16sQQQQ56s64s')
 SIGNATURE_SIZE = 64
 SIZE = _SIGNED.size + SIGNATURE_SIZE
+BORROWER_SIZE = 56
 NAME_SIZE = 64
 
 
@@ -51,27 +60,33 @@ class LeaseToken:
     owner: int
     quota_pages: int
     issued_at: int
+    lifetime: int
     borrower: str
     server: str
 
+    @property
+    def expires_at(self):
+        return self.issued_at + self.lifetime
 
-def _name(value, what):
+
+def _name(value, what, size=NAME_SIZE):
     data = value.encode()
-    if len(data) >= NAME_SIZE:
+    if len(data) >= size:
         raise ValueError('%s %r is longer than a lease token holds (%d '
-                         'bytes)' % (what, value, NAME_SIZE - 1))
+                         'bytes)' % (what, value, size - 1))
     return data
 
 
 def sign(private_key, lease_uuid, owner, quota_pages, borrower, server,
-         issued_at):
-    """The 240 bytes of a token for ``lease_uuid``, signed by
-    ``private_key`` (an Ed25519PrivateKey). ValueError when a name does
-    not fit or a number is out of range."""
+         issued_at, lifetime):
+    """The 240 bytes of a token for ``lease_uuid``, good from
+    ``issued_at`` for ``lifetime`` seconds, signed by ``private_key``
+    (an Ed25519PrivateKey). ValueError when a name does not fit or a
+    number is out of range."""
     try:
         signed = _SIGNED.pack(MAGIC, uuid.UUID(lease_uuid).bytes, owner,
-                              quota_pages, issued_at,
-                              _name(borrower, 'borrower'),
+                              quota_pages, issued_at, lifetime,
+                              _name(borrower, 'borrower', BORROWER_SIZE),
                               _name(server, 'server address'))
     except struct.error as error:
         raise ValueError('lease token out of range: %s' % error)
@@ -91,12 +106,12 @@ def verify(public_key, token):
     except crypto_exc.InvalidSignature:
         raise InvalidLeaseToken('the lease token is not signed by the '
                                 'service\'s key')
-    (magic, lease, owner, quota, issued_at, borrower,
+    (magic, lease, owner, quota, issued_at, lifetime, borrower,
      server) = _SIGNED.unpack(signed)
     if magic != MAGIC:
         raise InvalidLeaseToken('not a lease token (magic %r)' % magic)
     return LeaseToken(str(uuid.UUID(bytes=lease)), owner, quota, issued_at,
-                      borrower.rstrip(b'\0').decode(),
+                      lifetime, borrower.rstrip(b'\0').decode(),
                       server.rstrip(b'\0').decode())
 
 

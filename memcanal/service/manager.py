@@ -47,6 +47,7 @@ from memcanal.rpc import signing
 from memcanal.service import actions
 from memcanal.service import coordination
 from memcanal.service import ingest
+from memcanal.service import lease_upkeep
 from memcanal.service import metrics as service_metrics
 from memcanal.service import migrations
 from memcanal.service import optimizer
@@ -117,6 +118,8 @@ class ServiceManager:
         self.pooling = pooling.PoolingPlanner(conf, self.optimizer.rails)
         self.dispatcher = actions.ActionDispatcher(
             conf, signing_key=signing_key(conf))
+        self.lease_upkeep = lease_upkeep.LeaseUpkeep(
+            conf, self.dispatcher.signing_key, self.dispatcher.agent_api)
         self.whereabouts = (whereabouts.NovaWhereabouts(conf)
                             if whereabouts.NovaWhereabouts.configured(conf)
                             else None)
@@ -504,6 +507,17 @@ class ServiceManager:
             served=lambda batches: self.leases.served(
                 batches, key=lambda batch: batch['host']))
 
+    def renew_leases(self):
+        """Periodic, in one process, every third of [pooling]
+        lease_lifetime: fresh tokens for the leases whose borrower is up
+        (memcanal.service.lease_upkeep)."""
+        return self.lease_upkeep.renew(memcanal_context.get_admin_context())
+
+    def revoke_leases(self):
+        """Periodic, in one process: tell lenders the leases that
+        ended, until their tokens would have expired."""
+        return self.lease_upkeep.revoke(memcanal_context.get_admin_context())
+
     def run_retention(self):
         """Periodic: fold old reports into the history, expire it, archive
         finished decisions and deleted instances ([retention])."""
@@ -530,6 +544,10 @@ class ServiceManager:
                 (self.conf.service.periodic_interval,
                  self.follow_up_actions),
                 (self.conf.service.periodic_interval, self.watch_hosts)]
+        if self.conf.pooling.enabled:
+            jobs += [(self.lease_upkeep.renewal_interval(), self.renew_leases),
+                     (self.conf.service.periodic_interval,
+                      self.revoke_leases)]
         if self.conf.optimizer.optimize_interval > 0:
             jobs.append((self.conf.optimizer.optimize_interval,
                          self.optimize))

@@ -8,6 +8,12 @@ lend: its capacity less its leases, and no more than keeps its own
 host's VMs and leases under [pooling] release of its capacity. A
 decision locks the VM's host and the lender's and is refused while
 either takes part in another (HostBusy): it is planned again next run.
+
+Only hosts an operator admitted (memcanal.db.pooling.set_admitted)
+take part: a host that is not borrows nothing (the plan holds it, "not
+admitted") and its server lends nothing (``not_admitted`` names it, in
+the log and in the inputs of the run's decisions); the decision checks
+both again under the hosts' locks.
 """
 
 from oslo_log import log as logging
@@ -31,6 +37,10 @@ class PoolingPlanner:
         self.rails = rails
         # VM -> the PolicyCurve the last cloud() read: decisions name it.
         self._curves = {}
+        # The last run's plan, and the hosts whose memory servers it
+        # left out as not admitted.
+        self.last_plan = None
+        self.not_admitted = []
 
     def options(self, busy):
         options = self.conf.pooling
@@ -60,8 +70,13 @@ class PoolingPlanner:
     def cloud(self, context, listed):
         """(Hosts, Lenders) of the planner: the ``listed`` hosts that are
         up, and their memory servers."""
+        admitted = {host['name'] for host in listed
+                    if host['pooling_admitted']}
         servers = [s for s in pooling_db.list_memory_servers(context)
                    if s['host_state'] == 'up']
+        self.not_admitted = sorted(s['host_name'] for s in servers
+                                   if s['host_name'] not in admitted)
+        servers = [s for s in servers if s['host_name'] in admitted]
         lenders_of = {lease['instance_uuid']: server['host_name']
                       for server in servers for lease in server['leases']}
         hosts, spare = [], {}
@@ -73,7 +88,8 @@ class PoolingPlanner:
             hosts.append(pooling.Host(
                 name=host['name'], capacity_bytes=host['capacity_bytes'],
                 instances=tuple(self._instance(i, lenders_of)
-                                for i in instances)))
+                                for i in instances),
+                admitted=host['pooling_admitted']))
             spare[host['name']] = int(
                 self.conf.pooling.release * host['capacity_bytes']
                 - host['resident_bytes'] - host['lent_bytes'])
@@ -95,6 +111,10 @@ class PoolingPlanner:
         busy = [names[uuid] for uuid in decisions_db.busy_hosts(context)]
         hosts, lenders = self.cloud(context, listed)
         plan = pooling.plan(hosts, lenders, self.options(busy))
+        self.last_plan = plan
+        if self.not_admitted:
+            LOG.info('Memory servers of hosts not admitted to pooling lend '
+                     'nothing: %s', ', '.join(self.not_admitted))
         for name, held in sorted(plan.held.items()):
             LOG.info('Host %s stays over the pooling threshold (%.0f %%): '
                      '%s', name, 100 * held['utilization'], held['reason'])
@@ -111,7 +131,8 @@ class PoolingPlanner:
                 context, paging.vm, paging.resident_bytes,
                 uuids[paging.lender] if paging.lender else None,
                 paging.lent_bytes, POLICY, self.conf.optimizer.mode,
-                {'held': plan.held}, {'paging': dict(
+                {'held': plan.held, 'not_admitted': self.not_admitted},
+                {'paging': dict(
                     vars(paging), **self._curves[paging.vm].details(
                         paging.resident_bytes))})
         except exception.HostBusy as busy:

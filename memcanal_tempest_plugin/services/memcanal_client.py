@@ -108,6 +108,12 @@ class MemcanalClient(rest_client.RestClient):
         return self._json('PATCH', 'memory_servers/%s' % uuid,
                           body={'enabled': enabled})
 
+    def update_host(self, uuid, pooling_admitted):
+        """Admit the host to memory pooling, or stop it (microversion
+        1.10)."""
+        return self._json('PATCH', 'hosts/%s' % uuid,
+                          body={'pooling_admitted': pooling_admitted})
+
 
 def next_page_params(page):
     """The query parameters of a page's ``next`` link, or None on the last

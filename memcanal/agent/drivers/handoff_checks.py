@@ -91,8 +91,13 @@ def _kcmp_file(pid, fd, other_pid, other_fd):
 
 def check_uffd(fd, pid):
     """Refused unless our ``fd`` is a userfaultfd and process ``pid``
-    holds the same open file: the uffd was made in its memory map, not
-    in a sender's own."""
+    holds the same open file. That proves QEMU holds it, not that QEMU
+    made it on its own memory (issue #36); holding suffices, as a
+    descriptor reaches QEMU's table only by QEMU's doing (made there, or
+    taken over QMP's getfd, libvirt's alone) or by a process that may
+    ptrace QEMU, each of which already reads and writes the guest's RAM:
+    doc/pooling.md's threat model. The memfds, the memory itself, are
+    checked apart (check_regions)."""
     link = os.readlink('/proc/self/fd/%d' % fd)
     if link != UFFD_LINK:
         raise Refused('not_uffd', 'its first descriptor is %s, not a '

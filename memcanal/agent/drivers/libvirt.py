@@ -390,6 +390,13 @@ class LibvirtDriver(driver.HypervisorDriver):
         except libvirt.libvirtError as error:
             raise exception.InstanceNotFound(uuid=instance_uuid) from error
 
+    def renew_lease_tokens(self, instance_uuid, lease_tokens):
+        pager = self.pagers.pager(instance_uuid)
+        if pager is None:
+            raise exception.InstanceNotFound(uuid=instance_uuid)
+        with pager.busy:
+            pager.renew(lease_tokens)
+
     def apply_memory_target(self, instance_uuid, target_bytes,
                             mechanism='balloon', stores=(),
                             lease_tokens=None):

@@ -93,6 +93,41 @@ def state_dir(conf):
     return path
 
 
+def pool_directory(conf, instance_uuid):
+    """The directory of [pager] pool_path, made root's alone (0700) if
+    missing. One the agent did not make is taken only if it is as the
+    agent makes them: a directory (not a link) of root's (or the
+    agent's user's), mode 0700; else PagerError naming it and what is
+    wrong. The pager would refuse the pool file in it anyway; before
+    issue 36 a local user who made it first (in /dev/shm, which anyone
+    writes) stopped every pager, each saying only that its pool was
+    refused."""
+    path = os.path.dirname(conf.pager.pool_path)
+    os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
+    try:
+        os.mkdir(path, 0o700)
+        os.chmod(path, 0o700)           # whatever the umask
+        return path
+    except FileExistsError:
+        pass
+    status = os.lstat(path)
+    wrong = None
+    if stat.S_ISLNK(status.st_mode):
+        wrong = 'is a symbolic link'
+    elif not stat.S_ISDIR(status.st_mode):
+        wrong = 'is not a directory'
+    elif status.st_uid not in (0, os.geteuid()):
+        wrong = 'is owned by uid %d, not root' % status.st_uid
+    elif stat.S_IMODE(status.st_mode) != 0o700:
+        wrong = 'has mode %04o, not 0700' % stat.S_IMODE(status.st_mode)
+    if wrong:
+        raise pager_client.PagerError(name=instance_uuid, reason=(
+            'pool directory %s %s: another user may have made it to stop '
+            'pagers; remove it (the agent makes it again) or set [pager] '
+            'pool_path elsewhere' % (path, wrong)))
+    return path
+
+
 def page_key(conf, instance_uuid):
     """The path of the VM's page key, made if the VM has none: 32
     random bytes, mode 0600. It is written beside its name and linked
@@ -254,8 +289,7 @@ class VmPager:
         if options.pool_mb:
             arguments += ['--pool-mb', str(options.pool_mb)]
             if options.pool_path:
-                os.makedirs(os.path.dirname(options.pool_path), mode=0o700,
-                            exist_ok=True)
+                pool_directory(conf, record.uuid)
                 arguments += ['--pool', options.pool_path]
         process = pager_client.launch(
             options.binary, arguments + sampling_arguments(conf),
@@ -360,6 +394,16 @@ class VmPager:
                 self.record.lease_tokens[store] = token
             self.record.save(self.conf)
 
+    def renew(self, lease_tokens):
+        """The renewed ``lease_tokens`` of the stores the pager has
+        (issue #36: the old ones expire); the pager says HELLO with each
+        at once. Tokens of stores it lacks are ignored: a renewal adds
+        no store."""
+        for store, token in (lease_tokens or {}).items():
+            if (store in self.record.stores
+                    and self.record.lease_tokens.get(store) != token):
+                self._renew(store, token)
+
     def _renew(self, store, token):
         """The newer lease ``token`` of ``store``, which the pager has."""
         try:
@@ -462,7 +506,8 @@ def collect(pager, sample, accessed=None, accesses=0, migrating=None):
     ``migrating()``, the driver's word, says a live migration of the VM
     runs: _migrating); ``sample`` as it is if the pager has not attached
     or fails. Its guest_stats gain the pager's fault latency quantiles
-    once it has timed faults."""
+    once it has timed faults, and its refused pages
+    (GuestPager.unauthentic) once there are any."""
     uuid = pager.record.uuid
     try:
         guest = pager.attach()
@@ -474,9 +519,18 @@ def collect(pager, sample, accessed=None, accesses=0, migrating=None):
     except pager_client.PagerError as error:
         LOG.error('Paging of %s: %s', uuid, error)
         return sample
+    failed = guest.unauthentic()
+    if failed:
+        LOG.error('Paging of %s: page %d failed authentication in every '
+                  'store that returned it (%d refused faults): the guest '
+                  'waits at it rather than read zeros; the VM has failed '
+                  '(see its pager log; its copies are kept)', uuid,
+                  failed['paging_unauthentic_page'],
+                  failed['paging_unauthentic_pages'])
     return dataclasses.replace(
         sample, paging_trace=trace, accesses=sampled,
-        guest_stats=dict(sample.guest_stats, **guest.fault_latency()))
+        guest_stats=dict(sample.guest_stats, **guest.fault_latency(),
+                         **failed))
 
 
 def set_sampling(pager, rate, salt):

@@ -385,6 +385,12 @@ class QemuDriver(driver.HypervisorDriver):
         return paged.set_resident(guest.vm_pager, target_bytes, stores,
                                   lease_tokens, self.conf.pager.timeout)
 
+    def renew_lease_tokens(self, instance_uuid, lease_tokens):
+        guest = self._guest(instance_uuid)
+        if guest.vm_pager is None:
+            raise exception.InstanceNotFound(uuid=instance_uuid)
+        guest.vm_pager.renew(lease_tokens)
+
     def stop(self):
         """Detach from every guest and stop those the driver started."""
         for guest in self.guests.values():

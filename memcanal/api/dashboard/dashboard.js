@@ -10,7 +10,7 @@
 'use strict';
 
 (function () {
-  const VERSION = 'memcanal 1.9';
+  const VERSION = 'memcanal 1.10';
   const REFRESH_MS = 5000;
   const REPORTS = 60;
   const RECENT = 8;
@@ -438,25 +438,76 @@
     target.replaceChildren(root);
   }
 
+  // -- Hosts admitted to memory pooling -------------------------------
+
+  // An operator's switch: PATCH ``path`` with ``body``, say ``done`` (or
+  // ``failed`` and why) in ``where``, and redraw.
+  async function flip(button, path, body, done, failed, where) {
+    button.disabled = true;
+    try {
+      await api(path, 'PATCH', body);
+      showResult(done, 'ok', where);
+    } catch (error) {
+      showResult(failed + ': ' + error.message, 'error', where);
+    }
+    await refresh();
+  }
+
+  // A host registers on first use with a key of its own: it neither
+  // borrows nor lends until an operator admits it here.
+  function toggleAdmission(host, button) {
+    const admit = !host.pooling_admitted;
+    return flip(button, apiPath('hosts', host.uuid),
+                {pooling_admitted: admit},
+                (admit ? 'Admitted ' + host.name + ' to'
+                       : 'Stopped ' + host.name + ' from')
+                + ' memory pooling.',
+                'Could not ' + (admit ? 'admit ' : 'stop ') + host.name,
+                'admission-result');
+  }
+
+  function drawAdmission() {
+    const list = byId('admission-list');
+    if (!state.hosts.length) {
+      list.replaceChildren(empty('No host has registered yet.'));
+      return;
+    }
+    list.replaceChildren(html('table', {},
+      html('tr', {}, ['Host', 'State', 'Lent', 'Borrowed', 'Pooling', '']
+        .map(name => html('th', {}, name))),
+      state.hosts.map(host => {
+        const button = html('button', {
+          class: host.pooling_admitted ? 'reject' : 'approve'},
+          host.pooling_admitted ? 'Stop' : 'Admit');
+        button.addEventListener('click',
+                                () => toggleAdmission(host, button));
+        return html('tr', {class: 'admission', 'data-uuid': host.uuid,
+                           'data-admitted': String(host.pooling_admitted)},
+          html('td', {class: 'host', title: host.name},
+               fitted(host.name, LABEL_CHARS)),
+          html('td', {}, host.state),
+          html('td', {}, bytes(host.lent_bytes)),
+          html('td', {}, bytes(host.borrowed_bytes)),
+          html('td', {}, host.pooling_admitted ? stateBadge('admitted')
+            : html('span', {class: 'state state-not-admitted'},
+                   'not admitted')),
+          html('td', {class: 'actions'}, button));
+      })));
+  }
+
   // -- Memory servers ----------------------------------------------------
 
   // A host's agent registers its memory server disabled: it lends
   // nothing until an operator enables it here.
-  async function toggleServer(server, button) {
-    button.disabled = true;
+  function toggleServer(server, button) {
     const what = 'the memory server of ' + server.host_name + ' ('
       + server.address + ')';
     const enable = !server.enabled;
-    try {
-      await api(apiPath('memory_servers', server.uuid), 'PATCH',
-                {enabled: enable});
-      showResult((enable ? 'Enabled ' : 'Disabled ') + what + '.', 'ok',
-                 'server-result');
-    } catch (error) {
-      showResult('Could not ' + (enable ? 'enable ' : 'disable ') + what
-                 + ': ' + error.message, 'error', 'server-result');
-    }
-    await refresh();
+    return flip(button, apiPath('memory_servers', server.uuid),
+                {enabled: enable},
+                (enable ? 'Enabled ' : 'Disabled ') + what + '.',
+                'Could not ' + (enable ? 'enable ' : 'disable ') + what,
+                'server-result');
   }
 
   function drawServers() {
@@ -803,6 +854,7 @@
       state.pending = pending.decisions;
       state.recent = recent.decisions;
       drawHosts();
+      drawAdmission();
       drawServers();
       drawDecisions();
       drawSelect();

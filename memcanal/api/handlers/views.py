@@ -46,6 +46,12 @@ def host_pooling(value):
         'borrowed_bytes')}
 
 
+def host_admission(value):
+    """Microversion 1.10: whether an operator admitted the host to
+    memory pooling (its VMs may borrow, its memory server may lend)."""
+    return {'pooling_admitted': value['pooling_admitted']}
+
+
 def host_hypervisor(value):
     """Microversion 1.7 adds what the host's agent registered it as
     (null: an agent from before) and whether nova manages it: a Xen host

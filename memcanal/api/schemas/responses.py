@@ -95,6 +95,7 @@ HOST = obj({
     'hypervisor_type': since('1.7', STRING_OR_NULL),
     'nova_managed': since('1.7', {'type': 'boolean'}),
     'demand_bounds_bytes': since('1.8', BOUNDS),
+    'pooling_admitted': since('1.10', {'type': 'boolean'}),
 })
 
 INSTANCE_PROPERTIES = {

@@ -1,4 +1,5 @@
-"""``openstack memcanal host list|show``."""
+"""``openstack memcanal host list|show|set`` (admitting to pooling: API
+1.10)."""
 
 from osc_lib.command import command
 from osc_lib import exceptions
@@ -68,4 +69,37 @@ class ShowHost(command.ShowOne):
 
     def take_action(self, parsed_args):
         host = find_host(self.app.client_manager.memcanal, parsed_args.host)
+        return tuple(zip(*sorted(host.items())))
+
+
+class SetHost(command.ShowOne):
+    """Admit a host to memory pooling, or stop it.
+
+    A host registers on first use with a key of its own: it neither
+    borrows memory of other hosts nor lends its memory server's (even
+    enabled) until an operator admits it. Stopping keeps what it lends
+    or borrows until its VMs are taken back. PATCH /hosts/{uuid} (API
+    1.10).
+    """
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('host', metavar='<host>',
+                            help='Host name or UUID')
+        switch = parser.add_mutually_exclusive_group(required=True)
+        switch.add_argument('--admit', dest='admitted', action='store_true',
+                            default=None,
+                            help='Let its VMs borrow and its memory server '
+                                 'lend')
+        switch.add_argument('--no-admit', dest='admitted',
+                            action='store_false',
+                            help='Borrow and lend nothing more')
+        return parser
+
+    def take_action(self, parsed_args):
+        client = self.app.client_manager.memcanal
+        client.require('1.10', 'Admitting hosts to memory pooling')
+        uuid = host_uuid(client, parsed_args.host)
+        host = client.patch('/hosts/%s' % uuid,
+                            {'pooling_admitted': parsed_args.admitted})
         return tuple(zip(*sorted(host.items())))

@@ -293,7 +293,7 @@ class Node:
     def memcanal_request(self, method, path, **kwargs):
         """memcanal's API, latest microversion: the response."""
         return self.request('memcanal', method, path, headers={
-            'OpenStack-API-Version': 'memcanal 1.6'}, **kwargs)
+            'OpenStack-API-Version': 'memcanal 1.10'}, **kwargs)
 
     def memcanal(self, path):
         response = self.memcanal_request('GET', path)

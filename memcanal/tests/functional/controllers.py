@@ -168,8 +168,10 @@ class Cloud:
 
 
 def enable_memory_servers(context):
-    """The operator's step memcanal-aio takes: let pooling lend."""
+    """The operator's steps memcanal-aio takes: admit the hosts to
+    pooling and let their memory servers lend."""
     for server in pooling_db.list_memory_servers(context):
+        pooling_db.set_admitted(context, server['host_uuid'], True)
         if not server['enabled']:
             pooling_db.set_enabled(context, server['uuid'], True)
 

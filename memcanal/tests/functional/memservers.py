@@ -67,22 +67,25 @@ class Memserver:
         self.process.wait(10)
 
     def token(self, owner, quota_pages=1024, lease=None, server=None,
-              issued_at=None, key=None):
+              issued_at=None, key=None, lifetime=3600):
         """A lease token for ``owner`` on this server (or ``server``),
         signed by the service's key (or ``key``)."""
         return lease_tokens.sign(
             key or self.lease_key, lease or str(uuid.uuid4()), owner,
             quota_pages, 'borrower-host', server or self.name,
-            int(time.time()) if issued_at is None else issued_at)
+            int(time.time()) if issued_at is None else issued_at,
+            lifetime)
 
     def tls(self):
         """A TLS client that has not said HELLO."""
         return memserver.connect_tls(self.address, self.ca)
 
-    def client(self, owner, quota_pages=1024, lease=None):
-        """A TLS client of a lease of ``owner``, after its HELLO."""
+    def client(self, owner, quota_pages=1024, lease=None, **token):
+        """A TLS client of a lease of ``owner``, after its HELLO
+        (``token``: more of the token's fields)."""
         return memserver.connect_tls(
-            self.address, self.ca, self.token(owner, quota_pages, lease))
+            self.address, self.ca,
+            self.token(owner, quota_pages, lease, **token))
 
     def admin(self):
         return memserver.connect_admin(self.admin_path)

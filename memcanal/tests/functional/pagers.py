@@ -55,10 +55,13 @@ class Vm:
     def __init__(self, build, directory, lender, key, order=('lender',
                  'file'), pool=None, guest_mb=64, secret=None, owner=None,
                  quota=None, options=(), rate=0, guest=('-r', '2', '-t',
-                                                         '2')):
+                                                         '2'),
+                 lifetime=3600):
         os.mkdir(directory)
         self.owner = owner or paging.owner_of(str(uuid.uuid4()))
-        token = lender.token(self.owner, quota_pages=quota or guest_mb * 512)
+        self.lease = str(uuid.uuid4())
+        token = lender.token(self.owner, quota_pages=quota or guest_mb * 512,
+                             lease=self.lease, lifetime=lifetime)
         self.file = os.path.join(directory, 'pages')
         stores = {'lender': ('tls:%s' % lender.name,
                              base64.b64encode(token).decode()),

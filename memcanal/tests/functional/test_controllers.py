@@ -56,6 +56,11 @@ def cloud(tmp_path, mysql_url, rabbit_url):
             yield cloud
         finally:
             cloud.stop()
+            # Shown when the test fails: what the processes warned of.
+            for name in cloud.controller_names() + ['agents']:
+                print('%s:' % name, *[line for line in cloud.log_text(
+                    name).splitlines() if ' WARNING ' in line
+                    or ' ERROR ' in line][-40:], sep='\n')
 
 
 def test_three_controllers_run_each_job_once_and_survive_a_kill(cloud):

@@ -146,6 +146,8 @@ def seed():
     for server in pooling_db.list_memory_servers(ctx):
         if server['host_name'] == 'compute-2':
             pooling_db.set_enabled(ctx, server['uuid'], True)
+    for name in ('compute-1', 'compute-2'):
+        pooling_db.set_admitted(ctx, hosts[name], True)
     rejected = _memory_targets(ctx, hosts[HOSTILE], HOSTILE,
                                {VM_E: GIB})
     transitions.request_transition(ctx, rejected['uuid'], 'reject',
@@ -372,6 +374,29 @@ def test_memory_servers_are_enabled_by_the_operator(page):
         d, 'tr.server[data-uuid="%s"][data-enabled="true"] button.reject'
         % fresh))
     screenshot(driver, 'memory-servers')
+    no_markup_ran(driver)
+
+
+def test_hosts_are_admitted_by_the_operator(page):
+    driver, _decision = page
+    rows = elements(driver, '#admission-list tr.admission')
+    assert [(row.get_attribute('data-admitted'),
+             row.find_element(By.CSS_SELECTOR, 'td.host').get_attribute(
+                 'title')) for row in rows] == [
+        ('false', HOSTILE), ('true', 'compute-1'), ('true', 'compute-2')]
+    fresh = rows[0].get_attribute('data-uuid')
+    assert 'not admitted' in rows[0].text
+    rows[0].find_element(By.CSS_SELECTOR, 'button.approve').click()
+    result = wait_for(
+        driver, expected_conditions.visibility_of_element_located(
+            (By.CSS_SELECTOR, '#admission-result.ok')))
+    assert result.text == 'Admitted %s to memory pooling.' % HOSTILE
+    assert db_api.get_host(context.get_admin_context(),
+                           fresh)['pooling_admitted'] is True
+    wait_for(driver, lambda d: elements(
+        d, 'tr.admission[data-uuid="%s"][data-admitted="true"] '
+        'button.reject' % fresh))
+    screenshot(driver, 'pooling-hosts')
     no_markup_ran(driver)
 
 

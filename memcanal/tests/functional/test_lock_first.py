@@ -56,6 +56,7 @@ def cloud(ctx):
     db_api.store_report(ctx, pooled.lender_report(lender, 1))
     pooled.enable_servers(ctx)
     third = db_api.register_host(ctx, 'host-3', 64 * GIB, 0, 60.0)['uuid']
+    pooled.admit_hosts(ctx, source, lender, third)
     return {'source': source, 'lender': lender, 'third': third}
 
 

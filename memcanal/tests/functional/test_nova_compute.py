@@ -380,7 +380,7 @@ def console_check(node, server_id, seconds=120):
 
 def test_a_pooling_decision_pages_the_guest_to_the_lender(node):
     # compute-2's agent registered its memory server; an operator lends
-    # it.
+    # it, and admits both hosts to pooling (API 1.10).
     [server] = services.wait_for(
         lambda: node.memcanal('/memory_servers')['memory_servers'], 30,
         'compute-2\'s memory server')
@@ -388,6 +388,11 @@ def test_a_pooling_decision_pages_the_guest_to_the_lender(node):
         'PATCH', '/memory_servers/%s' % server['uuid'],
         json={'enabled': True})
     assert response.status_code == 200, response.text
+    for host in node.memcanal('/hosts')['hosts']:
+        response = node.memcanal_request(
+            'PATCH', '/hosts/%s' % host['uuid'],
+            json={'pooling_admitted': True})
+        assert response.status_code == 200, response.text
     # The pager writes each page out sealed, to the lender over TLS: 120
     # MiB took 86 s under TCG on a loaded 2-core machine.
     decision = approve(node, pending(node, 'pooling'), seconds=300)

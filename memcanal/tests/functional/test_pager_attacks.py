@@ -20,6 +20,7 @@ lender in test_pager_lender_attacks.py.
 
 import os
 import struct
+import time
 import uuid
 
 import numpy as np
@@ -370,3 +371,37 @@ def test_a_secret_in_paged_memory_is_nowhere_in_the_clear(
              if secret.encode() in data}
     assert found == (set() if sealed else set(places) - {'the state file'})
     assert vm.check() == 0
+
+
+def test_a_page_tampered_in_every_store_stops_the_guest_not_zeros(
+        build, lender, vms, short_tmp_path):
+    """Issue 36: with every copy of 5 pages forged (the lender's and the
+    file's), the guest read zeros for them, 2,560 wrong words, and no
+    one was told. Now the pager does not serve such a page: the guest's
+    access waits at it (its `check` never answers), the pager counts
+    it and names the page in its stats, and the copies stay as found
+    for the operator."""
+    key = pager_tests.key_file(os.path.join(short_tmp_path, 'vm.key'))
+    vm = pagers.Vm(build, os.path.join(short_tmp_path, 'a'), lender, key,
+                   guest=('-r', '1', '-t', '1'))
+    vms.append(vm)
+    vm.swap_out()
+    tampered = range(100, 105)
+    for copies in (LenderCopies(lender, vm.owner), FileCopies(vm.file)):
+        for page in tampered:
+            copies.write(page, flipped(copies.read(page)))
+    vm.process.send('check')
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        stats = vm.stats()
+        if stats.get('unauthentic'):
+            break
+        if not vm.process.child_lines.empty():
+            break                       # the guest answered: served
+        time.sleep(0.2)
+    assert vm.process.child_lines.empty(), vm.process.answer()
+    stats = vm.stats()
+    assert stats['unauthentic'] >= 1, stats
+    assert stats['unauthentic_page'] == tampered[0], stats
+    assert stats['lost'] == 0 and stats['bad_sum'][0] >= 1, stats
+    assert stats['bad_sum'][1] >= 1, stats

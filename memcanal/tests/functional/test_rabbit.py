@@ -283,11 +283,13 @@ def test_a_new_memory_server_lends_only_once_an_operator_enables_it(
         cloud, rabbit, conf):
     """compute-test's VMs hold more than its 2 GiB: pooling would page
     them out to the only other server, a fresh host's, and does once an
-    operator enabled it through the API."""
+    operator enabled it and admitted its host through the API (1.10)."""
     cloud['start']('service')
     cloud['start']('agent')
     _host, vms = victim()
     ctx = memcanal_context.get_admin_context()
+    # The borrower is one of the cloud's own: the operator admitted it.
+    pooling_db.set_admitted(ctx, vms[0]['host_uuid'], True)
     ghost = rabbit('ghost', keys.Agent('ghost').key)
     ghost_uuid = register(ghost, TIB)['uuid']
     ghost.report(ctx, forged_report(ghost_uuid, 1, []))
@@ -307,12 +309,22 @@ def test_a_new_memory_server_lends_only_once_an_operator_enables_it(
     services.wait_for(lambda: held() >= since + 2 or pooling(),
                       what='two pooling runs')
     assert pooling() == []
+    headers = {'X-Auth-Token': 'admin',
+               'OpenStack-API-Version': 'memcanal 1.10'}
     with test_api.serving(deploy.loadapp(conf)) as base:
         response = requests.patch(
             '%s/memory_servers/%s' % (base, server['uuid']),
-            json={'enabled': True}, timeout=30,
-            headers={'X-Auth-Token': 'admin',
-                     'OpenStack-API-Version': 'memcanal 1.6'})
+            json={'enabled': True}, timeout=30, headers=headers)
+        assert response.status_code == 200, response.text
+        # Enabled, the server of a host nobody admitted still lends
+        # nothing (issue 36).
+        since = held()
+        services.wait_for(lambda: held() >= since + 2 or pooling(),
+                          what='two more pooling runs')
+        assert pooling() == []
+        response = requests.patch(
+            '%s/hosts/%s' % (base, ghost_uuid),
+            json={'pooling_admitted': True}, timeout=30, headers=headers)
     assert response.status_code == 200, response.text
     decided = services.wait_for(pooling, what='a pooling decision')
     assert {d['peer_host_uuid'] for d in decided} == {ghost_uuid}

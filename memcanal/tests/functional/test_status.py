@@ -21,11 +21,14 @@ def test_checks_read_every_database_alike(conf, any_db_url):
     try:
         with engine.begin() as connection:
             cases.add_host(connection, 'host-down', silent_seconds=3600)
+            lender = cases.add_host(connection, 'lender')
+            # An operator admitted it to pooling (API 1.10).
+            connection.execute(sa.update(models.Host).where(
+                models.Host.id == lender).values(pooling_admitted=True))
             connection.execute(sa.insert(models.MemoryServer).values(
                 uuid='5e7ed0c4-0000-4000-8000-00000000a001',
-                host_id=cases.add_host(connection, 'lender'),
-                address='10.0.0.1:7001', capacity_bytes=2 ** 30,
-                enabled=True))
+                host_id=lender, address='10.0.0.1:7001',
+                capacity_bytes=2 ** 30, enabled=True))
             cases.add_decision(connection, 'approved', age_seconds=120)
             cases.add_decision(connection, 'rolling_back', age_seconds=30)
             cases.add_decision(connection, 'applied', age_seconds=3600)

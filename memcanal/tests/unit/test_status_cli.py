@@ -132,16 +132,22 @@ def test_pooling_without_a_memory_server_warns(synced):
     assert 'memserver_address' in result.details
 
 
-@pytest.mark.parametrize('enabled, code, details', [
-    (True, Code.SUCCESS, '1 memory servers registered, 1 enabled.'),
-    (False, Code.WARNING, '1 memory servers registered, none enabled, so '
-     'nothing is pooled: enable those you trust (openstack memcanal memory '
-     'server set --enable).')])
-def test_pooling_with_a_memory_server_needs_it_enabled(synced, enabled,
-                                                       code, details):
+@pytest.mark.parametrize('enabled, admitted, code, details', [
+    (True, True, Code.SUCCESS, '1 memory servers registered, 1 enabled.'),
+    (True, False, Code.WARNING, '1 memory servers enabled, none on a host '
+     'admitted to pooling, so nothing is pooled: admit the hosts you trust '
+     '(openstack memcanal host set --admit).'),
+    (False, True, Code.WARNING, '1 memory servers registered, none enabled, '
+     'so nothing is pooled: enable those you trust (openstack memcanal '
+     'memory server set --enable).')])
+def test_pooling_with_a_memory_server_needs_it_enabled_and_admitted(
+        synced, enabled, admitted, code, details):
     CONF.set_override('enabled', True, 'pooling')
+    host_id = add_host(synced)
+    synced.execute(sa.update(models.Host).where(models.Host.id == host_id)
+                   .values(pooling_admitted=admitted))
     synced.execute(sa.insert(models.MemoryServer).values(
-        host_id=add_host(synced), address='10.0.0.1:7001',
+        host_id=host_id, address='10.0.0.1:7001',
         uuid='server-1', enabled=enabled, capacity_bytes=2 ** 30))
     synced.commit()
     result = check('Pooling memory servers')

@@ -40,3 +40,37 @@ class HostsTest(base.BaseMemcanalTest):
         for uuid in (UNKNOWN, 'not-a-uuid'):
             self.assert_error(lib_exc.NotFound, 'memcanal.host.not_found',
                               self.admin_client.show_host, uuid)
+
+
+class AdmitHostsTest(base.BaseMemcanalTest):
+    """``PATCH /hosts/{uuid}`` (admin, 1.10): which hosts take part in
+    memory pooling."""
+
+    min_microversion = '1.10'
+
+    @classmethod
+    def resource_setup(cls):
+        super().resource_setup()
+        hosts = cls.admin_client.list_hosts()['hosts']
+        if not hosts:
+            raise cls.skipException('the cloud has no memcanal agent')
+        cls.host = hosts[0]
+
+    @decorators.idempotent_id('ace59b39-74ad-4229-bcc2-284a134f6483')
+    def test_an_admin_admits_and_stops_a_host(self):
+        self.require_changing_existing()
+        self.addCleanup(self.admin_client.update_host, self.host['uuid'],
+                        self.host['pooling_admitted'])
+        for admitted in (True, False):
+            changed = self.admin_client.update_host(self.host['uuid'],
+                                                    admitted)
+            self.assertEqual((self.host['uuid'], admitted),
+                             (changed['uuid'], changed['pooling_admitted']))
+
+    @decorators.idempotent_id('9889936a-388a-472c-8dbb-c924d141682a')
+    def test_an_unknown_host_or_body_is_refused(self):
+        self.assert_error(lib_exc.NotFound, 'memcanal.host.not_found',
+                          self.admin_client.update_host, UNKNOWN, True)
+        self.assert_error(lib_exc.BadRequest, 'memcanal.body.invalid',
+                          self.admin_client.update_host, self.host['uuid'],
+                          'yes')

@@ -29,4 +29,4 @@ def upgrade():
                                      nullable=True))
     op.add_column('hosts', sa.Column('stamped', sa.Boolean(),
                                      nullable=False,
-                                     server_default=sa.false()))
+                                     server_default='0'))

@@ -338,18 +338,24 @@ def test_a_pager_dead_when_the_agent_restarts_is_taken_over(host, conf):
     assert info.paged_bytes == 0
 
 
-def test_the_hosts_pool_is_in_a_directory_of_roots_alone(host, conf,
-                                                         short_tmp_path):
-    """The pager refuses a pool file where another user could have put
-    one: its directory is made root's alone."""
+def pager_args_with_pool(host, conf, pool):
+    """The command line of the host's domain's pager, started with a
+    4 MiB pool in the file ``pool``."""
     domain, make = host
-    pool = os.path.join(short_tmp_path, 'shm', 'memcanal', 'pool')
     conf.set_override('pool_mb', 4, 'pager')
     conf.set_override('pool_path', pool, 'pager')
     hypervisor = make()
     domain.start()
-    args = domains.pager_of(hypervisor, domain).client.command('stats')[
+    return domains.pager_of(hypervisor, domain).client.command('stats')[
         'args']
+
+
+def test_the_hosts_pool_is_in_a_directory_of_roots_alone(host, conf,
+                                                         short_tmp_path):
+    """The pager refuses a pool file where another user could have put
+    one: its directory is made root's alone."""
+    pool = os.path.join(short_tmp_path, 'shm', 'memcanal', 'pool')
+    args = pager_args_with_pool(host, conf, pool)
     assert args[args.index('--pool-mb'):args.index('--pool') + 2] == [
         '--pool-mb', '4', '--pool', pool]
     assert mode(os.path.dirname(pool)) == 0o700
@@ -367,6 +373,58 @@ def test_without_its_key_no_pager_takes_over(host, conf, caplog):
                  'no error about the key')
     assert not os.path.exists(key)
     assert not hypervisor.pagers.pager(domain.uuid).alive()
+
+
+def planted_pool_dir(path, how):
+    """Make the pool's directory ``path`` as a local user could have
+    made it before the agent (issue 36: every pager then failed to
+    start, each saying only that its pool was refused)."""
+    if how == 'symlink':
+        os.mkdir(path + '.real', 0o700)
+        os.symlink(path + '.real', path)
+    elif how == 'file':
+        open(path, 'w').close()
+    else:
+        os.mkdir(path)
+        os.chmod(path, 0o755 if how == 'mode' else 0o700)
+        if how == 'owner':
+            os.chown(path, 65534, 65534)
+
+
+@pytest.mark.parametrize('how,why', [
+    ('owner', 'owned by uid 65534, not root'),
+    ('mode', 'mode 0755, not 0700'),
+    ('symlink', 'a symbolic link'),
+    ('file', 'not a directory'),
+])
+def test_a_pool_dir_another_user_made_is_refused_clearly(
+        host, conf, short_tmp_path, how, why):
+    """The pager is not started and the error names the directory and
+    what is wrong with it; the directory is left as it was."""
+    if how == 'owner' and os.geteuid() != 0:
+        pytest.skip('chown to another user needs root')
+    domain, make = host
+    directory = os.path.join(short_tmp_path, 'memcanal')
+    planted_pool_dir(directory, how)
+    before = os.lstat(directory)
+    conf.set_override('pool_mb', 4, 'pager')
+    conf.set_override('pool_path', os.path.join(directory, 'pool'), 'pager')
+    with pytest.raises(pager_client.PagerError) as error:
+        paged.pool_directory(conf, domain.uuid)
+    assert 'pool directory %s' % directory in str(error.value)
+    assert why in str(error.value)
+    assert os.lstat(directory) == before
+
+
+def test_a_pool_dir_of_roots_alone_is_taken(host, conf, short_tmp_path):
+    """One the agent did not make is used if it is as the agent makes
+    them: root's (the agent's user), mode 0700."""
+    directory = os.path.join(short_tmp_path, 'memcanal')
+    os.mkdir(directory, 0o700)
+    pool = os.path.join(directory, 'pool')
+    args = pager_args_with_pool(host, conf, pool)
+    assert args[args.index('--pool') + 1] == pool
+    assert mode(directory) == 0o700
 
 
 def out_pages(pager):

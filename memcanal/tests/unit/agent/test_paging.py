@@ -322,6 +322,22 @@ def test_fault_latency_is_the_pagers_last_stats_in_seconds(guest):
         'paging_fault_p99_seconds': 1.2e-3})
 
 
+def test_tampered_pages_the_pager_refused_reach_the_guest_stats(guest):
+    """Issue 36: a page whose every copy failed authentication is not
+    served; the pager's count of them, and the page, go in the VM's
+    guest_stats for the operator."""
+    pager, _clock = guest
+    pager.client.stats = {'pages_out': 7, 'unauthentic': 0,
+                          'unauthentic_page': -1}
+    pager.paged_bytes()
+    assert pager.unauthentic() == {}
+    pager.client.stats = {'pages_out': 7, 'unauthentic': 3,
+                          'unauthentic_page': 100}
+    pager.paged_bytes()
+    assert pager.unauthentic() == {'paging_unauthentic_pages': 3.0,
+                                   'paging_unauthentic_page': 100.0}
+
+
 def test_set_resident_swaps_out_cold_resident_pages_in_runs(guest):
     pager, clock = guest
     previous = pager.set_resident(64 * PAGE)

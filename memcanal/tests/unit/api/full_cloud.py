@@ -55,6 +55,8 @@ def seed():
         max_mrc_points=100, max_instances=100))
     [server] = pooling_db.list_memory_servers(ctx)
     pooling_db.set_enabled(ctx, server['uuid'], True)
+    for host in ('host-a', 'host-b'):
+        pooling_db.set_admitted(ctx, hosts[host], True)
     lending = decisions_db.create_pooling_decision(
         ctx, data.A1, data.GIB, hosts['host-b'], 3 * data.GIB, 'pooling',
         'auto', {}, {})

@@ -11,6 +11,7 @@ from memcanal import context
 RULES = {
     'memcanal:hosts:list': '(role:admin) or (role:service)',
     'memcanal:hosts:show': '(role:admin) or (role:service)',
+    'memcanal:hosts:update': 'role:admin',
     'memcanal:demand_ratios:show': '(role:admin) or (role:service)',
     'memcanal:instances:list':
         '(role:admin) or (role:reader and project_id:%(project_id)s)',

@@ -14,16 +14,16 @@ def test_versions_document_needs_no_token(client):
     assert response.status_int == 200
     assert response.content_type == 'application/json'
     assert response.json == {'versions': [{
-        'id': 'v1.0', 'min_version': '1.0', 'max_version': '1.9',
+        'id': 'v1.0', 'min_version': '1.0', 'max_version': '1.10',
         'status': 'CURRENT', 'links': [{'rel': 'self', 'href': ''}]}]}
 
 
 def test_versions_document_follows_versions_list(client, monkeypatch):
     monkeypatch.setattr(microversion, 'VERSIONS',
                         ['1.0', '1.1', '1.2', '1.3', '1.4', '1.5', '1.6',
-                         '1.7', '1.8', '1.9', '1.10'])
+                         '1.7', '1.8', '1.9', '1.10', '1.11'])
     [version] = client.request('/').json['versions']
-    assert (version['min_version'], version['max_version']) == ('1.0', '1.10')
+    assert (version['min_version'], version['max_version']) == ('1.0', '1.11')
 
 
 def test_no_header_is_minimum_version(client):
@@ -34,13 +34,13 @@ def test_no_header_is_minimum_version(client):
 
 
 @pytest.mark.parametrize('requested, served', [
-    ('memcanal 1.0', '1.0'), ('memcanal latest', '1.9'),
+    ('memcanal 1.0', '1.0'), ('memcanal latest', '1.10'),
     ('MEMCANAL 1.0', '1.0'), ('compute 2.90, memcanal 1.0', '1.0'),
     ('memcanal 1.1', '1.1'), ('memcanal 1.2', '1.2'),
     ('memcanal 1.3', '1.3'), ('memcanal 1.4', '1.4'),
     ('memcanal 1.5', '1.5'), ('memcanal 1.6', '1.6'),
     ('memcanal 1.7', '1.7'), ('memcanal 1.8', '1.8'),
-    ('memcanal 1.9', '1.9')])
+    ('memcanal 1.9', '1.9'), ('memcanal 1.10', '1.10')])
 def test_accepted_version_is_echoed(client, requested, served):
     response = client.request(
         '/instances', headers={'OpenStack-API-Version': requested})
@@ -61,14 +61,14 @@ def test_latest_is_the_newest_version(client, monkeypatch):
     assert response.headers['OpenStack-API-Version'] == 'memcanal 1.1'
 
 
-@pytest.mark.parametrize('requested', ['memcanal 1.10', 'memcanal 0.9',
+@pytest.mark.parametrize('requested', ['memcanal 1.11', 'memcanal 0.9',
                                        'memcanal 2.0'])
 def test_version_out_of_range_is_406(client, requested):
     response = client.request(
         '/instances', headers={'OpenStack-API-Version': requested})
     error = base.assert_error(response, 406,
                               errors.MICROVERSION_NOT_ACCEPTABLE)
-    assert (error['min_version'], error['max_version']) == ('1.0', '1.9')
+    assert (error['min_version'], error['max_version']) == ('1.0', '1.10')
     assert requested.split()[1] in error['detail']
     assert response.headers['Vary'] == 'OpenStack-API-Version'
 

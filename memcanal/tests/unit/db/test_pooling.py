@@ -38,12 +38,20 @@ def enable_servers(ctx):
         pooling_db.set_enabled(ctx, server['uuid'], True)
 
 
+def admit_hosts(ctx, *host_uuids, admitted=True):
+    """An operator admits the hosts to pooling (or stops them)."""
+    for uuid in host_uuids:
+        pooling_db.set_admitted(ctx, uuid, admitted)
+
+
 @pytest.fixture
 def lender(ctx):
-    """host-2, whose memory server an operator enabled."""
+    """host-2, whose memory server an operator enabled, and which an
+    operator admitted to pooling, as every host registered before it."""
     uuid = db_api.register_host(ctx, 'host-2', 64 * GIB, 0, 60.0)['uuid']
     db_api.store_report(ctx, lender_report(uuid, 1))
     enable_servers(ctx)
+    admit_hosts(ctx, *[h['uuid'] for h in db_api.list_hosts(ctx)])
     return uuid
 
 
@@ -65,6 +73,9 @@ def test_a_new_memory_server_lends_nothing_until_enabled(ctx, host):
     enabled = pooling_db.set_enabled(ctx, server['uuid'], True)
     assert (enabled['uuid'], enabled['enabled'], enabled['free_bytes']) == (
         server['uuid'], True, 16 * GIB)
+    # Enabled, its host still has to be admitted, as the borrower.
+    assert page(ctx, lender) is None
+    admit_hosts(ctx, host, lender)
     assert page(ctx, lender) is not None
     with pytest.raises(exception.MemoryServerNotFound):
         pooling_db.set_enabled(ctx, stored.VM_1, True)

@@ -112,6 +112,18 @@ def test_a_host_with_room_takes_its_paged_vms_back_least_paged_first():
         'a']
 
 
+def test_borrower_not_admitted_is_held_and_still_takes_back():
+    host = dataclasses.replace(hot_host(vm('a', 4), vm('b', 8)),
+                               admitted=False)
+    plan = pooling.plan([host], [lender()])
+    assert plan.pagings == ()
+    assert plan.held['hot']['reason'] == pooling.NOT_ADMITTED
+    # Taking back ends borrowing: a host not admitted (any more) may.
+    calm = pooling.Host('calm', 20 * GB, (
+        vm('a', 4, resident_gb=2, lender='idle'),), admitted=False)
+    assert [p.vm for p in pooling.plan([calm], []).pagings] == ['a']
+
+
 def test_busy_hosts_and_their_servers_are_left_alone():
     options = pooling.Options(busy_hosts=frozenset({'hot'}))
     assert pooling.plan([hot_host(vm('a', 4), vm('b', 8))], [lender()],

@@ -35,6 +35,7 @@ def cloud(conf):
     lender = db_api.register_host(ctx, 'host-2', 64 * GIB, 0, 60.0)['uuid']
     db_api.store_report(ctx, pooled.lender_report(lender, 1))
     pooled.enable_servers(ctx)
+    pooled.admit_hosts(ctx, small, lender)
     conf.set_override('enabled', True, 'pooling')
     conf.set_override('mode', 'auto', 'optimizer')
     return ctx, small, lender

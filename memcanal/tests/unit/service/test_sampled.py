@@ -12,6 +12,7 @@ import pytest
 from memcanal import context as memcanal_context
 from memcanal.db import api as db_api
 from memcanal.db import decisions as decisions_db
+from memcanal.db import pooling as pooling_db
 from memcanal.db import transitions
 from memcanal.estimation import sampling
 from memcanal.nova import client as nova_client
@@ -197,6 +198,7 @@ def test_pooling_pages_a_sampled_vm_down_to_its_fault_bound(conf, ctx):
     small = register(ctx, 'small', 2)
     store(ctx, small, 1, sampled(1), sampled(2))
     conf.set_override('enabled', True, 'pooling')
+    pooling_db.set_admitted(ctx, small, True)
     planner = pooling.PoolingPlanner(conf, RAILS)
     # The planner's inputs, then a lender of its own: which memory
     # servers may lend is not what this test is about.
