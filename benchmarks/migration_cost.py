@@ -22,8 +22,8 @@ on the production path, three times in one run, each on a fresh guest:
   memory server on loopback; the lender holds the only copy), then
   migrated as it is: QEMU's reads fault the pages back from the server;
 - ``swapin_first``: paged the same way, then every page brought back by
-  the agent's migration path (``paged.before_migration``: one ``swapin``
-  of the whole VM, runs of 16 pages a GET), then migrated;
+  the agent's migration path (``migrations.before_migration``: one
+  ``swapin`` of the whole VM, runs of 16 pages a GET), then migrated;
 - ``swapin_during``: paged the same way, migrated, and the agent's
   collection run at once as it runs when libvirt says the domain
   migrates out (the libvirt driver's answer forced: libvirt knows
@@ -76,7 +76,7 @@ import types
 
 import libvirt_qemu
 
-from memcanal.agent.drivers import paged
+from memcanal.agent.drivers import migrations
 from memcanal.tests.functional import services
 from memcanal.tests.functional import test_libvirt_sampling as sampling
 from memcanal.tests.functional import test_paging_carriers as carriers
@@ -253,7 +253,7 @@ def collection_seeing_the_migration(host):
     """The agent's collection of the domain as it runs when libvirt says
     the domain migrates out (LibvirtDriver._migrating_out; libvirt
     does not know of a migration asked of QEMU behind its back): it
-    brings every page back (paged._migrating), while QEMU reads them.
+    brings every page back (migrations.running), while QEMU reads them.
     The pages it fetched."""
     host.hypervisor._migrating_out = lambda uuid: True
     pager = host.pager()
@@ -299,7 +299,7 @@ def one_case(case, args, conf, scratch, connection, files, server):
                            paged_mib=round(pager.guest.paged_bytes() / MiB,
                                            1))
         if case == 'swapin_first':
-            back = paged.before_migration(pager)
+            back = migrations.before_migration(pager)
             say(case, ': swapped in', back)
             figures.update(swapin_s=round(back['seconds'], 2),
                            swapin_pages=back['fetched'])

@@ -249,7 +249,7 @@ class LibvirtDriver(driver.HypervisorDriver):
     def _migrating_out(self, uuid):
         """Whether libvirt runs an outgoing migration of the domain (a
         live migration nova started): its paged-out pages then come back
-        before QEMU reads them one fault at a time (paged._migrating)."""
+        before QEMU reads them one fault at a time (migrations.running)."""
         try:
             job = self._domain(uuid).jobStats()
         except (libvirt.libvirtError, exception.InstanceNotFound):

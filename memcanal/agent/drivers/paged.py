@@ -45,6 +45,7 @@ from memcanal.agent import driver
 from memcanal.agent import durable
 from memcanal.agent import pager_client
 from memcanal.agent import paging
+from memcanal.agent.drivers import migrations
 from memcanal import exception
 
 LOG = logging.getLogger(__name__)
@@ -249,7 +250,7 @@ class VmPager:
         # for a page-out: DomainPagers.collect).
         self.busy = threading.Lock()
         # A live migration of the VM runs, as the last collection saw
-        # (_migrating): its pages are back and its target waits.
+        # (migrations.running): its pages are back and its target waits.
         self.migrating = False
 
     @classmethod
@@ -504,9 +505,9 @@ def collect(pager, sample, accessed=None, accesses=0, migrating=None):
     ``accessed`` (memtrace's page indexes; None: no memtrace) to the
     VM's cold-page detector, and the resident target kept (unless
     ``migrating()``, the driver's word, says a live migration of the VM
-    runs: _migrating); ``sample`` as it is if the pager has not attached
-    or fails. Its guest_stats gain the pager's fault latency quantiles
-    once it has timed faults, and its refused pages
+    runs: migrations.running); ``sample`` as it is if the pager has not
+    attached or fails. Its guest_stats gain the pager's fault latency
+    quantiles once it has timed faults, and its refused pages
     (GuestPager.unauthentic) once there are any."""
     uuid = pager.record.uuid
     try:
@@ -514,7 +515,7 @@ def collect(pager, sample, accessed=None, accesses=0, migrating=None):
         if guest is None:
             return sample
         sampled, trace = guest.interval(accessed, accesses)
-        if not _migrating(pager, migrating):
+        if not migrations.running(pager, migrating):
             _keep_target(pager)
     except pager_client.PagerError as error:
         LOG.error('Paging of %s: %s', uuid, error)
@@ -545,43 +546,6 @@ def set_sampling(pager, rate, salt):
     except pager_client.PagerError as error:
         LOG.error('Sampling of %s: %s', pager.record.uuid, error)
         return False
-
-
-def before_migration(pager):
-    """Bring back every page the VM's pager holds out, at once: a live
-    migration reads every page of the guest, and a page out would reach
-    QEMU's read through the fault path, one fault (and one round trip to
-    its store, 16 pages when faults run in order) at a time, while the
-    migration waits (benchmarks/migration_cost.py measures both). One
-    ``swapin`` of the whole VM instead (16 pages a GET from a memory
-    server). {'fetched': pages, 'seconds': s}."""
-    started = time.monotonic()
-    guest = pager.attach()
-    fetched = guest.swap_in_all() if guest is not None else 0
-    return {'fetched': fetched, 'seconds': time.monotonic() - started}
-
-
-def _migrating(pager, migrating):
-    """Whether a live migration of the paged VM runs (``migrating()``,
-    asked only of a VM paged since its pager started). The first
-    collection that sees one brings every page back (before_migration),
-    and the resident target waits until it ends: pages paged out then
-    would only be faulted back by the migration's reads. A migration
-    that fails leaves the VM on this host: the target is kept again from
-    the next collection (the pages go out again as they turn cold)."""
-    now = bool(migrating is not None and pager.guest.paging and migrating())
-    if now and not pager.migrating:
-        back = before_migration(pager)
-        LOG.info('%s is being live-migrated: %d pages its pager held out '
-                 'brought back in %.2fs; its resident target waits until '
-                 'the migration ends', pager.record.uuid, back['fetched'],
-                 back['seconds'])
-    elif pager.migrating and not now:
-        LOG.info('The migration of %s ended with it here: its resident '
-                 'target of %s bytes is kept again', pager.record.uuid,
-                 pager.record.resident_target)
-    pager.migrating = now
-    return now
 
 
 def _keep_target(pager):

@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from memcanal.agent.drivers import migrations
 from memcanal.agent.drivers import paged
 from memcanal.agent import pager_client
 from memcanal import exception
@@ -470,7 +471,7 @@ def test_before_migration_brings_every_page_back(host, conf):
     domain, make = host
     hypervisor, pager = paged_out(make, domain)
     paged_before = out_pages(pager)
-    back = paged.before_migration(pager)
+    back = migrations.before_migration(pager)
     assert back['fetched'] == paged_before and back['seconds'] >= 0
     assert out_pages(pager) == 0
-    assert paged.before_migration(pager)['fetched'] == 0
+    assert migrations.before_migration(pager)['fetched'] == 0
