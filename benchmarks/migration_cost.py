@@ -229,7 +229,18 @@ def migrate(domain, port, args, during=None):
     raised = False
     while True:
         state = source_qmp(domain, 'query-migrate')
-        if state.get('status') in ('completed', 'failed', 'cancelled'):
+        if state.get('status') in ('failed', 'cancelled'):
+            break
+        if state.get('status') == 'completed':
+            # QEMU says completed a moment before it computes the total
+            # time and downtime (0 until then): ask again for them.
+            wall = time.monotonic() - started
+            for _ in range(20):
+                if state.get('total-time'):
+                    break
+                time.sleep(0.05)
+                state = source_qmp(domain, 'query-migrate')
+            state['wall_s'] = wall
             break
         waited = time.monotonic() - started
         if not raised and waited > args.converge_after:
@@ -243,7 +254,7 @@ def migrate(domain, port, args, during=None):
         if waited > args.timeout:
             source_qmp(domain, 'migrate_cancel')
         time.sleep(0.05)
-    state['wall_s'] = time.monotonic() - started
+    state.setdefault('wall_s', time.monotonic() - started)
     state['downtime_raised'] = raised
     state['during'] = during
     return state
