@@ -203,26 +203,59 @@ def pager_alone(pager, pages):
             sum(a['seconds'] for a in answers), wall, before, after)
 
 
-def run(args, scratch):
+@contextlib.contextmanager
+def guest_setup(args, scratch, max_pages=4 * sampling.GUEST_MB * 256):
+    """The agent's options, a TLS memory server of ``max_pages`` whose
+    CA they name, the guest's files (writing --data-mb, then the hot
+    loop) and a connection to libvirtd: (conf, server, files,
+    connection); migration_cost.py's too."""
     conf_fixture = memcanal_fixtures.ConfFixture()
     conf_fixture.setUp()
     conf = conf_fixture.conf
     directory = os.path.join(scratch, 'memserver')
     os.mkdir(directory)
-    server = memservers.Memserver(directory, 4 * sampling.GUEST_MB * 256)
+    server = memservers.Memserver(directory, max_pages)
     conf.set_override('tls_ca_file', server.ca, 'pooling')
     init = (guests.writes_data(args.data_mb)
             + guests.hot_loop_and_checks(sampling.HOT_MB))
     files = sampling.prepare(conf, scratch, init)
     connect = contextlib.contextmanager(guests.libvirt_connection)
-    timers = Timers()
     try:
-        with connect() as connection, sampling.booted(
+        with connect() as connection:
+            yield conf, server, files, connection
+    finally:
+        server.stop()
+        conf_fixture.cleanUp()
+
+
+def guest_options(parser):
+    """The guest's options (migration_cost.py's too)."""
+    parser.add_argument('--data-mb', type=int, default=sampling.DATA_MB,
+                        help='the guest\'s cold set (MiB of random data)')
+    parser.add_argument('--target-mb', type=int, default=sampling.TARGET_MB,
+                        help='the resident target of the pooling action')
+
+
+def in_scratch(run, args):
+    """``run(args, scratch)`` as root, in a scratch directory libvirt's
+    QEMU can read."""
+    if os.geteuid() != 0:
+        sys.exit('needs root: libvirtd, userfaultfd on shmem')
+    with tempfile.TemporaryDirectory(prefix='mc-') as scratch:
+        os.chmod(scratch, 0o755)
+        return run(args, scratch)
+
+
+def run(args, scratch):
+    timers = Timers()
+    with guest_setup(args, scratch) as (conf, server, files, connection):
+        with sampling.booted(
                 conf, scratch, connection, files, 'bench') as host:
             waited = time.monotonic()
             sampling.wait_cold(host)
             waited = time.monotonic() - waited
-            put_mib_s, get_p50 = tls_limits(server, directory)
+            put_mib_s, get_p50 = tls_limits(
+                server, os.path.join(scratch, 'memserver'))
             out = page_out(host, server, args.target_mb * MiB, timers)
             pager = host.pager()
             remove_local_copies(pager)
@@ -232,9 +265,6 @@ def run(args, scratch):
             alone = pager_alone(pager, out['pages'])
             ok_again, _ = check(host)
             final = pager.client.command('stats')
-    finally:
-        server.stop()
-        conf_fixture.cleanUp()
     dropped_mib = out['dropped'] / PAGES_PER_MIB
     tcp = checked['sources']['tcp']
     action_s = out['resize'].seconds
@@ -271,16 +301,8 @@ def run(args, scratch):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--data-mb', type=int, default=sampling.DATA_MB,
-                        help='the guest\'s cold set (MiB of random data)')
-    parser.add_argument('--target-mb', type=int, default=sampling.TARGET_MB,
-                        help='the resident target of the pooling action')
-    args = parser.parse_args()
-    if os.geteuid() != 0:
-        sys.exit('needs root: libvirtd, userfaultfd on shmem')
-    with tempfile.TemporaryDirectory(prefix='mc-') as scratch:
-        os.chmod(scratch, 0o755)
-        result = run(args, scratch)
+    guest_options(parser)
+    result = in_scratch(run, parser.parse_args())
     for key, value in result.items():
         if key != 'breakdown':
             print('%-24s %s' % (key, value))

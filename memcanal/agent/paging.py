@@ -403,7 +403,7 @@ class GuestPager:
             # seen accessed in an interval that ended after its swap-out
             # is not remote to it): the pager knows, and skips pages it
             # does not hold out.
-            self._prefetch(np.arange(self.pages))
+            self.swap_in_all()
         elif excess < 0:
             self._swap_in(-excess)
         return previous
@@ -435,18 +435,27 @@ class GuestPager:
     def _swap_in(self, count):
         self._prefetch(self.detector.prefetch(count))
 
+    def swap_in_all(self):
+        """Bring every page the pager holds out back in, without a
+        fault (one ``swapin`` of the whole VM: the pager knows which are
+        out); the pages it fetched."""
+        return self._prefetch(np.arange(self.pages))
+
     def _prefetch(self, pages):
-        """Bring ``pages`` in without a fault (LRU-Zone prefetch)."""
+        """Bring ``pages`` in without a fault (LRU-Zone prefetch); the
+        pages the pager fetched (those it held out)."""
         if not (len(pages) and self._swapin_supported):
-            return
+            return 0
         try:
-            self.client.commands(['swapin %d %d' % run for run in runs(pages)])
+            answers = self.client.commands(
+                ['swapin %d %d' % run for run in runs(pages)])
         except pager_client.UnsupportedCommand:
             LOG.warning('memcanal-pager %s has no swapin command: pages '
                         'come back by faults only', self.client.name)
             self._swapin_supported = False
-            return
+            return 0
         self.detector.fetched(pages)
+        return sum(answer.get('fetched', 0) for answer in answers)
 
     def close(self):
         """Let go of the pager (it serves its guest on) and the memfds."""

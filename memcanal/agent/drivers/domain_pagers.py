@@ -242,11 +242,12 @@ class DomainPagers:
                                   '%s', uuid, error)
         return kept
 
-    def collect(self, uuid, sample):
-        """``sample`` with what the domain's pager saw (paged.collect);
-        as it is while the domain is being paged, rather than wait for
-        it (a page-out takes as long as its pages take to reach their
-        stores)."""
+    def collect(self, uuid, sample, migrating=None):
+        """``sample`` with what the domain's pager saw (paged.collect,
+        ``migrating`` its question whether a live migration of the
+        domain runs); as it is while the domain is being paged, rather
+        than wait for it (a page-out takes as long as its pages take to
+        reach their stores)."""
         with self._lock:
             pager = self._pagers.get(uuid)
             if pager is None or self._upkeep(uuid, pager) is None:
@@ -257,7 +258,7 @@ class DomainPagers:
                       'report', uuid)
             return sample
         try:
-            return paged.collect(pager, sample)
+            return paged.collect(pager, sample, migrating=migrating)
         finally:
             pager.busy.release()
 

@@ -242,7 +242,22 @@ class LibvirtDriver(driver.HypervisorDriver):
                                guest_stats=self.guest_stats(instance_uuid))
         if self.pagers is None:
             return sample
-        return self.pagers.collect(instance_uuid, sample)
+        return self.pagers.collect(
+            instance_uuid, sample,
+            migrating=lambda: self._migrating_out(instance_uuid))
+
+    def _migrating_out(self, uuid):
+        """Whether libvirt runs an outgoing migration of the domain (a
+        live migration nova started): its paged-out pages then come back
+        before QEMU reads them one fault at a time (migrations.running)."""
+        try:
+            job = self._domain(uuid).jobStats()
+        except (libvirt.libvirtError, exception.InstanceNotFound):
+            return False
+        return (job.get('type', libvirt.VIR_DOMAIN_JOB_NONE)
+                != libvirt.VIR_DOMAIN_JOB_NONE
+                and job.get('operation')
+                == libvirt.VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT)
 
     def set_sampling(self, instance_uuid, rate, salt):
         pager = self._pager(instance_uuid)

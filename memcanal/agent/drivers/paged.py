@@ -45,6 +45,7 @@ from memcanal.agent import driver
 from memcanal.agent import durable
 from memcanal.agent import pager_client
 from memcanal.agent import paging
+from memcanal.agent.drivers import migrations
 from memcanal import exception
 
 LOG = logging.getLogger(__name__)
@@ -248,6 +249,9 @@ class VmPager:
         # at a time on its GuestPager's state (a collection does not wait
         # for a page-out: DomainPagers.collect).
         self.busy = threading.Lock()
+        # A live migration of the VM runs, as the last collection saw
+        # (migrations.running): its pages are back and its target waits.
+        self.migrating = False
 
     @classmethod
     def start(cls, conf, instance_uuid, socket, stores=(),
@@ -495,21 +499,24 @@ def instance_info(info, pager):
         return info
 
 
-def collect(pager, sample, accessed=None, accesses=0):
+def collect(pager, sample, accessed=None, accesses=0, migrating=None):
     """``sample`` with what the VM's pager saw since the last collection
     (its sampled accesses, its paging trace), after feeding them and
     ``accessed`` (memtrace's page indexes; None: no memtrace) to the
-    VM's cold-page detector, and the resident target kept; ``sample``
-    as it is if the pager has not attached or fails. Its guest_stats
-    gain the pager's fault latency quantiles once it has timed faults,
-    and its refused pages (GuestPager.unauthentic) once there are any."""
+    VM's cold-page detector, and the resident target kept (unless
+    ``migrating()``, the driver's word, says a live migration of the VM
+    runs: migrations.running); ``sample`` as it is if the pager has not
+    attached or fails. Its guest_stats gain the pager's fault latency
+    quantiles once it has timed faults, and its refused pages
+    (GuestPager.unauthentic) once there are any."""
     uuid = pager.record.uuid
     try:
         guest = pager.attach()
         if guest is None:
             return sample
         sampled, trace = guest.interval(accessed, accesses)
-        _keep_target(pager)
+        if not migrations.running(pager, migrating):
+            _keep_target(pager)
     except pager_client.PagerError as error:
         LOG.error('Paging of %s: %s', uuid, error)
         return sample

@@ -71,6 +71,8 @@ class PagedDomain:
         self.qemu_binary = qemu_binary
         self.pid_file = os.path.join(run_dir, self.name() + '.pid')
         self.qemu = None
+        # libvirt's job of the domain (jobStats): none, or a migration.
+        self.job = {'type': libvirt.VIR_DOMAIN_JOB_NONE}
 
     def start(self, resident=128):
         self.qemu = subprocess.Popen(
@@ -121,6 +123,9 @@ class PagedDomain:
 
     def memoryStats(self):
         return {}
+
+    def jobStats(self, flags=0):
+        return dict(self.job)
 
 
 class Connection:

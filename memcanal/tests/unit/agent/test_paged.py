@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from memcanal.agent.drivers import migrations
 from memcanal.agent.drivers import paged
 from memcanal.agent import pager_client
 from memcanal import exception
@@ -425,3 +426,52 @@ def test_a_pool_dir_of_roots_alone_is_taken(host, conf, short_tmp_path):
     args = pager_args_with_pool(host, conf, pool)
     assert args[args.index('--pool') + 1] == pool
     assert mode(directory) == 0o700
+
+
+def out_pages(pager):
+    return pager.client.command('stats')['out_pages']
+
+
+def test_a_live_migration_brings_a_paged_vm_back_first(host, conf, caplog):
+    """QEMU's migration reads every page, a page out through a fault
+    each: the first collection that finds libvirt migrating the domain
+    out brings every page back at once, and none goes out again while
+    the migration runs; one that ends with the VM still here has its
+    resident target kept again. No other job of the domain does it."""
+    domain, make = host
+    hypervisor, pager = paged_out(make, domain)
+    paged_before = out_pages(pager)
+    assert paged_before > 0
+    domain.job = {'type': domains.libvirt.VIR_DOMAIN_JOB_UNBOUNDED,
+                  'operation': domains.libvirt.VIR_DOMAIN_JOB_OPERATION_DUMP}
+    hypervisor.collect(domain.uuid)
+    assert out_pages(pager) == paged_before
+
+    caplog.set_level(logging.INFO)
+    domain.job['operation'] = (
+        domains.libvirt.VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT)
+    hypervisor.collect(domain.uuid)
+    assert out_pages(pager) == 0
+    assert '%d pages its pager held out brought back' % paged_before in (
+        caplog.text)
+    time.sleep(0.3)                     # [pager] cold_after passes again
+    hypervisor.collect(domain.uuid)
+    assert out_pages(pager) == 0
+    assert pager.record.resident_target == 0
+
+    domain.job = {'type': domains.libvirt.VIR_DOMAIN_JOB_NONE}
+    hypervisor.collect(domain.uuid)
+    assert out_pages(pager) > 0
+    assert 'is kept again' in caplog.text
+
+
+def test_before_migration_brings_every_page_back(host, conf):
+    """What the migration path calls (and benchmarks/migration_cost.py
+    times): one swapin of the whole VM, the pages it fetched."""
+    domain, make = host
+    hypervisor, pager = paged_out(make, domain)
+    paged_before = out_pages(pager)
+    back = migrations.before_migration(pager)
+    assert back['fetched'] == paged_before and back['seconds'] >= 0
+    assert out_pages(pager) == 0
+    assert migrations.before_migration(pager)['fetched'] == 0
