@@ -390,8 +390,8 @@ def test_the_cloud_acts_on_the_sampled_host(host, conf, tmp_path, caplog):
             'capacity_bytes': 2 * GUEST_MB * MiB})
         [server] = pooling_db.list_memory_servers(ctx)
         pooling_db.set_enabled(ctx, server['uuid'], True)
-        for host in (compute, lender):
-            pooling_db.set_admitted(ctx, host['uuid'], True)
+        for admitted in (compute, lender):
+            pooling_db.set_admitted(ctx, admitted['uuid'], True)
         with test_api.serving(deploy.loadapp(conf)) as url:
             headers = {'X-Auth-Token': 'admin',
                        'OpenStack-API-Version': 'memcanal 1.6'}
