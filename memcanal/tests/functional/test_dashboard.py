@@ -18,6 +18,7 @@ import pathlib
 
 from oslo_utils import timeutils
 import pytest
+from selenium.common import exceptions
 from selenium import webdriver
 from selenium.webdriver.chrome import service as chrome_service
 from selenium.webdriver.common.by import By
@@ -379,14 +380,19 @@ def test_memory_servers_are_enabled_by_the_operator(page):
 
 def test_hosts_are_admitted_by_the_operator(page):
     driver, _decision = page
-    rows = elements(driver, '#admission-list tr.admission')
-    assert [(row.get_attribute('data-admitted'),
-             row.find_element(By.CSS_SELECTOR, 'td.host').get_attribute(
-                 'title')) for row in rows] == [
+    # Read in one script: the page's refresh renders the rows anew, and
+    # an element found before it is stale after (CI).
+    rows = driver.execute_script(
+        'return Array.from(document.querySelectorAll('
+        '"#admission-list tr.admission")).map(function (row) {'
+        ' return [row.dataset.admitted, row.querySelector("td.host").title,'
+        ' row.dataset.uuid, row.textContent]; });')
+    assert [(admitted, title) for admitted, title, _uuid, _text in rows] == [
         ('false', HOSTILE), ('true', 'compute-1'), ('true', 'compute-2')]
-    fresh = rows[0].get_attribute('data-uuid')
-    assert 'not admitted' in rows[0].text
-    rows[0].find_element(By.CSS_SELECTOR, 'button.approve').click()
+    fresh = rows[0][2]
+    assert 'not admitted' in rows[0][3]
+    wait_for(driver, lambda d: click(
+        d, 'tr.admission[data-uuid="%s"] button.approve' % fresh))
     result = wait_for(
         driver, expected_conditions.visibility_of_element_located(
             (By.CSS_SELECTOR, '#admission-result.ok')))
@@ -398,6 +404,16 @@ def test_hosts_are_admitted_by_the_operator(page):
         'button.reject' % fresh))
     screenshot(driver, 'pooling-hosts')
     no_markup_ran(driver)
+
+
+def click(driver, css):
+    """Click the element of ``css``; False if the page's refresh
+    replaced it between finding and clicking (wait_for tries again)."""
+    try:
+        driver.find_element(By.CSS_SELECTOR, css).click()
+    except exceptions.StaleElementReferenceException:
+        return False
+    return True
 
 
 def no_markup_ran(driver):
