@@ -52,7 +52,12 @@ stores, and with ``code=on`` the pages TCG reads code from when it
 translates them (the read the sampler sees); not the guest page tables
 QEMU's softmmu walks, nor QEMU's own accesses for devices, for which the
 stated intervals carry [sampling] systematic_pages (doc/estimation.md,
-"The reference"); a page that
+"The reference"). Which of the sampler's extra pages are page tables is
+read from their content at each interval's end (page_tables.py, on QEMU's
+RAM memfd): ``extra_page_table_pages``, and the per-interval error and
+coverage against memtrace's pages plus those walks
+(``wss_error_median_with_page_tables``, ``coverage_with_page_tables``);
+a page that
 stays among the TLB's last four for a whole interval (none of the
 workloads here) and the references in a partly filled log at a boundary
 (at most 511, counted in the next interval) are misplaced. The sampler
@@ -85,6 +90,7 @@ from memcanal.estimation import sampling
 from memcanal.tests.functional import services
 
 import guest_corpus
+import page_tables
 import sampled_guest
 
 SYNC_TIMEOUT = 30.0
@@ -170,6 +176,9 @@ class Row:
     lru_first_below: float | None = None
     zapped: int = 0             # pages its zap unmapped
     whole: bool = False         # its zap was of the whole sample
+    # Of ``extra``, the pages whose content is a page table's (the MMU's
+    # walks, which memtrace does not see: page_tables.py).
+    extra_page_tables: int = 0
 
 
 class Comparison:
@@ -189,9 +198,10 @@ class Comparison:
         self.rows = []
 
     def add(self, interval, references, end_s=0.0, zap_ms=0.0, zapped=0,
-            whole=False):
+            whole=False, tables=()):
         """One interval: the pager's (a driver.AccessInterval) and the
-        page indexes memtrace logged in it, in order."""
+        page indexes memtrace logged in it, in order; ``tables``: the
+        pages it touched that looked like page tables at its end."""
         exact = self.lru.add(references)
         self.sampled.add_interval(interval.touched, interval.written,
                                   interval.full, interval.seconds,
@@ -199,6 +209,7 @@ class Comparison:
         self.exact.add_interval(exact, (), True, interval.seconds)
         in_sample = self.sampled.sample(exact)
         seen = self.sampled.sample(np.unique(interval.touched))
+        extra = np.setdiff1d(seen, in_sample)
         exact_curve = self.exact.curve()
         lru_first = self.lru.curve(True)
         low, high = (bound / estimation.PAGE_SIZE
@@ -212,7 +223,8 @@ class Comparison:
             sampled_window=self.sampled.window_wss_bytes()
             / estimation.PAGE_SIZE,
             in_sample=int(in_sample.size), seen=int(seen.size),
-            extra=int(np.setdiff1d(seen, in_sample).size),
+            extra=int(extra.size),
+            extra_page_tables=int(np.intersect1d(extra, tables).size),
             missed=int(np.setdiff1d(in_sample, seen).size),
             curve_mae=error(self.sampled.curve(), exact_curve),
             lru_mae=error(exact_curve, self.lru.curve()),
@@ -273,12 +285,24 @@ def quantiles(values, percents):
         if values else None
 
 
+def covers(row, reference):
+    """Whether the interval's stated 95 % interval holds ``reference``
+    pages (None for an interval without either)."""
+    if row.low is None or not reference:
+        return None
+    return float(row.low <= reference <= row.high)
+
+
 def covered(row):
     """Whether the interval's stated 95 % interval holds memtrace's
-    working set (None for an interval without either)."""
-    if row.low is None or not row.exact:
-        return None
-    return float(row.low <= row.exact <= row.high)
+    working set."""
+    return covers(row, row.exact)
+
+
+def with_page_tables(row, rate):
+    """memtrace's working set and the page tables the sampler saw walked
+    (its extra pages whose content is a page table's), over the rate."""
+    return row.exact + row.extra_page_tables / (row.rate or rate)
 
 
 def seen_by_either(row, rate):
@@ -289,9 +313,7 @@ def seen_by_either(row, rate):
 
 
 def covered_either(row, rate):
-    if row.low is None or not row.exact:
-        return None
-    return float(row.low <= seen_by_either(row, rate) <= row.high)
+    return covers(row, seen_by_either(row, rate))
 
 
 def summary(rows, rate, settle):
@@ -345,6 +367,16 @@ def summary(rows, rate, settle):
         'extra_scaled_p50_p95_max': quantiles(
             [r.extra / (r.rate or rate) for r in rows], (50, 95, 100)),
         'missed_pages': mean(r.missed for r in rows),
+        # The extra pages that are page tables (the MMU's walks), and the
+        # per-interval error against memtrace's pages plus those walks.
+        'extra_page_table_pages': mean(r.extra_page_tables for r in rows),
+        'extra_page_table_scaled_p50_p95_max': quantiles(
+            [r.extra_page_tables / (r.rate or rate) for r in rows],
+            (50, 95, 100)),
+        'wss_error_median_with_page_tables': median(
+            relative(r.sampled, with_page_tables(r, rate)) for r in rows),
+        'coverage_with_page_tables': mean(
+            covers(r, with_page_tables(r, rate)) for r in rows),
         'zap_ms_p50': float(np.median([r.zap_ms for r in rows]))
         if rows else None,
         # What a zap of the whole sample (the start, a new salt, a higher
@@ -447,11 +479,13 @@ class Boundaries:
     def __init__(self, guest):
         self.guest = guest
         self._executor = concurrent.futures.ThreadPoolExecutor(1)
+        self.tables = page_tables.PageTables(guest.qemu.pid, guest.ram_bytes)
 
     def close(self):
         """(the pager's interval as a driver.AccessInterval, its zap in
-        ms, when it ended (s), the guest-physical frames memtrace logged,
-        its counters)."""
+        ms, whether it was whole, and the pages it touched that look like
+        page tables now; when it ended (s), the guest-physical frames
+        memtrace logged, its counters)."""
         synced = self._executor.submit(self.guest.memtrace.sync,
                                        SYNC_TIMEOUT)
         self.guest.client.command('tick')
@@ -464,11 +498,13 @@ class Boundaries:
         raw = answer['intervals'][0]
         interval, end_s = paging.access_interval(raw)
         return (interval, (raw['zap_ns'] / 1e6, raw['zapped'],
-                           bool(raw.get('whole'))), end_s, delivered.prl,
-                delivered.counters)
+                           bool(raw.get('whole')),
+                           self.tables.among(interval.touched)),
+                end_s, delivered.prl, delivered.counters)
 
     def shutdown(self):
         self._executor.shutdown()
+        self.tables.close()
 
 
 class Analysis:

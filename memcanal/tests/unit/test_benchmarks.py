@@ -566,3 +566,48 @@ def test_the_gap_below_the_interval_curve_s_first_point_is_split_out():
     # The step is 1 below size 10, LRU 0: all the gap is there.
     assert below == pytest.approx(total) and below > 0
     assert accuracy.below_first_point(lru, step) == 0
+
+
+def test_sampling_accuracy_counts_the_extra_pages_that_are_page_tables():
+    accuracy = benchmark('sampling_accuracy')
+    comparison = accuracy.Comparison(4096, 1.0, window=1)
+    truth = np.arange(100, 200)
+    # The sampler saw memtrace's pages and three more, two of them page
+    # tables (the MMU's walks) and one not (a device's write).
+    comparison.add(interval(np.concatenate([truth, [500, 501, 502]])),
+                   truth, tables=np.array([150, 500, 501]))
+    row = comparison.rows[0]
+    assert (row.extra, row.extra_page_tables) == (3, 2)
+    result = accuracy.summary(comparison.rows, 1.0, settle=0)
+    assert result['extra_page_table_pages'] == 2
+    assert result['wss_error_median'] == pytest.approx(3 / 100)
+    assert result['wss_error_median_with_page_tables'] == pytest.approx(
+        1 / 102)
+
+
+def test_page_tables_are_told_from_data_by_content(tmp_path):
+    tables = benchmark('page_tables')
+    ram_pages = 65536
+    pte = np.zeros(512, dtype=np.uint64)
+    pte[:3] = [(1234 << 12) | 0x67, (1235 << 12) | 0x25,
+               (1 << 63) | (60000 << 12) | 0x163]
+    text = np.frombuffer((b'the quick brown fox ' * 205)[:4096],
+                         dtype=np.uint64)
+    pointers = np.full(512, 0xffff888001234560, dtype=np.uint64)
+    beyond = pte.copy()
+    beyond[1] = (ram_pages << 12) | 0x67        # outside the RAM
+    one = np.zeros(512, dtype=np.uint64)
+    one[0] = (1234 << 12) | 0x67                 # a single entry
+    pages = np.stack([pte, text, pointers, beyond, one,
+                      np.zeros(512, dtype=np.uint64)])
+    assert tables.look_like_page_tables(pages, ram_pages).tolist() == [
+        True, False, False, False, False, False]
+    # From a memfd, as QEMU's RAM is read.
+    fd = os.memfd_create('ram')
+    try:
+        os.write(fd, pages.tobytes())
+        reader = tables.PageTables.__new__(tables.PageTables)
+        reader.fd, reader.ram_pages = fd, ram_pages
+        assert reader.among([4, 0, 1, 0]).tolist() == [0]
+    finally:
+        os.close(fd)
